@@ -1,0 +1,189 @@
+package h1
+
+import (
+	"bytes"
+	"io"
+)
+
+// Reader buffers one direction of a connection. It reads whole message heads
+// into its buffer (growing it up to a limit) and serves body bytes from the
+// buffer before reading the connection again, so pipelined messages and bytes
+// that arrived with a head are never lost.
+type Reader struct {
+	rd      io.Reader
+	buf     []byte
+	r, w    int // buf[r:w] holds unread bytes
+	max     int // largest head accepted
+	scanned int // bytes of buf[r:w] already searched for the end of a head
+}
+
+// NewReader returns a Reader over rd with an initial buffer of size bytes
+// that accepts heads of up to max bytes.
+func NewReader(rd io.Reader, size, max int) *Reader {
+	if max < size {
+		max = size
+	}
+	return &Reader{rd: rd, buf: make([]byte, size), max: max}
+}
+
+// Reset points the Reader at a new connection and discards buffered bytes,
+// keeping the buffer for reuse.
+func (r *Reader) Reset(rd io.Reader) {
+	r.rd = rd
+	r.r, r.w, r.scanned = 0, 0, 0
+}
+
+// Buffered returns the number of unread bytes held in the buffer.
+func (r *Reader) Buffered() int { return r.w - r.r }
+
+// Peek returns the unread buffered bytes without consuming them.
+func (r *Reader) Peek() []byte { return r.buf[r.r:r.w] }
+
+// Discard consumes n buffered bytes; n must not exceed Buffered.
+func (r *Reader) Discard(n int) {
+	r.r += n
+	r.scanned = 0
+	if r.r == r.w {
+		r.r, r.w = 0, 0
+	}
+}
+
+// Underlying returns the reader the buffer fills from.
+func (r *Reader) Underlying() io.Reader { return r.rd }
+
+// Read reads buffered bytes first; with an empty buffer, large reads go to the
+// underlying reader directly and small ones refill the buffer.
+func (r *Reader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if r.r == r.w {
+		if len(p) >= len(r.buf) {
+			return r.rd.Read(p)
+		}
+		if err := r.fill(); err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, r.buf[r.r:r.w])
+	r.Discard(n)
+	return n, nil
+}
+
+// fill reads at least one more byte into the buffer, compacting it first.
+func (r *Reader) fill() error {
+	if r.r > 0 {
+		copy(r.buf, r.buf[r.r:r.w])
+		r.w -= r.r
+		r.r = 0
+	}
+	if r.w == len(r.buf) {
+		if len(r.buf) >= r.max {
+			return ErrHeadTooLarge
+		}
+		size := 2 * len(r.buf)
+		if size > r.max {
+			size = r.max
+		}
+		nb := make([]byte, size)
+		copy(nb, r.buf[:r.w])
+		r.buf = nb
+	}
+	for i := 0; i < 100; i++ {
+		n, err := r.rd.Read(r.buf[r.w:])
+		r.w += n
+		if n > 0 {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return io.ErrNoProgress
+}
+
+// readLine returns the next line without its CRLF, consuming it. It is used
+// for chunk sizes and trailers, which must fit in the buffer.
+func (r *Reader) readLine() ([]byte, error) {
+	for {
+		if i := bytes.IndexByte(r.buf[r.r:r.w], '\n'); i >= 0 {
+			line := r.buf[r.r : r.r+i+1]
+			r.r += i + 1
+			if len(line) < 2 || line[len(line)-2] != '\r' {
+				return nil, ErrBareLF
+			}
+			return line[:len(line)-2], nil
+		}
+		if err := r.fill(); err != nil {
+			if err == io.EOF {
+				err = ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+}
+
+// readHead returns a complete message head, from its first line to the empty
+// line that ends it (inclusive), and consumes it. Empty lines before the
+// first line are skipped, as RFC 9112 section 2.2 allows. The returned slice
+// aliases the buffer and is valid until the next read of any kind, body
+// reads included.
+//
+// io.EOF means the connection closed cleanly between messages.
+func (r *Reader) readHead() ([]byte, error) {
+	for {
+		for r.w-r.r >= 2 && r.buf[r.r] == '\r' && r.buf[r.r+1] == '\n' {
+			r.r += 2
+			r.scanned = 0
+		}
+		if end := r.headEnd(); end > 0 {
+			head := r.buf[r.r : r.r+end]
+			r.r += end
+			r.scanned = 0
+			if r.r == r.w {
+				r.r, r.w = 0, 0
+			}
+			return head, nil
+		}
+		had := r.w - r.r
+		if err := r.fill(); err != nil {
+			if err == io.EOF && had > 0 {
+				return nil, ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+}
+
+// headEnd finds the end of a head in the unread bytes: the offset just past
+// the LF of the blank line, or 0 when the head is incomplete. A blank line
+// is LF followed by either CRLF or a bare LF; the parser rejects bare LFs
+// afterwards, but finding them here lets a bad head fail fast instead of
+// waiting for a CRLFCRLF that never comes.
+func (r *Reader) headEnd() int {
+	b := r.buf[r.r:r.w]
+	from := r.scanned
+	if from > 0 {
+		from-- // a blank line may straddle the previous scan
+	}
+	for {
+		i := bytes.IndexByte(b[from:], '\n')
+		if i < 0 {
+			if len(b) > 2 {
+				r.scanned = len(b) - 2
+			}
+			return 0
+		}
+		i += from
+		switch {
+		case i+1 < len(b) && b[i+1] == '\n':
+			return i + 2
+		case i+2 < len(b) && b[i+1] == '\r' && b[i+2] == '\n':
+			return i + 3
+		case i+2 >= len(b):
+			r.scanned = i
+			return 0
+		}
+		from = i + 1
+	}
+}

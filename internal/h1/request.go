@@ -1,0 +1,248 @@
+package h1
+
+import "bytes"
+
+// Request is a parsed request head. Byte slices alias the Reader's buffer
+// and are valid until the next read on it. A Request is reused across the
+// requests of a connection so parsing allocates nothing.
+type Request struct {
+	Method []byte
+	// Target is the request target in origin form (or "*" for OPTIONS).
+	// An absolute-form target is reduced to its path and query, and its
+	// authority replaces Host, as RFC 9112 section 3.2.2 requires.
+	Target []byte
+	// Minor is the minor HTTP version: 0 or 1.
+	Minor int
+	// Host is the authority the request is for.
+	Host []byte
+	// Fields are all header fields in order. Hop-by-hop and framing fields
+	// are marked Hop; the Host field is marked too, since Host is written
+	// from the Host value above.
+	Fields []Field
+	// ContentLength is the body length, or -1 when the body is chunked.
+	// A request without framing fields has a body of length 0.
+	ContentLength int64
+	// Chunked reports a chunked request body.
+	Chunked bool
+	// Close reports that the client wants the connection closed after this
+	// exchange (Connection: close, or HTTP/1.0 without keep-alive).
+	Close bool
+	// Upgrade reports a protocol upgrade request: Connection names upgrade
+	// and an Upgrade field is present. UpgradeProto is its value.
+	Upgrade      bool
+	UpgradeProto []byte
+	// Expect100 reports Expect: 100-continue.
+	Expect100 bool
+}
+
+// HasBody reports whether a body follows the head.
+func (r *Request) HasBody() bool { return r.Chunked || r.ContentLength > 0 }
+
+// IsMethod reports whether the method is m (methods are case-sensitive).
+func (r *Request) IsMethod(m string) bool { return string(r.Method) == m }
+
+// Idempotent reports whether the method is idempotent (RFC 9110 section
+// 9.2.2), which makes the request safe to send again after a failure.
+func (r *Request) Idempotent() bool {
+	switch string(r.Method) {
+	case "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE":
+		return true
+	}
+	return false
+}
+
+// ReadRequest reads and parses the next request head into req.
+// io.EOF means the client closed the connection between requests.
+func (r *Reader) ReadRequest(req *Request) error {
+	head, err := r.readHead()
+	if err != nil {
+		return err
+	}
+	return ParseRequest(head, req)
+}
+
+// ParseRequest parses a complete request head, from the request line through
+// the blank line, into req.
+func ParseRequest(head []byte, req *Request) error {
+	*req = Request{Fields: req.Fields[:0]}
+	line, rest, err := cutLine(head)
+	if err != nil {
+		return err
+	}
+	// request-line = method SP request-target SP HTTP-version
+	sp := bytes.IndexByte(line, ' ')
+	if sp <= 0 {
+		return ErrRequestLine
+	}
+	req.Method = line[:sp]
+	if !isToken(req.Method) {
+		return ErrMethod
+	}
+	line = line[sp+1:]
+	sp = bytes.IndexByte(line, ' ')
+	if sp <= 0 {
+		return ErrRequestLine
+	}
+	req.Target = line[:sp]
+	minor, ok := parseVersion(line[sp+1:])
+	if !ok {
+		if len(line[sp+1:]) > 5 && string(line[sp+1:sp+6]) == "HTTP/" {
+			return ErrVersion
+		}
+		return ErrRequestLine
+	}
+	req.Minor = minor
+
+	req.Fields, err = parseFields(rest, req.Fields)
+	if err != nil {
+		return err
+	}
+	close, keepAlive, upgrade := markHop(req.Fields)
+	req.Close = close || (minor == 0 && !keepAlive)
+
+	fr, err := parseFraming(req.Fields)
+	if err != nil {
+		return err
+	}
+	if fr.te && minor == 0 {
+		return ErrEncodingHTTP10
+	}
+	req.Chunked = fr.chunked
+	switch {
+	case fr.chunked:
+		req.ContentLength = -1
+	case fr.length > 0:
+		req.ContentLength = fr.length
+	}
+
+	hostSeen := false
+	for i := range req.Fields {
+		f := &req.Fields[i]
+		switch {
+		case f.Is("host"):
+			if hostSeen {
+				return ErrDuplicateHost
+			}
+			hostSeen = true
+			f.Hop = true
+			req.Host = f.Value
+		case f.Is("upgrade"):
+			req.UpgradeProto = f.Value
+		case f.Is("expect"):
+			if equalFold(f.Value, "100-continue") {
+				req.Expect100 = true
+				f.Hop = true
+			}
+		}
+	}
+	req.Upgrade = upgrade && len(req.UpgradeProto) > 0 && minor == 1
+	if err := req.parseTarget(); err != nil {
+		return err
+	}
+	if !hostSeen && minor == 1 {
+		return ErrMissingHost
+	}
+	if !validHost(req.Host) {
+		return ErrBadHost
+	}
+	return nil
+}
+
+// parseTarget checks the request target and reduces an absolute-form target
+// to origin form. Authority form (CONNECT) is refused: relay does not tunnel.
+func (req *Request) parseTarget() error {
+	t := req.Target
+	for _, c := range t {
+		// Any byte outside visible ASCII is invalid in a target.
+		if c <= ' ' || c >= 0x7f {
+			return ErrTarget
+		}
+	}
+	switch {
+	case t[0] == '/':
+		return nil
+	case len(t) == 1 && t[0] == '*':
+		if !req.IsMethod("OPTIONS") {
+			return ErrTarget
+		}
+		return nil
+	}
+	// absolute-form: scheme "://" authority [path-abempty] [ "?" query ]
+	i := bytes.Index(t, []byte("://"))
+	if i <= 0 || !(equalFold(t[:i], "http") || equalFold(t[:i], "https")) {
+		return ErrTarget
+	}
+	rest := t[i+3:]
+	end := bytes.IndexAny(rest, "/?")
+	if end < 0 {
+		end = len(rest)
+	}
+	auth := rest[:end]
+	if bytes.IndexByte(auth, '@') >= 0 || len(auth) == 0 {
+		return ErrTarget
+	}
+	req.Host = auth
+	req.Target = rest[end:]
+	if len(req.Target) == 0 {
+		req.Target = slash
+	} else if req.Target[0] == '?' {
+		// "http://h?q" has an empty path; origin form needs "/".
+		return ErrTarget
+	}
+	return nil
+}
+
+var slash = []byte("/")
+
+// validHost accepts a host[:port] made of the characters a URI authority
+// may hold without userinfo (RFC 3986 reg-name, IP literal, port).
+func validHost(h []byte) bool {
+	for _, c := range h {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		default:
+			switch c {
+			case '.', '-', '_', '~', ':', '[', ']', '!', '$', '&', '\'', '(', ')', '*', '+', ',', ';', '=', '%':
+			default:
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// parseVersion accepts exactly HTTP/1.0 and HTTP/1.1.
+func parseVersion(v []byte) (minor int, ok bool) {
+	if len(v) != 8 || string(v[:7]) != "HTTP/1." {
+		return 0, false
+	}
+	switch v[7] {
+	case '0':
+		return 0, true
+	case '1':
+		return 1, true
+	}
+	return 0, false
+}
+
+// cutLine splits off the first line of a head, which must end in CRLF and
+// hold no other CR or LF.
+func cutLine(head []byte) (line, rest []byte, err error) {
+	i := bytes.IndexByte(head, '\n')
+	if i < 0 {
+		return nil, nil, ErrUnexpectedEOF
+	}
+	if i == 0 || head[i-1] != '\r' {
+		return nil, nil, ErrBareLF
+	}
+	line = head[:i-1]
+	if bytes.IndexByte(line, '\r') >= 0 {
+		return nil, nil, ErrBareCR
+	}
+	for _, c := range line {
+		if c < ' ' && c != '\t' || c == 0x7f {
+			return nil, nil, ErrRequestLine
+		}
+	}
+	return line, head[i+1:], nil
+}
