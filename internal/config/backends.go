@@ -1,0 +1,207 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+var backendKeys = []string{"url", "weight"}
+
+// decodeBackends reads the backends list. An entry is a mapping with url and
+// an optional weight, or just the URL string (weight 1). Entries whose URL
+// cannot even be parsed are dropped after reporting; everything else is kept
+// for validation so its other problems are found too.
+func decodeBackends(d *decoder, c *Config, v *yaml.Node) {
+	if v.Kind != yaml.SequenceNode {
+		d.problem(v.Line, "backends", "must be a list of backends (- url: http://HOST:PORT), got %s", describe(v))
+		c.backendProblems++
+		return
+	}
+	for i, item := range v.Content {
+		item = resolve(item)
+		prefix := fmt.Sprintf("backends[%d]", i)
+		b := Backend{Weight: DefaultWeight, Line: item.Line, key: prefix}
+		var raw *yaml.Node
+		switch {
+		case item.Kind == yaml.ScalarNode && item.ShortTag() == "!!str":
+			raw = item
+		case item.Kind == yaml.MappingNode:
+			d.mapping(item, prefix+".", backendKeys, func(key string, k, val *yaml.Node) {
+				switch key {
+				case "url":
+					raw = val
+				case "weight":
+					b.weightLine = k.Line
+					if w, ok := d.integer(val, prefix+".weight"); ok {
+						b.Weight = w
+					}
+				}
+			})
+			if raw == nil {
+				d.problem(item.Line, prefix, "missing url")
+				c.backendProblems++
+				continue
+			}
+		default:
+			d.problem(item.Line, prefix, "must be a mapping with url and weight, got %s", describe(item))
+			c.backendProblems++
+			continue
+		}
+		s, ok := d.str(raw, prefix+".url")
+		if !ok {
+			c.backendProblems++
+			continue
+		}
+		u, msg := parseBackendURL(s)
+		if msg != "" {
+			d.problem(raw.Line, prefix+".url", "%s", msg)
+			c.backendProblems++
+			continue
+		}
+		b.URL, b.raw = u, s
+		c.Backends = append(c.Backends, b)
+	}
+}
+
+// parseBackendURL parses one backend address. It only rejects what cannot be
+// held as a *url.URL; checkBackendURL judges the rest, so URLs from files,
+// flags and code meet the same rules.
+func parseBackendURL(raw string) (*url.URL, string) {
+	raw = strings.TrimSpace(raw)
+	if raw == "" {
+		return nil, "backend URL is empty"
+	}
+	if !strings.Contains(raw, "://") {
+		if u, err := url.Parse("http://" + raw); err == nil && u.Host != "" && u.Path == "" {
+			return nil, fmt.Sprintf("%q has no scheme; write %q", raw, "http://"+raw)
+		}
+		return nil, fmt.Sprintf("%q has no scheme and host; write http://HOST:PORT", raw)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return nil, fmt.Sprintf("%q is not a valid URL: %v", raw, err)
+	}
+	return u, ""
+}
+
+// checkBackendURL lists what is wrong with u as a backend address; raw is
+// how it was written, "" when it was built in code.
+func checkBackendURL(u *url.URL, raw string) []string {
+	if u == nil {
+		return []string{"backend has no URL"}
+	}
+	if raw == "" {
+		raw = u.String()
+	}
+	name := strconv.Quote(raw)
+	var msgs []string
+	bad := func(format string, args ...any) {
+		msgs = append(msgs, name+": "+fmt.Sprintf(format, args...))
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "http":
+	case "https":
+		bad("https upstreams are not supported yet; use http")
+	case "":
+		bad("no scheme; write http://HOST:PORT")
+	default:
+		bad("scheme %q is not supported; use http", u.Scheme)
+	}
+	if u.Opaque != "" {
+		bad("no host; write http://HOST:PORT")
+		return msgs
+	}
+	if u.User != nil {
+		bad("credentials in backend URLs are not supported")
+	}
+	host, port := splitHost(u.Host)
+	switch {
+	case host == "":
+		bad("no host; write http://HOST:PORT")
+	case !validHost(host):
+		bad("host %q is not a valid host name or IP address", host)
+	}
+	if port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			bad("port %q is out of range 1-65535", port)
+		}
+	}
+	if u.Path != "" && u.Path != "/" || u.RawPath != "" {
+		bad("a path (%q) is not supported; relay forwards each request's own path, so give only http://HOST:PORT", u.EscapedPath())
+	}
+	if u.RawQuery != "" || u.ForceQuery {
+		bad("a query (?%s) is not supported; give only http://HOST:PORT", u.RawQuery)
+	}
+	if u.Fragment != "" {
+		bad("a fragment (#%s) is not supported", u.Fragment)
+	}
+	return msgs
+}
+
+// splitHost splits a URL host into host and port, tolerating a missing port
+// and IPv6 brackets.
+func splitHost(hostport string) (host, port string) {
+	if h, p, err := net.SplitHostPort(hostport); err == nil {
+		return h, p
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]"), ""
+}
+
+// validHost accepts an IP address or a DNS-style name (letters, digits, '-',
+// '.', '_'), which is all a dialer can use.
+func validHost(h string) bool {
+	if _, err := netip.ParseAddr(h); err == nil {
+		return true
+	}
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for _, r := range h {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '.', r == '_':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// canonicalHost is host:port with a lower-case name, the shortest form of an
+// IP address and the default port filled in: two URLs naming the same
+// server the same way get the same string. Names are not resolved, so
+// localhost and 127.0.0.1 stay different.
+func canonicalHost(u *url.URL) string {
+	host, port := splitHost(u.Host)
+	if a, err := netip.ParseAddr(host); err == nil {
+		host = a.String()
+	} else {
+		host = strings.ToLower(host)
+	}
+	if port == "" {
+		port = "80"
+	}
+	if n, err := strconv.Atoi(port); err == nil {
+		port = strconv.Itoa(n) // drop leading zeros
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// normalize rewrites every backend URL to its canonical form. It runs only
+// after validation, when each URL is known to be a plain http://HOST:PORT.
+func (c *Config) normalize() {
+	for i := range c.Backends {
+		u := c.Backends[i].URL
+		c.Backends[i].URL = &url.URL{Scheme: strings.ToLower(u.Scheme), Host: canonicalHost(u)}
+	}
+}

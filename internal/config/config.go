@@ -1,0 +1,234 @@
+// Package config turns relay's YAML file and command-line flags into one
+// validated, typed Config: durations are time.Duration, backend addresses are
+// *url.URL, proxy ranges are netip.Prefix.
+//
+// Every problem is reported at once, each with the file and YAML line it came
+// from, so an operator fixes a broken file in one pass instead of one error per
+// restart. The package is a leaf: it starts nothing and imports no other relay
+// package; the caller passes in the algorithm names it accepts.
+package config
+
+import (
+	"net/netip"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// Defaults for every setting. They are what an empty file (plus backends)
+// gives, and what examples/config.yml documents.
+const (
+	DefaultPort                   = 8080
+	DefaultAlgorithm              = "round-robin"
+	DefaultWeight                 = 1
+	DefaultHealthCheckType        = "http"
+	DefaultHealthCheckPath        = "/health"
+	DefaultHealthCheckInterval    = 10 * time.Second
+	DefaultHealthCheckTimeout     = 2 * time.Second
+	DefaultHealthCheckRise        = 2
+	DefaultHealthCheckFall        = 3
+	DefaultLogMaxSizeMB           = 100
+	DefaultLogMaxBackups          = 5
+	DefaultLogMaxAgeDays          = 0
+	DefaultLogLevel               = "info"
+	DefaultAccessLog              = true
+	DefaultConnectTimeout         = 5 * time.Second
+	DefaultResponseTimeout        = 60 * time.Second
+	DefaultClientHeaderTimeout    = 10 * time.Second
+	DefaultIdleTimeout            = 60 * time.Second
+	DefaultShutdownTimeout        = 30 * time.Second
+	DefaultMaxIdleConnsPerBackend = 256
+	DefaultMaxConnections         = 20000
+	DefaultRetries                = 2
+	DefaultWorkers                = 0
+	DefaultMaxHeaderBytes         = 16384
+)
+
+// Limits that validation enforces.
+const (
+	// MaxWeight bounds a backend's weight so weighted algorithms can size
+	// their tables from it without overflow or huge allocations.
+	MaxWeight = 1000
+	// MinHeaderBytes and MaxHeaderBytesLimit bound max_header_bytes: below
+	// the minimum ordinary browsers' requests fail, above the maximum one
+	// client connection could pin a large buffer.
+	MinHeaderBytes      = 1024
+	MaxHeaderBytesLimit = 1 << 20
+)
+
+// Backend is one upstream server as configured.
+type Backend struct {
+	// URL is the backend's address: scheme http, a host and a port. After
+	// Load or Apply the host is lower-case and the port explicit
+	// (http://localhost:8001, http://example.com:80), so the same server
+	// always has the same name however it was written.
+	URL *url.URL
+	// Weight is the backend's relative share of traffic, 1..MaxWeight.
+	Weight int
+	// Line is the YAML line of the backend's entry, 0 if it came from flags.
+	Line int
+
+	// Where the entry came from, so problems name it as the operator wrote
+	// it: its key in the file ("backends[3]") even when earlier entries were
+	// dropped, the line of its weight, and the URL text before parsing.
+	key        string
+	weightLine int
+	raw        string
+}
+
+// HealthCheck configures the active health checks run against every backend.
+type HealthCheck struct {
+	// Type is "http" (GET Path, 2xx is healthy) or "tcp" (a connect is healthy).
+	Type string
+	// Path is the request target for http checks; it starts with "/".
+	Path string
+	// Interval is the time between two checks of one backend.
+	Interval time.Duration
+	// Timeout bounds one check; it is shorter than Interval so checks of one
+	// backend never overlap.
+	Timeout time.Duration
+	// Rise is how many consecutive passes bring a backend back into rotation.
+	Rise int
+	// Fall is how many consecutive failures take a backend out of rotation.
+	Fall int
+}
+
+// Config is relay's whole configuration. Load, Parse and Default produce one;
+// Apply lays command-line flags over it.
+type Config struct {
+	// Path is the file the configuration was read from, "" if none.
+	Path string
+	// Listen is the host:port relay accepts clients on. When the file sets
+	// listen it wins over port; otherwise it is ":" followed by Port.
+	Listen string
+	// Port is the port from the file or flags, 1..65535.
+	Port int
+	// Algorithm names the balancing algorithm; it is one of Options.Algorithms.
+	Algorithm string
+	// Backends are the upstream servers, at least one, no two alike.
+	Backends []Backend
+	// HealthCheck configures active health checks.
+	HealthCheck HealthCheck
+	// TrustedProxies are the client address ranges whose X-Forwarded-For is
+	// believed; from anyone else the header is replaced. Addresses are
+	// compared as they are, so the proxy should unmap IPv4-in-IPv6 peers.
+	TrustedProxies []netip.Prefix
+	// LogFile is where JSON logs go; "" means standard output.
+	LogFile string
+	// LogMaxSizeMB is the size at which LogFile is rotated.
+	LogMaxSizeMB int
+	// LogMaxBackups is how many rotated files are kept; 0 keeps all.
+	LogMaxBackups int
+	// LogMaxAgeDays is how long rotated files are kept; 0 keeps them forever.
+	LogMaxAgeDays int
+	// LogLevel is the least severe level logged: debug, info, warn or error.
+	LogLevel string
+	// AccessLog turns the per-request log line on or off.
+	AccessLog bool
+	// ConnectTimeout bounds dialing a backend; exceeding it is a 502.
+	ConnectTimeout time.Duration
+	// ResponseTimeout bounds the wait for a backend's response head once the
+	// request is sent; exceeding it is a 504.
+	ResponseTimeout time.Duration
+	// ClientHeaderTimeout bounds how long a client may take to send a whole
+	// request head.
+	ClientHeaderTimeout time.Duration
+	// IdleTimeout closes keep-alive client connections idle for longer.
+	IdleTimeout time.Duration
+	// ShutdownTimeout is how long in-flight requests may run after a stop
+	// signal; 0 closes at once.
+	ShutdownTimeout time.Duration
+	// MaxIdleConnsPerBackend caps the idle keep-alive connections kept to
+	// each backend; 0 keeps none.
+	MaxIdleConnsPerBackend int
+	// MaxConnections caps concurrent client connections.
+	MaxConnections int
+	// Retries is how many extra attempts, each on another backend, a request
+	// that failed safely may get; 0 disables retries.
+	Retries int
+	// Workers sets GOMAXPROCS, like nginx's worker_processes; 0 uses all cores.
+	Workers int
+	// MaxHeaderBytes caps a request head; larger ones get 431.
+	MaxHeaderBytes int
+
+	// listenSet records that Listen was given explicitly (file or flag), so
+	// it is no longer derived from Port.
+	listenSet bool
+	// lines maps a top-level YAML key to the line it was set on.
+	lines map[string]int
+	// flags maps a top-level YAML key to the flag that overrode it.
+	flags map[string]string
+	// backendProblems counts backend entries dropped while decoding, so an
+	// all-bad list is not also reported as an empty one.
+	backendProblems int
+	// undecoded holds keys whose value could not be read; checks relating
+	// them to other keys are skipped instead of judging the default.
+	undecoded map[string]bool
+}
+
+// Options says what validation accepts beyond the package's own rules.
+type Options struct {
+	// Algorithms lists the accepted algorithm names, aliases included. When
+	// it is empty any non-empty name is accepted.
+	Algorithms []string
+}
+
+// Default returns a configuration holding every default and no backends; it
+// does not validate until backends are added.
+func Default() *Config {
+	return &Config{
+		Listen:    ":" + strconv.Itoa(DefaultPort),
+		Port:      DefaultPort,
+		Algorithm: DefaultAlgorithm,
+		HealthCheck: HealthCheck{
+			Type:     DefaultHealthCheckType,
+			Path:     DefaultHealthCheckPath,
+			Interval: DefaultHealthCheckInterval,
+			Timeout:  DefaultHealthCheckTimeout,
+			Rise:     DefaultHealthCheckRise,
+			Fall:     DefaultHealthCheckFall,
+		},
+		LogMaxSizeMB:           DefaultLogMaxSizeMB,
+		LogMaxBackups:          DefaultLogMaxBackups,
+		LogMaxAgeDays:          DefaultLogMaxAgeDays,
+		LogLevel:               DefaultLogLevel,
+		AccessLog:              DefaultAccessLog,
+		ConnectTimeout:         DefaultConnectTimeout,
+		ResponseTimeout:        DefaultResponseTimeout,
+		ClientHeaderTimeout:    DefaultClientHeaderTimeout,
+		IdleTimeout:            DefaultIdleTimeout,
+		ShutdownTimeout:        DefaultShutdownTimeout,
+		MaxIdleConnsPerBackend: DefaultMaxIdleConnsPerBackend,
+		MaxConnections:         DefaultMaxConnections,
+		Retries:                DefaultRetries,
+		Workers:                DefaultWorkers,
+		MaxHeaderBytes:         DefaultMaxHeaderBytes,
+	}
+}
+
+// clone returns a copy that shares nothing mutable with c, so Apply can work
+// on it and leave c untouched when the result is invalid.
+func (c *Config) clone() *Config {
+	n := *c
+	n.Backends = append([]Backend(nil), c.Backends...)
+	for i, b := range n.Backends {
+		if b.URL != nil {
+			u := *b.URL
+			n.Backends[i].URL = &u
+		}
+	}
+	n.TrustedProxies = append([]netip.Prefix(nil), c.TrustedProxies...)
+	n.lines = make(map[string]int, len(c.lines))
+	for k, v := range c.lines {
+		n.lines[k] = v
+	}
+	n.flags = make(map[string]string, len(c.flags))
+	for k, v := range c.flags {
+		n.flags[k] = v
+	}
+	n.undecoded = make(map[string]bool, len(c.undecoded))
+	for k, v := range c.undecoded {
+		n.undecoded[k] = v
+	}
+	return &n
+}

@@ -1,0 +1,152 @@
+package config
+
+import (
+	"fmt"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// field is one top-level YAML key and how its value lands in a Config.
+type field struct {
+	key string
+	set func(d *decoder, c *Config, v *yaml.Node)
+}
+
+func strField(key string, p func(*Config) *string) field {
+	return field{key, func(d *decoder, c *Config, v *yaml.Node) {
+		if s, ok := d.str(v, key); ok {
+			*p(c) = s
+		}
+	}}
+}
+
+func intField(key string, p func(*Config) *int) field {
+	return field{key, func(d *decoder, c *Config, v *yaml.Node) {
+		if n, ok := d.integer(v, key); ok {
+			*p(c) = n
+		}
+	}}
+}
+
+func durField(key string, p func(*Config) *time.Duration) field {
+	return field{key, func(d *decoder, c *Config, v *yaml.Node) {
+		if t, ok := d.duration(v, key); ok {
+			*p(c) = t
+		}
+	}}
+}
+
+// fields lists every top-level key relay understands, in the order
+// examples/config.yml documents them. It is read-only.
+var fields = []field{
+	{"listen", func(d *decoder, c *Config, v *yaml.Node) {
+		if s, ok := d.str(v, "listen"); ok {
+			c.Listen, c.listenSet = s, true
+		}
+	}},
+	intField("port", func(c *Config) *int { return &c.Port }),
+	strField("algorithm", func(c *Config) *string { return &c.Algorithm }),
+	{"backends", decodeBackends},
+	strField("health_check_type", func(c *Config) *string { return &c.HealthCheck.Type }),
+	strField("health_check_path", func(c *Config) *string { return &c.HealthCheck.Path }),
+	durField("health_check_interval", func(c *Config) *time.Duration { return &c.HealthCheck.Interval }),
+	durField("health_check_timeout", func(c *Config) *time.Duration { return &c.HealthCheck.Timeout }),
+	intField("health_check_rise", func(c *Config) *int { return &c.HealthCheck.Rise }),
+	intField("health_check_fall", func(c *Config) *int { return &c.HealthCheck.Fall }),
+	{"trusted_proxies", decodeTrustedProxies},
+	strField("log_file", func(c *Config) *string { return &c.LogFile }),
+	intField("log_max_size_mb", func(c *Config) *int { return &c.LogMaxSizeMB }),
+	intField("log_max_backups", func(c *Config) *int { return &c.LogMaxBackups }),
+	intField("log_max_age_days", func(c *Config) *int { return &c.LogMaxAgeDays }),
+	strField("log_level", func(c *Config) *string { return &c.LogLevel }),
+	{"access_log", func(d *decoder, c *Config, v *yaml.Node) {
+		if b, ok := d.boolean(v, "access_log"); ok {
+			c.AccessLog = b
+		}
+	}},
+	durField("connect_timeout", func(c *Config) *time.Duration { return &c.ConnectTimeout }),
+	durField("response_timeout", func(c *Config) *time.Duration { return &c.ResponseTimeout }),
+	durField("client_header_timeout", func(c *Config) *time.Duration { return &c.ClientHeaderTimeout }),
+	durField("idle_timeout", func(c *Config) *time.Duration { return &c.IdleTimeout }),
+	durField("shutdown_timeout", func(c *Config) *time.Duration { return &c.ShutdownTimeout }),
+	intField("max_idle_conns_per_backend", func(c *Config) *int { return &c.MaxIdleConnsPerBackend }),
+	intField("max_connections", func(c *Config) *int { return &c.MaxConnections }),
+	intField("retries", func(c *Config) *int { return &c.Retries }),
+	intField("workers", func(c *Config) *int { return &c.Workers }),
+	intField("max_header_bytes", func(c *Config) *int { return &c.MaxHeaderBytes }),
+}
+
+// Keys lists every top-level YAML key relay understands.
+func Keys() []string {
+	keys := make([]string, len(fields))
+	for i, f := range fields {
+		keys[i] = f.key
+	}
+	return keys
+}
+
+// mapping walks the key/value pairs of m, reporting keys that are repeated,
+// not plain names, or not in known, and calls visit for the rest. prefix is
+// prepended to keys in problems ("backends[2]." inside a backend entry).
+func (d *decoder) mapping(m *yaml.Node, prefix string, known []string, visit func(key string, k, v *yaml.Node)) {
+	seen := make(map[string]int, len(m.Content)/2)
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := resolve(m.Content[i]), resolve(m.Content[i+1])
+		if k.Kind != yaml.ScalarNode {
+			d.problem(k.Line, prefix, "keys must be plain names, got %s", describe(k))
+			continue
+		}
+		name := k.Value
+		if first, dup := seen[name]; dup {
+			d.problem(k.Line, prefix+name, "set twice (first at line %d)", first)
+			continue
+		}
+		seen[name] = k.Line
+		if !contains(known, name) {
+			d.problem(k.Line, prefix+name, "%s", unknownKey(name, k, known))
+			continue
+		}
+		visit(name, k, v)
+	}
+}
+
+func unknownKey(name string, k *yaml.Node, known []string) string {
+	if k.ShortTag() == "!!merge" {
+		return "merge keys (<<) are not supported; write the settings out"
+	}
+	if s := suggest(name, known); s != "" {
+		return fmt.Sprintf("unknown key; did you mean %q?", s)
+	}
+	return "unknown key"
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// settings decodes the top-level mapping into c.
+func (d *decoder) settings(root *yaml.Node, c *Config) {
+	known := Keys()
+	d.mapping(root, "", known, func(key string, k, v *yaml.Node) {
+		c.lines[key] = k.Line
+		if isNull(v) {
+			return // "key:" with no value keeps the default
+		}
+		for _, f := range fields {
+			if f.key == key {
+				before := len(d.errs.Problems)
+				f.set(d, c, v)
+				if len(d.errs.Problems) > before {
+					c.undecoded[key] = true
+				}
+				return
+			}
+		}
+	})
+}

@@ -1,0 +1,121 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Load reads the YAML file at path, applies defaults for every key it leaves
+// out and validates the result. A file that cannot be read gives that error
+// wrapped (errors.Is(err, fs.ErrNotExist) works); anything wrong with the
+// contents gives *Errors listing every problem.
+func Load(path string, opts Options) (*Config, error) {
+	return LoadOverlay(path, Overlay{}, opts)
+}
+
+// LoadOverlay is Load with command-line flags laid over the file before
+// validation, so a file without backends is valid when -backends supplies
+// them, and problems in the file and in the flags are reported together.
+func LoadOverlay(path string, o Overlay, opts Options) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return parse(data, path, o, opts)
+}
+
+// Parse is Load for YAML already in memory; path is only used to name the
+// file in problems and is stored in Config.Path.
+func Parse(data []byte, path string, opts Options) (*Config, error) {
+	return parse(data, path, Overlay{}, opts)
+}
+
+func parse(data []byte, path string, o Overlay, opts Options) (*Config, error) {
+	c := Default()
+	c.Path = path
+	c.lines = map[string]int{}
+	c.flags = map[string]string{}
+	c.undecoded = map[string]bool{}
+	var errs Errors
+	d := &decoder{file: path, errs: &errs}
+	if !d.document(data, c) {
+		// Without a syntax tree every further check would only repeat
+		// "missing" for keys that may well be in the file.
+		return nil, errs.err()
+	}
+	if !c.listenSet {
+		c.Listen = ":" + strconv.Itoa(c.Port)
+	}
+	c.overlay(o, &errs)
+	c.check(&errs, opts)
+	if err := errs.err(); err != nil {
+		return nil, err
+	}
+	c.normalize()
+	return c, nil
+}
+
+// document decodes data into c, recording problems. It returns false when the
+// YAML itself is broken.
+func (d *decoder) document(data []byte, c *Config) bool {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return true // an empty file: defaults, and "no backends" later
+		}
+		d.syntax(err)
+		return false
+	}
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case err == nil:
+		if len(extra.Content) > 0 && !isNull(extra.Content[0]) {
+			d.problem(extra.Line, "", "the file holds more than one YAML document (---); relay reads exactly one")
+		}
+	case !errors.Is(err, io.EOF):
+		d.syntax(err)
+		return false
+	}
+	if len(doc.Content) == 0 {
+		return true
+	}
+	root := resolve(doc.Content[0])
+	if isNull(root) {
+		return true
+	}
+	if root.Kind != yaml.MappingNode {
+		d.problem(root.Line, "", "the top level must be a mapping of settings (key: value), got %s", describe(root))
+		return true
+	}
+	d.settings(root, c)
+	return true
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// syntax records a YAML parse error, lifting the line number the library
+// buries in its message into the problem's Line.
+func (d *decoder) syntax(err error) {
+	msg := err.Error()
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		if line, aerr := strconv.Atoi(m[1]); aerr == nil {
+			d.problem(line, "", "invalid YAML: %s", m[2])
+			return
+		}
+	}
+	d.problem(0, "", "invalid YAML: %s", trimYAMLPrefix(msg))
+}
+
+func trimYAMLPrefix(s string) string {
+	rest, _ := strings.CutPrefix(s, "yaml: ")
+	return rest
+}

@@ -1,0 +1,211 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Validate checks c and returns *Errors listing every problem, or nil. Load,
+// Parse and Apply call it; code that builds or edits a Config calls it too.
+func (c *Config) Validate(opts Options) error {
+	var errs Errors
+	c.check(&errs, opts)
+	return errs.err()
+}
+
+// at returns a Problem located where key was set: the flag that overrode it,
+// else its line in the file.
+func (c *Config) at(key string) Problem {
+	if flag, ok := c.flags[key]; ok {
+		return Problem{File: FlagsFile, Key: flag}
+	}
+	return Problem{File: c.Path, Line: c.lines[key], Key: key}
+}
+
+// check appends every problem with c to errs.
+func (c *Config) check(errs *Errors, opts Options) {
+	bad := func(key, format string, args ...any) {
+		p := c.at(key)
+		p.Msg = fmt.Sprintf(format, args...)
+		errs.add(p)
+	}
+	intRange := func(key string, v, lo, hi int) {
+		switch {
+		case v < 0 && lo >= 0:
+			bad(key, "must not be negative, got %d", v)
+		case v < lo || v > hi:
+			if hi == maxInt {
+				bad(key, "must be at least %d, got %d", lo, v)
+			} else {
+				bad(key, "must be between %d and %d, got %d", lo, hi, v)
+			}
+		}
+	}
+	positive := func(key string, d time.Duration) {
+		switch {
+		case d < 0:
+			bad(key, "must not be negative, got %v", d)
+		case d == 0:
+			bad(key, "must be longer than zero")
+		}
+	}
+
+	intRange("port", c.Port, 1, 65535)
+	// A listen derived from port is only as good as port, already checked.
+	if c.listenSet || c.Listen != ":"+strconv.Itoa(c.Port) {
+		if msg := checkListen(c.Listen); msg != "" {
+			bad("listen", "%s", msg)
+		}
+	}
+	switch {
+	case c.Algorithm == "":
+		bad("algorithm", "must not be empty")
+	case len(opts.Algorithms) > 0 && !contains(opts.Algorithms, c.Algorithm):
+		bad("algorithm", "unknown algorithm %q; known: %s", c.Algorithm, strings.Join(opts.Algorithms, ", "))
+	}
+	c.checkBackends(errs)
+
+	hc := c.HealthCheck
+	if hc.Type != "http" && hc.Type != "tcp" {
+		bad("health_check_type", `must be "http" or "tcp", got %q`, hc.Type)
+	}
+	if msg := checkHealthPath(hc.Path); msg != "" {
+		bad("health_check_path", "%s", msg)
+	}
+	positive("health_check_interval", hc.Interval)
+	positive("health_check_timeout", hc.Timeout)
+	if hc.Interval > 0 && hc.Timeout > 0 && hc.Timeout >= hc.Interval &&
+		!c.undecoded["health_check_interval"] && !c.undecoded["health_check_timeout"] {
+		bad("health_check_timeout", "health_check_timeout (%v) must be shorter than health_check_interval (%v), so checks of one backend never overlap", hc.Timeout, hc.Interval)
+	}
+	intRange("health_check_rise", hc.Rise, 1, maxInt)
+	intRange("health_check_fall", hc.Fall, 1, maxInt)
+
+	for i, p := range c.TrustedProxies {
+		if !p.IsValid() {
+			bad("trusted_proxies", "entry %d is not a valid address range", i)
+		}
+	}
+
+	intRange("log_max_size_mb", c.LogMaxSizeMB, 1, maxInt)
+	intRange("log_max_backups", c.LogMaxBackups, 0, maxInt)
+	intRange("log_max_age_days", c.LogMaxAgeDays, 0, maxInt)
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log_level", "must be one of debug, info, warn, error; got %q", c.LogLevel)
+	}
+
+	positive("connect_timeout", c.ConnectTimeout)
+	positive("response_timeout", c.ResponseTimeout)
+	positive("client_header_timeout", c.ClientHeaderTimeout)
+	positive("idle_timeout", c.IdleTimeout)
+	if c.ShutdownTimeout < 0 {
+		bad("shutdown_timeout", "must not be negative, got %v", c.ShutdownTimeout)
+	}
+
+	intRange("max_idle_conns_per_backend", c.MaxIdleConnsPerBackend, 0, maxInt)
+	intRange("max_connections", c.MaxConnections, 1, maxInt)
+	intRange("retries", c.Retries, 0, maxInt)
+	intRange("workers", c.Workers, 0, maxInt)
+	intRange("max_header_bytes", c.MaxHeaderBytes, MinHeaderBytes, MaxHeaderBytesLimit)
+}
+
+const maxInt = int(^uint(0) >> 1)
+
+// checkBackends reports empty lists, bad URLs and weights, and duplicates.
+func (c *Config) checkBackends(errs *Errors) {
+	fromFlags := c.flags["backends"]
+	where := func(i int, field string, line int) Problem {
+		if fromFlags != "" {
+			return Problem{File: FlagsFile, Key: fromFlags}
+		}
+		key := c.Backends[i].key
+		if key == "" {
+			key = fmt.Sprintf("backends[%d]", i)
+		}
+		return Problem{File: c.Path, Line: line, Key: key + "." + field}
+	}
+	if len(c.Backends) == 0 && c.backendProblems == 0 {
+		p := c.at("backends")
+		p.Msg = "no backends configured; list at least one (- url: http://HOST:PORT) or pass -backends"
+		errs.add(p)
+	}
+	first := make(map[string]int, len(c.Backends))
+	for i, b := range c.Backends {
+		msgs := checkBackendURL(b.URL, b.raw)
+		for _, m := range msgs {
+			p := where(i, "url", b.Line)
+			p.Msg = m
+			errs.add(p)
+		}
+		wl := b.weightLine
+		if wl == 0 {
+			wl = b.Line
+		}
+		switch {
+		case b.Weight < 1:
+			p := where(i, "weight", wl)
+			p.Msg = fmt.Sprintf("weight %d is below 1", b.Weight)
+			errs.add(p)
+		case b.Weight > MaxWeight:
+			p := where(i, "weight", wl)
+			p.Msg = fmt.Sprintf("weight %d is above the maximum %d", b.Weight, MaxWeight)
+			errs.add(p)
+		}
+		if len(msgs) > 0 {
+			continue
+		}
+		id := strings.ToLower(b.URL.Scheme) + "://" + canonicalHost(b.URL)
+		if j, dup := first[id]; dup {
+			p := where(i, "url", b.Line)
+			earlier := strconv.Quote(c.Backends[j].raw)
+			if l := c.Backends[j].Line; l > 0 && fromFlags == "" {
+				earlier = fmt.Sprintf("line %d", l)
+			} else if c.Backends[j].raw == "" {
+				earlier = fmt.Sprintf("backends[%d]", j)
+			}
+			name := b.raw
+			if name == "" {
+				name = b.URL.String()
+			}
+			p.Msg = fmt.Sprintf("%q duplicates the backend at %s (both are %s)", name, earlier, id)
+			errs.add(p)
+			continue
+		}
+		first[id] = i
+	}
+}
+
+// checkListen returns what is wrong with a listen address, or "".
+func checkListen(s string) string {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Sprintf("%q is not HOST:PORT (for example \":8080\" or \"127.0.0.1:8080\")", s)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Sprintf("port %q in %q is not a number from 0 to 65535", port, s)
+	}
+	if host != "" && !validHost(host) {
+		return fmt.Sprintf("host %q in %q is not a valid host name or IP address", host, s)
+	}
+	return ""
+}
+
+// checkHealthPath returns what is wrong with a health check request target,
+// or "". The path goes onto the wire verbatim, so anything that would break
+// the request line is refused here rather than at the backend.
+func checkHealthPath(p string) string {
+	if !strings.HasPrefix(p, "/") {
+		return fmt.Sprintf("must start with \"/\", got %q", p)
+	}
+	for i := 0; i < len(p); i++ {
+		if b := p[i]; b <= ' ' || b >= 0x7f || b == '#' {
+			return fmt.Sprintf("%q holds a space, '#', control or non-ASCII byte; percent-encode it", p)
+		}
+	}
+	return ""
+}
