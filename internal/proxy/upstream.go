@@ -1,0 +1,207 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"relay/internal/backend"
+	"relay/internal/h1"
+)
+
+// upstreamBufSize is the read buffer of an upstream connection: large enough
+// for a typical response head plus a small body in one read.
+const upstreamBufSize = 8 << 10
+
+// maxResponseHead caps a response head from a backend.
+const maxResponseHead = 64 << 10
+
+// poolIdleTimeout is how long an idle upstream connection may wait in the
+// pool. It is shorter than the keep-alive timeouts of common servers (nginx
+// 75 s, Apache 5 s is the exception), so relay rarely reuses a connection the
+// backend is about to close.
+const poolIdleTimeout = 30 * time.Second
+
+// upstream is one keep-alive connection to a backend.
+type upstream struct {
+	conn   *net.TCPConn
+	raw    syscall.RawConn
+	br     *h1.Reader
+	pool   *pool
+	idleAt time.Time
+	// pending is a request to write at the next Read.
+	pending []byte
+}
+
+// pool holds idle connections to one backend, most recently used first
+// (LIFO keeps few connections warm and lets the rest age out).
+type pool struct {
+	b      *backend.Backend
+	cfg    *Config
+	mu     sync.Mutex
+	idle   []*upstream
+	closed bool
+}
+
+func newPool(b *backend.Backend, cfg *Config) *pool {
+	return &pool{b: b, cfg: cfg}
+}
+
+// get returns an idle connection, or dials a new one. reused reports which,
+// since a reused connection may have been closed by the backend meanwhile.
+func (p *pool) get(now time.Time) (u *upstream, reused bool, err error) {
+	p.mu.Lock()
+	for len(p.idle) > 0 {
+		u = p.idle[len(p.idle)-1]
+		p.idle[len(p.idle)-1] = nil
+		p.idle = p.idle[:len(p.idle)-1]
+		if now.Sub(u.idleAt) < poolIdleTimeout {
+			p.mu.Unlock()
+			return u, true, nil
+		}
+		u.conn.Close()
+	}
+	p.mu.Unlock()
+	u, err = p.dial()
+	return u, false, err
+}
+
+func (p *pool) dial() (*upstream, error) {
+	d := net.Dialer{Timeout: p.cfg.ConnectTimeout}
+	c, err := d.Dial("tcp", p.b.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("backend %q: %w", p.b.Name, err)
+	}
+	tc := c.(*net.TCPConn)
+	raw, err := tc.SyscallConn()
+	if err != nil {
+		tc.Close()
+		return nil, fmt.Errorf("backend %q: %w", p.b.Name, err)
+	}
+	u := &upstream{conn: tc, raw: raw, pool: p}
+	u.br = h1.NewReader(u, upstreamBufSize, maxResponseHead)
+	return u, nil
+}
+
+// put returns a connection whose last response was read to its end.
+func (p *pool) put(u *upstream, now time.Time) {
+	u.idleAt = now
+	p.mu.Lock()
+	if p.closed || len(p.idle) >= p.cfg.MaxIdlePerBackend {
+		p.mu.Unlock()
+		u.conn.Close()
+		return
+	}
+	p.idle = append(p.idle, u)
+	p.mu.Unlock()
+}
+
+// close closes idle connections and makes later puts close theirs.
+func (p *pool) close() {
+	p.mu.Lock()
+	idle := p.idle
+	p.idle, p.closed = nil, true
+	p.mu.Unlock()
+	for _, u := range idle {
+		u.conn.Close()
+	}
+}
+
+// idleCount is the number of pooled connections.
+func (p *pool) idleCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.idle)
+}
+
+// send queues a complete request to be written by the next Read, inside the
+// wait for the response (see Read).
+func (u *upstream) send(b []byte) { u.pending = b }
+
+// Read fills the response buffer. When a request is pending it writes the
+// request and then waits for the socket to become readable before the first
+// read, instead of trying a read that would almost always fail with EAGAIN:
+// that saves a system call per request. The write happens inside the raw
+// read callback, after Go's poller has reset the descriptor's readiness, so
+// a response arriving right after the write cannot be missed.
+func (u *upstream) Read(p []byte) (int, error) {
+	if u.pending == nil {
+		return u.conn.Read(p)
+	}
+	req := u.pending
+	u.pending = nil
+	var (
+		n       int
+		rerr    error
+		written bool
+	)
+	err := u.raw.Read(func(fd uintptr) bool {
+		if !written {
+			written = true
+			for len(req) > 0 {
+				k, err := syscall.Write(int(fd), req)
+				if err == syscall.EINTR {
+					continue
+				}
+				if err != nil {
+					if err != syscall.EAGAIN {
+						rerr = err
+					}
+					return true // EAGAIN: the rest is written below
+				}
+				req = req[k:]
+			}
+			return false // wait for readability
+		}
+		n, rerr = syscall.Read(int(fd), p)
+		if rerr == syscall.EAGAIN {
+			return false
+		}
+		if rerr == syscall.EINTR {
+			return false
+		}
+		return true
+	})
+	if err != nil {
+		return 0, err
+	}
+	if rerr != nil {
+		return 0, os.NewSyscallError("read", rerr)
+	}
+	if len(req) > 0 {
+		// The socket buffer was full: finish through the poller.
+		if _, err := u.conn.Write(req); err != nil {
+			return 0, err
+		}
+		return u.conn.Read(p)
+	}
+	if n == 0 && len(p) > 0 {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// alive reports whether an idle connection is still open: a peek that
+// would block means the backend has neither closed it nor sent anything
+// unexpected. Used before sending a request that must not be sent twice.
+func (u *upstream) alive() bool {
+	var buf [1]byte
+	ok := false
+	err := u.raw.Read(func(fd uintptr) bool {
+		_, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		ok = err == syscall.EAGAIN
+		return true
+	})
+	return err == nil && ok
+}
+
+// isConnLoss reports errors that mean the connection was closed or reset.
+func isConnLoss(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, h1.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
