@@ -64,7 +64,8 @@ func parse(data []byte, path string, o Overlay, opts Options) (*Config, error) {
 }
 
 // document decodes data into c, recording problems. It returns false when the
-// YAML itself is broken.
+// file is not YAML or not a mapping, where checking settings would only
+// report them all missing.
 func (d *decoder) document(data []byte, c *Config) bool {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
@@ -94,7 +95,7 @@ func (d *decoder) document(data []byte, c *Config) bool {
 	}
 	if root.Kind != yaml.MappingNode {
 		d.problem(root.Line, "", "the top level must be a mapping of settings (key: value), got %s", describe(root))
-		return true
+		return false
 	}
 	d.settings(root, c)
 	return true

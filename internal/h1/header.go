@@ -233,11 +233,13 @@ type framing struct {
 }
 
 // parseFraming reads Content-Length and Transfer-Encoding strictly: every
-// Content-Length must be the same decimal number, and a Transfer-Encoding
-// must end in exactly one chunked with no other coding before it.
+// Content-Length must be the same decimal number, written the same way, and
+// a Transfer-Encoding must end in exactly one chunked with no other coding
+// before it and no empty list elements.
 func parseFraming(fields []Field) (framing, error) {
 	fr := framing{length: -1}
 	var codings int
+	var lengthText []byte // the first Content-Length value, as sent
 	for i := range fields {
 		f := &fields[i]
 		switch len(f.Name) {
@@ -252,9 +254,14 @@ func parseFraming(fields []Field) (framing, error) {
 				if !ok {
 					return fr, ErrContentLength
 				}
-				if fr.length >= 0 && fr.length != n {
+				// Repeats must be byte-identical: "5" and "05" are the
+				// same number, but a peer that compares text rejects
+				// them, and relay must never accept what a neighbour
+				// reads differently.
+				if lengthText != nil && !bytes.Equal(lengthText, tok) {
 					return fr, ErrConflictingLength
 				}
+				lengthText = tok
 				fr.length = n
 				if list == nil {
 					break
@@ -265,11 +272,15 @@ func parseFraming(fields []Field) (framing, error) {
 				continue
 			}
 			fr.te = true
-			for list := f.Value; len(list) > 0; {
+			for list := f.Value; ; {
 				var tok []byte
 				tok, list = nextToken(list)
 				if len(tok) == 0 {
-					continue
+					// An empty value, "chunked," or ", chunked": RFC
+					// 9110 lets a recipient skip empty elements, but Go
+					// and nginx refuse anything but a lone "chunked"
+					// here, and framing is no place to differ from them.
+					return fr, ErrTransferEncoding
 				}
 				if fr.chunked {
 					// chunked must be the final coding, and only once.
@@ -280,6 +291,9 @@ func parseFraming(fields []Field) (framing, error) {
 					fr.chunked = true
 				} else if !isToken(tok) {
 					return fr, ErrTransferEncoding
+				}
+				if list == nil {
+					break
 				}
 			}
 		}

@@ -1,6 +1,9 @@
 package h1
 
-import "bytes"
+import (
+	"bytes"
+	"net/netip"
+)
 
 // Request is a parsed request head. Byte slices alias the Reader's buffer
 // and are valid until the next read on it. A Request is reused across the
@@ -86,7 +89,7 @@ func ParseRequest(head []byte, req *Request) error {
 	req.Target = line[:sp]
 	minor, ok := parseVersion(line[sp+1:])
 	if !ok {
-		if len(line[sp+1:]) > 5 && string(line[sp+1:sp+6]) == "HTTP/" {
+		if isVersion(line[sp+1:]) {
 			return ErrVersion
 		}
 		return ErrRequestLine
@@ -130,7 +133,9 @@ func ParseRequest(head []byte, req *Request) error {
 			req.UpgradeProto = f.Value
 		case f.Is("expect"):
 			if equalFold(f.Value, "100-continue") {
-				req.Expect100 = true
+				// An HTTP/1.0 client cannot read a 1xx answer: RFC
+				// 9110 section 10.1.1 says to ignore its expectation.
+				req.Expect100 = minor == 1
 				f.Hop = true
 			}
 		}
@@ -160,6 +165,9 @@ func (req *Request) parseTarget() error {
 	}
 	switch {
 	case t[0] == '/':
+		if !validPath(t) {
+			return ErrTarget
+		}
 		return nil
 	case len(t) == 1 && t[0] == '*':
 		if !req.IsMethod("OPTIONS") {
@@ -189,26 +197,114 @@ func (req *Request) parseTarget() error {
 		// "http://h?q" has an empty path; origin form needs "/".
 		return ErrTarget
 	}
+	if !validPath(req.Target) {
+		return ErrTarget
+	}
 	return nil
+}
+
+// validPath checks the percent-encoding of a target's path, the part
+// before any "?": every "%" must start a pct-encoded octet (RFC 3986
+// section 2.1). A backend that decodes "%zz" somehow, or refuses it, sees a
+// different resource than relay would route on. The query is left alone:
+// clients send raw "%" there, and servers take it as data.
+func validPath(t []byte) bool {
+	for i := 0; i < len(t); i++ {
+		switch t[i] {
+		case '?':
+			return true
+		case '%':
+			if i+2 >= len(t) || !isHex(t[i+1]) || !isHex(t[i+2]) {
+				return false
+			}
+			i += 2
+		}
+	}
+	return true
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
 var slash = []byte("/")
 
-// validHost accepts a host[:port] made of the characters a URI authority
-// may hold without userinfo (RFC 3986 reg-name, IP literal, port).
+// validHost accepts Host = uri-host [ ":" port ] (RFC 9112 section 3.2):
+// a reg-name or an IPv6 literal in brackets, then an optional port of
+// digits only. An invalid Host must get a 400 (RFC 9112 section 3.2), and
+// a lenient reading here would let relay route on one authority while the
+// backend sees another. Percent-encoded host names are refused: clients do
+// not send them and decoding them is one more place for parsers to differ.
 func validHost(h []byte) bool {
-	for _, c := range h {
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		default:
-			switch c {
-			case '.', '-', '_', '~', ':', '[', ']', '!', '$', '&', '\'', '(', ')', '*', '+', ',', ';', '=', '%':
-			default:
+	if len(h) > 0 && h[0] == '[' {
+		end := bytes.IndexByte(h, ']')
+		if end < 0 || !validIPv6(h[1:end]) {
+			return false
+		}
+		h = h[end+1:]
+	} else {
+		for len(h) > 0 && h[0] != ':' {
+			if !regName[h[0]] {
 				return false
 			}
+			h = h[1:]
+		}
+	}
+	if len(h) == 0 {
+		return true
+	}
+	if h[0] != ':' {
+		return false
+	}
+	for _, c := range h[1:] {
+		if c < '0' || c > '9' {
+			return false
 		}
 	}
 	return true
+}
+
+// validIPv6 checks the inside of an IP literal. IPvFuture and zone
+// identifiers are refused; no client sends them in a Host.
+func validIPv6(b []byte) bool {
+	if len(b) < 2 || len(b) > 45 {
+		return false
+	}
+	for _, c := range b {
+		if !isHex(c) && c != ':' && c != '.' {
+			return false
+		}
+	}
+	// Only text made of these characters reaches the full parse, so the
+	// conversion stays small and is paid only by IPv6 literals.
+	a, err := netip.ParseAddr(string(b))
+	return err == nil && a.Is6()
+}
+
+// regName marks the characters of a reg-name without percent-encoding:
+// unreserved and sub-delims (RFC 3986 section 3.2.2).
+var regName = [256]bool{}
+
+func init() {
+	for c := 'a'; c <= 'z'; c++ {
+		regName[c] = true
+	}
+	for c := 'A'; c <= 'Z'; c++ {
+		regName[c] = true
+	}
+	for c := '0'; c <= '9'; c++ {
+		regName[c] = true
+	}
+	for _, c := range "-._~!$&'()*+,;=" {
+		regName[c] = true
+	}
+}
+
+// isVersion reports whether v is an HTTP-version, "HTTP/" DIGIT "." DIGIT,
+// supported or not: an unsupported one gets 505, anything else 400.
+func isVersion(v []byte) bool {
+	return len(v) == 8 && string(v[:5]) == "HTTP/" && '0' <= v[5] && v[5] <= '9' &&
+		v[6] == '.' && '0' <= v[7] && v[7] <= '9'
 }
 
 // parseVersion accepts exactly HTTP/1.0 and HTTP/1.1.

@@ -89,6 +89,11 @@ func ParseResponse(h []byte, resp *Response, head bool) error {
 		// on a message it cannot frame invites desync: refuse it.
 		return err
 	}
+	if fr.te && minor == 0 {
+		// RFC 9112 section 6.1: Transfer-Encoding in an HTTP/1.0
+		// message means faulty framing; read it, but close afterwards.
+		resp.Close = true
+	}
 	resp.ContentLength = fr.length
 	switch {
 	case head || code < 200 || code == 204 || code == 304:

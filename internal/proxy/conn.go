@@ -34,11 +34,11 @@ type clientConn struct {
 	out     []byte // response head being written to the client
 	reqOut  []byte // request head (and any body bytes that came with it) for the backend
 
-	prepared bool // reqOut and reqBody are set up for the current request
-	streamed bool // request body bytes were streamed from the client: no replay
-	inline   int64 // request body bytes carried in reqOut
-	logLine []byte // method and target kept for the access log
-	served  int    // requests served on this connection
+	prepared bool   // reqOut and reqBody are set up for the current request
+	streamed bool   // request body bytes were streamed from the client: no replay
+	inline   int64  // request body bytes carried in reqOut
+	logLine  []byte // method and target kept for the access log
+	served   int    // requests served on this connection
 }
 
 func newClientConn(p *Proxy, c net.Conn) *clientConn {
