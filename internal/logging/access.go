@@ -1,0 +1,236 @@
+package logging
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Entry is what the access log records about one proxied request. The proxy
+// fills one per request and may reuse it: Log copies everything it needs.
+type Entry struct {
+	// Time is when the request started.
+	Time time.Time
+	// Client is the TCP peer.
+	Client netip.AddrPort
+	// Method may alias a connection buffer; it is copied by Log.
+	Method []byte
+	// Path is the request target as received; it may alias a connection
+	// buffer and is copied by Log.
+	Path []byte
+	// Status is the status code sent to the client.
+	Status int
+	// Backend is the name of the backend that answered, or "" if none did.
+	Backend string
+	// Duration is how long the request took.
+	Duration time.Duration
+	// BytesIn counts request body bytes read from the client.
+	BytesIn int64
+	// BytesOut counts response body bytes sent to the client.
+	BytesOut int64
+}
+
+// Defaults for NewAccessLog.
+const (
+	// DefaultFlushSize is how much buffered log makes the writer flush early,
+	// and the largest single Write it makes (up to one overlong line).
+	DefaultFlushSize = 64 << 10
+	// DefaultFlushInterval bounds how long a line waits in memory when
+	// traffic is light.
+	DefaultFlushInterval = 100 * time.Millisecond
+	// DefaultMaxPending is how much unwritten log may pile up behind a slow
+	// writer before new lines are dropped.
+	DefaultMaxPending = 4 << 20
+)
+
+// lineOverhead bounds the bytes of a line besides the three free-form strings:
+// the field names, a 35-byte time, a bracketed IPv6 address with port, and
+// four integers. Only the drop check uses it, so generous is fine.
+const lineOverhead = 320
+
+// AccessLog writes one JSON line per request without ever making a request
+// wait for I/O. Log formats into an in-memory buffer under a short lock; a
+// background goroutine swaps that buffer for an empty one and writes it out
+// when it passes the flush size or when the flush interval ticks. If the
+// writer falls behind and the buffer reaches its cap, new lines are dropped
+// and counted rather than held or waited for.
+type AccessLog struct {
+	w             io.Writer
+	flushSize     int
+	flushInterval time.Duration
+	maxPending    int
+
+	mu     sync.Mutex
+	buf    []byte // lines not yet handed to the writer
+	lines  lineFormatter
+	closed bool
+
+	dropped atomic.Uint64
+	kick    chan struct{} // buffered(1): Log asks for an early flush
+	stop    chan struct{} // closed by Close
+	done    chan struct{} // closed when the flusher has written everything
+	once    sync.Once
+	err     error // first write error; read only after done is closed
+}
+
+// AccessOption changes a setting of NewAccessLog.
+type AccessOption func(*AccessLog)
+
+// WithFlushSize sets how many buffered bytes trigger an early flush; it is
+// also the largest Write the access log makes. Values below 1 are ignored.
+func WithFlushSize(n int) AccessOption {
+	return func(a *AccessLog) {
+		if n > 0 {
+			a.flushSize = n
+		}
+	}
+}
+
+// WithFlushInterval sets the longest a line waits before being written when
+// the flush size is not reached. Values below 1 are ignored.
+func WithFlushInterval(d time.Duration) AccessOption {
+	return func(a *AccessLog) {
+		if d > 0 {
+			a.flushInterval = d
+		}
+	}
+}
+
+// WithMaxPending sets how many unwritten bytes may wait before lines are
+// dropped. Values below 1 are ignored.
+func WithMaxPending(n int) AccessOption {
+	return func(a *AccessLog) {
+		if n > 0 {
+			a.maxPending = n
+		}
+	}
+}
+
+// NewAccessLog starts an access log writing to w. w only ever sees whole
+// lines, from one goroutine at a time. Close it to write what is buffered.
+func NewAccessLog(w io.Writer, opts ...AccessOption) *AccessLog {
+	a := &AccessLog{
+		w:             w,
+		flushSize:     DefaultFlushSize,
+		flushInterval: DefaultFlushInterval,
+		maxPending:    DefaultMaxPending,
+		kick:          make(chan struct{}, 1),
+		stop:          make(chan struct{}),
+		done:          make(chan struct{}),
+	}
+	for _, o := range opts {
+		o(a)
+	}
+	// Sized so that a steady stream of requests fits between two flushes
+	// without the buffer having to grow.
+	a.buf = make([]byte, 0, 2*a.flushSize)
+	go a.run()
+	return a
+}
+
+// Log records e. It never waits for the writer: if too much is already
+// pending, or the log is closed, the line is dropped and counted instead.
+// e and the slices it points to are not retained.
+func (a *AccessLog) Log(e *Entry) {
+	// Every byte of a free-form string escapes to at most six (\u00XX), so
+	// this bounds the line without formatting it first.
+	worst := lineOverhead + 6*(len(e.Method)+len(e.Path)+len(e.Backend))
+	a.mu.Lock()
+	if a.closed || len(a.buf)+worst > a.maxPending {
+		a.mu.Unlock()
+		a.dropped.Add(1)
+		return
+	}
+	before := len(a.buf)
+	a.buf = a.lines.appendEntry(a.buf, e)
+	full := before < a.flushSize && len(a.buf) >= a.flushSize
+	a.mu.Unlock()
+	if full {
+		// Only the append that crosses the threshold asks; the flusher
+		// takes everything buffered by the time it wakes.
+		select {
+		case a.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Dropped returns how many lines were lost: dropped because the writer was
+// too far behind or the log was closed, or lost in a failed write.
+func (a *AccessLog) Dropped() uint64 {
+	return a.dropped.Load()
+}
+
+// Close writes everything buffered, stops the background writer and returns
+// the first write error seen, if any. It waits for the writer, however slow.
+// Lines logged after Close are dropped. It does not close the underlying
+// writer.
+func (a *AccessLog) Close() error {
+	a.once.Do(func() {
+		a.mu.Lock()
+		a.closed = true
+		a.mu.Unlock()
+		close(a.stop)
+	})
+	<-a.done
+	return a.err
+}
+
+// run is the flusher goroutine. It owns out, the buffer being written, and
+// trades it with Log's buffer under the lock, so neither waits for the other
+// longer than a slice swap.
+func (a *AccessLog) run() {
+	defer close(a.done)
+	tick := time.NewTicker(a.flushInterval)
+	defer tick.Stop()
+	out := make([]byte, 0, 2*a.flushSize)
+	for {
+		select {
+		case <-a.kick:
+		case <-tick.C:
+		case <-a.stop:
+			// Log no longer appends once closed is set, so one last swap
+			// takes everything.
+			a.flush(&out)
+			return
+		}
+		a.flush(&out)
+	}
+}
+
+// flush swaps the buffers and writes what Log had collected.
+func (a *AccessLog) flush(out *[]byte) {
+	a.mu.Lock()
+	pending := a.buf
+	a.buf = (*out)[:0]
+	a.mu.Unlock()
+	a.write(pending)
+	*out = pending
+}
+
+// write hands p to the writer in pieces of at most flushSize that end on a
+// line boundary, so that a rotating file never receives a half line and
+// never a write larger than its size limit.
+func (a *AccessLog) write(p []byte) {
+	for len(p) > 0 {
+		n := len(p)
+		if n > a.flushSize {
+			n = bytes.LastIndexByte(p[:a.flushSize], '\n') + 1
+			if n == 0 {
+				// One line longer than a piece: send it alone.
+				n = bytes.IndexByte(p, '\n') + 1
+			}
+		}
+		if _, err := a.w.Write(p[:n]); err != nil {
+			a.dropped.Add(uint64(bytes.Count(p[:n], []byte{'\n'})))
+			if a.err == nil {
+				a.err = fmt.Errorf("access log: write: %w", err)
+			}
+		}
+		p = p[n:]
+	}
+}
