@@ -20,6 +20,9 @@ type Reader struct {
 // NewReader returns a Reader over rd with an initial buffer of size bytes
 // that accepts heads of up to max bytes.
 func NewReader(rd io.Reader, size, max int) *Reader {
+	if size < 1 {
+		size = 1 // an empty buffer could never grow by doubling
+	}
 	if max < size {
 		max = size
 	}

@@ -404,3 +404,14 @@ func TestAccessLogConcurrent(t *testing.T) {
 		t.Fatalf("got %d lines, want %d", total, workers*each)
 	}
 }
+
+func TestNilAccessLogIsOff(t *testing.T) {
+	var a *AccessLog
+	a.Log(testEntry(1))
+	if d := a.Dropped(); d != 0 {
+		t.Errorf("Dropped() = %d on a nil access log, want 0", d)
+	}
+	if err := a.Close(); err != nil {
+		t.Errorf("Close() = %v on a nil access log, want nil", err)
+	}
+}

@@ -264,8 +264,8 @@ func (cc *clientConn) relayResponse(u *upstream, keep bool, in int64) exchangeRe
 		}
 	}
 	// Request body bytes the backend did not read would be taken for the
-	// next request.
-	keep = keep && cc.bodyRead()
+	// next request; a draining server tells clients to go elsewhere.
+	keep = keep && cc.bodyRead() && !cc.p.srv.stopping.Load()
 	if !keep {
 		out = append(out, "Connection: close\r\n"...)
 	} else if req.Minor == 0 {
