@@ -1,0 +1,51 @@
+package balance
+
+import "relay/internal/backend"
+
+// NewLeastConn returns a picker that chooses the backend with the fewest
+// requests in flight per unit of weight, as nginx's least_conn does: a
+// weight-3 backend with 3 requests counts as loaded as a weight-1 backend
+// with 1. With equal weights this is plain fewest-in-flight. Ties are broken
+// uniformly at random with o.Rand.
+//
+// Counts come from backend.InFlight, which the proxy raises with Acquire
+// right after the pick, so a burst of concurrent picks sees each other's load
+// instead of piling onto the same idle backend. A pick reads every backend's
+// counter; for large pools p2c is the cheaper choice.
+func NewLeastConn(bs []*backend.Backend, o Options) Picker {
+	return &leastConn{bs: clone(bs), rand: o.randN()}
+}
+
+type leastConn struct {
+	bs   []*backend.Backend
+	rand func(n int) int
+}
+
+func (p *leastConn) Pick(uint64) *backend.Backend {
+	best := p.bs[0]
+	bestLoad := best.InFlight()
+	ties := 1
+	for _, b := range p.bs[1:] {
+		load := b.InFlight()
+		switch {
+		case lessLoaded(b, load, best, bestLoad):
+			best, bestLoad, ties = b, load, 1
+		case !lessLoaded(best, bestLoad, b, load):
+			// Reservoir sampling: the k-th equally loaded backend replaces
+			// the choice with probability 1/k, which leaves each of them
+			// chosen with equal probability in one pass and no allocation.
+			ties++
+			if p.rand(ties) == 0 {
+				best, bestLoad = b, load
+			}
+		}
+	}
+	return best
+}
+
+// lessLoaded reports whether a, with load requests in flight, is less loaded
+// per unit of weight than b with bLoad. Cross-multiplying keeps the
+// comparison exact without division.
+func lessLoaded(a *backend.Backend, aLoad int64, b *backend.Backend, bLoad int64) bool {
+	return aLoad*int64(b.Weight) < bLoad*int64(a.Weight)
+}

@@ -1,0 +1,115 @@
+package balance
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+
+	"relay/internal/backend"
+)
+
+// Limits for precomputing the smooth cycle. Building it costs one step per
+// backend per entry, so both its length and its total work are bounded; past
+// either limit the picker runs nginx's loop under a mutex instead.
+const (
+	maxCycle     = 1 << 16
+	maxCycleWork = 1 << 24
+)
+
+// NewWeightedRoundRobin returns a smooth weighted round-robin picker, the
+// algorithm of nginx's upstream module: every pick, each backend's current
+// weight grows by its weight, the largest wins and gives back the total. The
+// heavy backend's turns are spread out instead of bunched together: weights
+// 5,1,1 give a a b a c a a, and every run of sum(weights) consecutive picks
+// holds each backend exactly weight times.
+//
+// The sequence repeats after sum(weights)/gcd(weights) picks, so when that
+// cycle is small it is computed once here and Pick is a lock-free table
+// lookup. A new picker starts a fresh cycle: a backend that was out of
+// rotation accumulated nothing meanwhile and gets no burst when it returns.
+func NewWeightedRoundRobin(bs []*backend.Backend, _ Options) Picker {
+	s := newSmooth(bs)
+	if cycle := s.total; cycle <= maxCycle && cycle*int64(len(bs)) <= maxCycleWork {
+		return s.table()
+	}
+	return s
+}
+
+// smooth is the classic O(N) nginx loop. It serves directly when the cycle
+// is too long to precompute, and builds the table otherwise.
+type smooth struct {
+	mu      sync.Mutex
+	bs      []*backend.Backend
+	weight  []int64
+	current []int64
+	total   int64
+}
+
+func newSmooth(bs []*backend.Backend) *smooth {
+	g := int64(0)
+	for _, b := range bs {
+		g = gcd(g, int64(b.Weight))
+	}
+	s := &smooth{bs: clone(bs), weight: make([]int64, len(bs)), current: make([]int64, len(bs))}
+	for i, b := range bs {
+		// Dividing by the GCD changes no decision (every current weight
+		// scales by the same factor) but shortens the cycle: 10,10,10 is
+		// a cycle of 3, not 30.
+		s.weight[i] = int64(b.Weight) / g
+		s.total += s.weight[i]
+	}
+	return s
+}
+
+// next advances the smooth schedule by one pick; the caller holds mu or
+// owns s exclusively.
+func (s *smooth) next() int {
+	best, bestWeight := 0, int64(math.MinInt64)
+	current := s.current[:len(s.weight)]
+	for i, w := range s.weight {
+		c := current[i] + w
+		current[i] = c
+		// Strictly greater keeps ties with the earliest backend, as nginx
+		// does, so the sequence depends only on the order of bs.
+		if c > bestWeight {
+			best, bestWeight = i, c
+		}
+	}
+	current[best] -= s.total
+	return best
+}
+
+func (s *smooth) Pick(uint64) *backend.Backend {
+	s.mu.Lock()
+	i := s.next()
+	s.mu.Unlock()
+	return s.bs[i]
+}
+
+// table runs one full cycle of s. After total picks every backend has been
+// chosen exactly weight times and all current weights are back to zero, so
+// the cycle repeats from there unchanged.
+func (s *smooth) table() *smoothTable {
+	seq := make([]*backend.Backend, s.total)
+	for k := range seq {
+		seq[k] = s.bs[s.next()]
+	}
+	return &smoothTable{seq: seq}
+}
+
+type smoothTable struct {
+	next atomic.Uint64
+	seq  []*backend.Backend
+}
+
+func (p *smoothTable) Pick(uint64) *backend.Backend {
+	n := p.next.Add(1) - 1
+	return p.seq[n%uint64(len(p.seq))]
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
