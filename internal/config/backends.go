@@ -80,9 +80,9 @@ func parseBackendURL(raw string) (*url.URL, string) {
 	}
 	if !strings.Contains(raw, "://") {
 		if u, err := url.Parse("http://" + raw); err == nil && u.Host != "" && u.Path == "" {
-			return nil, fmt.Sprintf("%q has no scheme; write %q", raw, "http://"+raw)
+			return nil, fmt.Sprintf("%s has no scheme; write %s", quote(raw), quote("http://"+raw))
 		}
-		return nil, fmt.Sprintf("%q has no scheme and host; write http://HOST:PORT", raw)
+		return nil, fmt.Sprintf("%s has no scheme and host; write http://HOST:PORT", quote(raw))
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -90,7 +90,7 @@ func parseBackendURL(raw string) (*url.URL, string) {
 		if errors.As(err, &uerr) {
 			err = uerr.Err
 		}
-		return nil, fmt.Sprintf("%q is not a valid URL: %v", raw, err)
+		return nil, fmt.Sprintf("%s is not a valid URL: %v", quote(raw), err)
 	}
 	return u, ""
 }
@@ -104,7 +104,7 @@ func checkBackendURL(u *url.URL, raw string) []string {
 	if raw == "" {
 		raw = u.String()
 	}
-	name := strconv.Quote(raw)
+	name := quote(raw)
 	var msgs []string
 	bad := func(format string, args ...any) {
 		msgs = append(msgs, name+": "+fmt.Sprintf(format, args...))
@@ -116,7 +116,7 @@ func checkBackendURL(u *url.URL, raw string) []string {
 	case "":
 		bad("no scheme; write http://HOST:PORT")
 	default:
-		bad("scheme %q is not supported; use http", u.Scheme)
+		bad("scheme %s is not supported; use http", quote(u.Scheme))
 	}
 	if u.Opaque != "" {
 		bad("no host; write http://HOST:PORT")
@@ -130,21 +130,21 @@ func checkBackendURL(u *url.URL, raw string) []string {
 	case host == "":
 		bad("no host; write http://HOST:PORT")
 	case !validHost(host):
-		bad("host %q is not a valid host name or IP address", host)
+		bad("host %s is not a valid host name or IP address", quote(host))
 	}
 	if port != "" {
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			bad("port %q is out of range 1-65535", port)
+			bad("port %s is out of range 1-65535", quote(port))
 		}
 	}
 	if u.Path != "" && u.Path != "/" || u.RawPath != "" {
-		bad("a path (%q) is not supported; relay forwards each request's own path, so give only http://HOST:PORT", u.EscapedPath())
+		bad("a path (%s) is not supported; relay forwards each request's own path, so give only http://HOST:PORT", quote(u.EscapedPath()))
 	}
 	if u.RawQuery != "" || u.ForceQuery {
-		bad("a query (?%s) is not supported; give only http://HOST:PORT", u.RawQuery)
+		bad("a query (%s) is not supported; give only http://HOST:PORT", quote("?"+u.RawQuery))
 	}
 	if u.Fragment != "" {
-		bad("a fragment (#%s) is not supported", u.Fragment)
+		bad("a fragment (%s) is not supported", quote("#"+u.Fragment))
 	}
 	return msgs
 }

@@ -81,3 +81,12 @@ func (e *Errors) err() error {
 	})
 	return e
 }
+
+// quote quotes s for a message, cut short so a stray paste of something huge
+// does not flood the terminal.
+func quote(s string) string {
+	if len(s) > 60 {
+		return strconv.Quote(s[:60]) + "..."
+	}
+	return strconv.Quote(s)
+}

@@ -98,13 +98,17 @@ func (d *decoder) mapping(m *yaml.Node, prefix string, known []string, visit fun
 			continue
 		}
 		name := k.Value
+		shown := name
+		if len(shown) > 60 {
+			shown = shown[:60] + "..."
+		}
 		if first, dup := seen[name]; dup {
-			d.problem(k.Line, prefix+name, "set twice (first at line %d)", first)
+			d.problem(k.Line, prefix+shown, "set twice (first at line %d)", first)
 			continue
 		}
 		seen[name] = k.Line
 		if !contains(known, name) {
-			d.problem(k.Line, prefix+name, "%s", unknownKey(name, k, known))
+			d.problem(k.Line, prefix+shown, "%s", unknownKey(name, k, known))
 			continue
 		}
 		visit(name, k, v)

@@ -32,16 +32,16 @@ func parseTrustedProxy(s string) (netip.Prefix, error) {
 	if strings.Contains(s, "/") {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
-			return netip.Prefix{}, fmt.Errorf("%q is not a CIDR range such as 10.0.0.0/8 or fd00::/8", s)
+			return netip.Prefix{}, fmt.Errorf("%s is not a CIDR range such as 10.0.0.0/8 or fd00::/8", quote(s))
 		}
 		return p.Masked(), nil
 	}
 	a, err := netip.ParseAddr(s)
 	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("%q is not an IP address or a CIDR range such as 10.0.0.0/8", s)
+		return netip.Prefix{}, fmt.Errorf("%s is not an IP address or a CIDR range such as 10.0.0.0/8", quote(s))
 	}
 	if a.Zone() != "" {
-		return netip.Prefix{}, fmt.Errorf("%q: IPv6 zones are not supported in trusted_proxies", s)
+		return netip.Prefix{}, fmt.Errorf("%s: IPv6 zones are not supported in trusted_proxies", quote(s))
 	}
 	return netip.PrefixFrom(a, a.BitLen()), nil
 }

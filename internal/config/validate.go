@@ -64,13 +64,13 @@ func (c *Config) check(errs *Errors, opts Options) {
 	case c.Algorithm == "":
 		bad("algorithm", "must not be empty")
 	case len(opts.Algorithms) > 0 && !contains(opts.Algorithms, c.Algorithm):
-		bad("algorithm", "unknown algorithm %q; known: %s", c.Algorithm, strings.Join(opts.Algorithms, ", "))
+		bad("algorithm", "unknown algorithm %s; known: %s", quote(c.Algorithm), strings.Join(opts.Algorithms, ", "))
 	}
 	c.checkBackends(errs)
 
 	hc := c.HealthCheck
 	if hc.Type != "http" && hc.Type != "tcp" {
-		bad("health_check_type", `must be "http" or "tcp", got %q`, hc.Type)
+		bad("health_check_type", `must be "http" or "tcp", got %s`, quote(hc.Type))
 	}
 	if msg := checkHealthPath(hc.Path); msg != "" {
 		bad("health_check_path", "%s", msg)
@@ -96,7 +96,7 @@ func (c *Config) check(errs *Errors, opts Options) {
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
-		bad("log_level", "must be one of debug, info, warn, error; got %q", c.LogLevel)
+		bad("log_level", "must be one of debug, info, warn, error; got %s", quote(c.LogLevel))
 	}
 
 	positive("connect_timeout", c.ConnectTimeout)
@@ -162,7 +162,7 @@ func (c *Config) checkBackends(errs *Errors) {
 		id := strings.ToLower(b.URL.Scheme) + "://" + canonicalHost(b.URL)
 		if j, dup := first[id]; dup {
 			p := where(i, "url", b.Line)
-			earlier := strconv.Quote(c.Backends[j].raw)
+			earlier := quote(c.Backends[j].raw)
 			if l := c.Backends[j].Line; l > 0 && fromFlags == "" {
 				earlier = fmt.Sprintf("line %d", l)
 			} else if c.Backends[j].raw == "" {
@@ -172,7 +172,7 @@ func (c *Config) checkBackends(errs *Errors) {
 			if name == "" {
 				name = b.URL.String()
 			}
-			p.Msg = fmt.Sprintf("%q duplicates the backend at %s (both are %s)", name, earlier, id)
+			p.Msg = fmt.Sprintf("%s duplicates the backend at %s (both are %s)", quote(name), earlier, id)
 			errs.add(p)
 			continue
 		}
@@ -184,13 +184,13 @@ func (c *Config) checkBackends(errs *Errors) {
 func checkListen(s string) string {
 	host, port, err := net.SplitHostPort(s)
 	if err != nil {
-		return fmt.Sprintf("%q is not HOST:PORT (for example \":8080\" or \"127.0.0.1:8080\")", s)
+		return fmt.Sprintf("%s is not HOST:PORT (for example \":8080\" or \"127.0.0.1:8080\")", quote(s))
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		return fmt.Sprintf("port %q in %q is not a number from 0 to 65535", port, s)
+		return fmt.Sprintf("port %s in %s is not a number from 0 to 65535", quote(port), quote(s))
 	}
 	if host != "" && !validHost(host) {
-		return fmt.Sprintf("host %q in %q is not a valid host name or IP address", host, s)
+		return fmt.Sprintf("host %s in %s is not a valid host name or IP address", quote(host), quote(s))
 	}
 	return ""
 }
@@ -200,11 +200,11 @@ func checkListen(s string) string {
 // the request line is refused here rather than at the backend.
 func checkHealthPath(p string) string {
 	if !strings.HasPrefix(p, "/") {
-		return fmt.Sprintf("must start with \"/\", got %q", p)
+		return fmt.Sprintf("must start with \"/\", got %s", quote(p))
 	}
 	for i := 0; i < len(p); i++ {
 		if b := p[i]; b <= ' ' || b >= 0x7f || b == '#' {
-			return fmt.Sprintf("%q holds a space, '#', control or non-ASCII byte; percent-encode it", p)
+			return fmt.Sprintf("%s holds a space, '#', control or non-ASCII byte; percent-encode it", quote(p))
 		}
 	}
 	return ""

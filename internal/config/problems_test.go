@@ -1,0 +1,243 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestProblems feeds files with exactly one mistake each and checks that it
+// is the only problem, found on the right line under the right key.
+func TestProblems(t *testing.T) {
+	const b1 = "  - url: http://127.0.0.1:8001"
+	tests := []struct {
+		name string
+		yaml string
+		line int
+		key  string
+		msg  string
+	}{
+		// Keys.
+		{"unknown top-level key", y("prot: 8080", "backends:", b1), 1, "prot", `unknown key; did you mean "port"?`},
+		{"unknown key without suggestion", y("backends:", b1, "colour: blue"), 3, "colour", "unknown key"},
+		{"unknown key in backend", y("backends:", b1, "    wieght: 2"), 3, "backends[0].wieght", `unknown key; did you mean "weight"?`},
+		{"key set twice", y("port: 80", "backends:", b1, "port: 81"), 4, "port", "set twice (first at line 1)"},
+		{"merge key", y("<<: {port: 80}", "backends:", b1), 1, "<<", "merge keys (<<) are not supported"},
+
+		// Backend URLs.
+		{"url without scheme", y("backends:", "  - url: localhost:8001"), 2, "backends[0].url", `"localhost:8001" has no scheme; write "http://localhost:8001"`},
+		{"ip without scheme", y("backends:", "  - url: 127.0.0.1:8001"), 2, "backends[0].url", `write "http://127.0.0.1:8001"`},
+		{"url without host", y("backends:", "  - url: http://"), 2, "backends[0].url", `"http://": no host`},
+		{"url with port only", y("backends:", "  - url: http://:8001"), 2, "backends[0].url", "no host"},
+		{"https url", y("backends:", "  - url: https://127.0.0.1:8443"), 2, "backends[0].url", "https upstreams are not supported yet; use http"},
+		{"other scheme", y("backends:", "  - url: ftp://127.0.0.1:21"), 2, "backends[0].url", `scheme "ftp" is not supported; use http`},
+		{"url with path", y("backends:", "  - url: http://127.0.0.1:8001/api"), 2, "backends[0].url", `a path ("/api") is not supported`},
+		{"url with query", y("backends:", "  - url: http://127.0.0.1:8001?x=1"), 2, "backends[0].url", `a query ("?x=1") is not supported`},
+		{"url with fragment", y("backends:", "  - url: http://127.0.0.1:8001#top"), 2, "backends[0].url", `a fragment ("#top") is not supported`},
+		{"url with credentials", y("backends:", "  - url: http://bob:pw@127.0.0.1:8001"), 2, "backends[0].url", "credentials in backend URLs are not supported"},
+		{"url port out of range", y("backends:", "  - url: http://127.0.0.1:70000"), 2, "backends[0].url", `port "70000" is out of range 1-65535`},
+		{"url bad host", y("backends:", "  - url: http://exa!mple:80"), 2, "backends[0].url", `host "exa!mple" is not a valid host name`},
+		{"url unparsable", y("backends:", "  - url: http://[::1"), 2, "backends[0].url", "is not a valid URL"},
+		{"url empty", y("backends:", `  - url: ""`), 2, "backends[0].url", "backend URL is empty"},
+		{"url not a string", y("backends:", "  - url: 8001"), 2, "backends[0].url", `must be a string, got "8001"`},
+		{"backend without url", y("backends:", b1, "  - weight: 2"), 3, "backends[1]", "missing url"},
+		{"backend entry is a list", y("backends:", b1, "  - [1, 2]"), 3, "backends[1]", "must be a mapping with url and weight, got a list"},
+		{"backends not a list", y("backends: http://127.0.0.1:8001"), 1, "backends", "must be a list of backends"},
+
+		// Weights.
+		{"weight zero", y("backends:", b1, "    weight: 0"), 3, "backends[0].weight", "weight 0 is below 1"},
+		{"weight negative", y("backends:", b1, "    weight: -4"), 3, "backends[0].weight", "weight -4 is below 1"},
+		{"weight too large", y("backends:", b1, "    weight: 1001"), 3, "backends[0].weight", "weight 1001 is above the maximum 1000"},
+		{"weight not a number", y("backends:", b1, `    weight: "abc"`), 3, "backends[0].weight", `must be a whole number, got "abc"`},
+		{"weight a fraction", y("backends:", b1, "    weight: 1.5"), 3, "backends[0].weight", `must be a whole number, got "1.5"`},
+
+		// Duplicates: the second entry is the one reported.
+		{"duplicate backend", y("backends:", b1, b1), 3, "backends[1].url", `duplicates the backend at line 2 (both are http://127.0.0.1:8001)`},
+		{"duplicate after normalising", y("backends:", "  - url: http://localhost", "  - url: HTTP://LocalHost:80/"), 3, "backends[1].url", "duplicates the backend at line 2 (both are http://localhost:80)"},
+		{"duplicate ipv6 spelled differently", y("backends:", "  - url: http://[::1]:8001", "  - url: http://[0:0::1]:8001"), 3, "backends[1].url", "both are http://[::1]:8001"},
+		{"duplicate as bare string", y("backends:", b1, "  - http://127.0.0.1:8001"), 3, "backends[1].url", "duplicates the backend at line 2"},
+
+		// Algorithm.
+		{"unknown algorithm", y("algorithm: fastest", "backends:", b1), 1, "algorithm", `unknown algorithm "fastest"; known: round-robin, roundrobin, weighted-round-robin`},
+		{"empty algorithm", y(`algorithm: ""`, "backends:", b1), 1, "algorithm", "must not be empty"},
+		{"algorithm not a string", y("algorithm: [a]", "backends:", b1), 1, "algorithm", "must be a string, got a list"},
+
+		// Port and listen.
+		{"port zero", y("port: 0", "backends:", b1), 1, "port", "must be between 1 and 65535, got 0"},
+		{"port too large", y("port: 65536", "backends:", b1), 1, "port", "must be between 1 and 65535, got 65536"},
+		{"port negative", y("port: -1", "backends:", b1), 1, "port", "must not be negative, got -1"},
+		{"port quoted", y(`port: "8080"`, "backends:", b1), 1, "port", `must be a whole number, got "8080"`},
+		{"listen without port", y("listen: localhost", "backends:", b1), 1, "listen", `"localhost" is not HOST:PORT`},
+		{"listen port out of range", y("listen: 127.0.0.1:99999", "backends:", b1), 1, "listen", `port "99999" in "127.0.0.1:99999" is not a number from 0 to 65535`},
+		{"listen bad host", y("listen: a/b:80", "backends:", b1), 1, "listen", `host "a/b"`},
+
+		// No backends.
+		{"no backends key", y("port: 8080"), 0, "backends", "no backends configured"},
+		{"empty backends list", y("port: 8080", "backends: []"), 2, "backends", "no backends configured"},
+		{"null backends", y("port: 8080", "backends:"), 2, "backends", "no backends configured"},
+		{"empty file", "", 0, "backends", "no backends configured"},
+		{"comments only", y("# nothing here"), 0, "backends", "no backends configured"},
+
+		// Health checks.
+		{"timeout equal to interval", y("health_check_interval: 2", "health_check_timeout: 2s", "backends:", b1), 2, "health_check_timeout", "health_check_timeout (2s) must be shorter than health_check_interval (2s)"},
+		{"timeout longer than default interval", y("health_check_timeout: 15", "backends:", b1), 1, "health_check_timeout", "must be shorter than health_check_interval (10s)"},
+		{"interval zero", y("health_check_interval: 0", "health_check_timeout: 0.1", "backends:", b1), 1, "health_check_interval", "must be longer than zero"},
+		{"interval negative", y("health_check_interval: -5s", "backends:", b1), 1, "health_check_interval", "must not be negative, got -5s"},
+		{"bad check type", y("health_check_type: udp", "backends:", b1), 1, "health_check_type", `must be "http" or "tcp", got "udp"`},
+		{"path without slash", y("health_check_path: health", "backends:", b1), 1, "health_check_path", `must start with "/", got "health"`},
+		{"path with space", y(`health_check_path: "/he alth"`, "backends:", b1), 1, "health_check_path", "percent-encode it"},
+		{"rise zero", y("backends:", b1, "health_check_rise: 0"), 3, "health_check_rise", "must be at least 1, got 0"},
+		{"fall zero", y("backends:", b1, "health_check_fall: 0"), 3, "health_check_fall", "must be at least 1, got 0"},
+		{"fall negative", y("backends:", b1, "health_check_fall: -2"), 3, "health_check_fall", "must not be negative, got -2"},
+
+		// Durations.
+		{"duration with a space", y("connect_timeout: 10 s", "backends:", b1), 1, "connect_timeout", `"10 s": not a duration`},
+		{"duration word", y("connect_timeout: soon", "backends:", b1), 1, "connect_timeout", `"soon": not a duration: use seconds (10, 0.5) or a unit (500ms, 2s)`},
+		{"duration negative seconds", y("response_timeout: -5", "backends:", b1), 1, "response_timeout", "must not be negative, got -5s"},
+		{"duration zero", y("idle_timeout: 0", "backends:", b1), 1, "idle_timeout", "must be longer than zero"},
+		{"duration infinite", y("idle_timeout: .inf", "backends:", b1), 1, "idle_timeout", "not a duration"},
+		{"duration too large", y("idle_timeout: 1e300", "backends:", b1), 1, "idle_timeout", "duration is too large"},
+		{"duration a list", y("idle_timeout: [1]", "backends:", b1), 1, "idle_timeout", "must be a duration such as 10 (seconds), 0.5, 500ms or 2s, got a list"},
+		{"shutdown negative", y("shutdown_timeout: -1s", "backends:", b1), 1, "shutdown_timeout", "must not be negative, got -1s"},
+
+		// Other numbers.
+		{"retries negative", y("retries: -1", "backends:", b1), 1, "retries", "must not be negative, got -1"},
+		{"workers negative", y("workers: -2", "backends:", b1), 1, "workers", "must not be negative, got -2"},
+		{"max connections zero", y("max_connections: 0", "backends:", b1), 1, "max_connections", "must be at least 1, got 0"},
+		{"idle conns negative", y("max_idle_conns_per_backend: -1", "backends:", b1), 1, "max_idle_conns_per_backend", "must not be negative"},
+		{"header bytes too small", y("max_header_bytes: 100", "backends:", b1), 1, "max_header_bytes", "must be between 1024 and 1048576, got 100"},
+		{"log size zero", y("log_max_size_mb: 0", "backends:", b1), 1, "log_max_size_mb", "must be at least 1, got 0"},
+		{"log backups negative", y("log_max_backups: -1", "backends:", b1), 1, "log_max_backups", "must not be negative"},
+		{"log age negative", y("log_max_age_days: -7", "backends:", b1), 1, "log_max_age_days", "must not be negative"},
+		{"number too large", y("retries: 99999999999999999999999", "backends:", b1), 1, "retries", "must be a whole number"},
+		{"number beyond int", y("retries: 18446744073709551615", "backends:", b1), 1, "retries", `"18446744073709551615" is too large`},
+		{"long value shortened", y("log_level: "+strings.Repeat("x", 100), "backends:", b1), 1, "log_level", `got "` + strings.Repeat("x", 60) + `"...`},
+		{"long wrong-type value shortened", y("retries: "+strings.Repeat("x", 100), "backends:", b1), 1, "retries", `got "` + strings.Repeat("x", 60) + `"...`},
+
+		// Logging and the rest.
+		{"bad log level", y("log_level: verbose", "backends:", b1), 1, "log_level", `must be one of debug, info, warn, error; got "verbose"`},
+		{"access log not a bool", y("access_log: yes", "backends:", b1), 1, "access_log", `must be true or false, got "yes"`},
+		{"log file not a string", y("log_file: {a: 1}", "backends:", b1), 1, "log_file", "must be a string, got a mapping"},
+		{"bad cidr", y("trusted_proxies: [10.0.0.0/8, 10.0.0.0/33]", "backends:", b1), 1, "trusted_proxies[1]", `"10.0.0.0/33" is not a CIDR range`},
+		{"bad proxy address", y("trusted_proxies:", "  - proxy.local", "backends:", b1), 2, "trusted_proxies[0]", `"proxy.local" is not an IP address or a CIDR range`},
+		{"proxy with zone", y("trusted_proxies: [\"fe80::1%eth0\"]", "backends:", b1), 1, "trusted_proxies[0]", "zones are not supported"},
+		{"proxies not a list", y("trusted_proxies: 10.0.0.0/8", "backends:", b1), 1, "trusted_proxies", "must be a list"},
+
+		// YAML itself.
+		{"syntax error", y("port: 8080", "backends:", `  - url: "http://127.0.0.1:8001`), 3, "", "invalid YAML: found unexpected end of stream"},
+		{"syntax error mid-file", y("port: 8080", "backends: [", "  - url: x"), 2, "", "invalid YAML: did not find expected node content"},
+		{"tab indentation", y("backends:", "\t- url: http://127.0.0.1:8001"), 2, "", "invalid YAML: found character that cannot start any token"},
+		{"top level a list", y("- port: 8080"), 1, "", "the top level must be a mapping of settings"},
+		{"two documents", y("backends:", b1, "---", "port: 9"), 3, "", "more than one YAML document"},
+		{"unknown anchor", y("backends: *nowhere"), 0, "", "invalid YAML: unknown anchor 'nowhere' referenced"},
+		{"non-scalar key", y("[a]: 1", "backends:", b1), 1, "", "keys must be plain names, got a list"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ps := problems(t, func() error { _, err := Parse([]byte(tt.yaml), "test.yml", testOpts); return err }())
+			if len(ps) != 1 {
+				t.Fatalf("got %d problems, want 1:\n%v", len(ps), (&Errors{ps}).Error())
+			}
+			p := ps[0]
+			if p.File != "test.yml" || p.Line != tt.line || p.Key != tt.key || !strings.Contains(p.Msg, tt.msg) {
+				t.Errorf("got %+v\nwant file test.yml, line %d, key %q, message containing %q", p, tt.line, tt.key, tt.msg)
+			}
+		})
+	}
+}
+
+// TestProblemsReportedTogether checks that one file with many mistakes gets
+// them all back, in line order, as one line each.
+func TestProblemsReportedTogether(t *testing.T) {
+	src := y(
+		"port: 70000",                     // 1
+		"algoritm: round-robin",           // 2
+		"speed: fast",                     // 3
+		"health_check_interval: 1s",       // 4
+		"health_check_timeout: 5s",        // 5
+		"backends:",                       // 6
+		"  - url: localhost:8001",         // 7
+		"  - url: https://127.0.0.1:8443", // 8
+		"    weight: 0",                   // 9
+		"  - url: http://127.0.0.1:8001",  // 10
+		"    colour: red",                 // 11
+		"  - url: http://127.0.0.1:8001/", // 12
+		"trusted_proxies: [300.0.0.1]",    // 13
+		"log_level: loud",                 // 14
+		"workers: -1",                     // 15
+		"connect_timeout: 5 seconds",      // 16
+	)
+	_, err := Parse([]byte(src), "relay.yml", testOpts)
+	want := []string{
+		"relay.yml:1: port: must be between 1 and 65535, got 70000",
+		`relay.yml:2: algoritm: unknown key; did you mean "algorithm"?`,
+		"relay.yml:3: speed: unknown key",
+		"relay.yml:5: health_check_timeout: health_check_timeout (5s) must be shorter than health_check_interval (1s)",
+		`relay.yml:7: backends[0].url: "localhost:8001" has no scheme; write "http://localhost:8001"`,
+		`relay.yml:8: backends[1].url: "https://127.0.0.1:8443": https upstreams are not supported yet; use http`,
+		"relay.yml:9: backends[1].weight: weight 0 is below 1",
+		`relay.yml:11: backends[2].colour: unknown key`,
+		`relay.yml:12: backends[3].url: "http://127.0.0.1:8001/" duplicates the backend at line 10`,
+		`relay.yml:13: trusted_proxies[0]: "300.0.0.1" is not an IP address`,
+		`relay.yml:14: log_level: must be one of debug, info, warn, error; got "loud"`,
+		"relay.yml:15: workers: must not be negative, got -1",
+		`relay.yml:16: connect_timeout: "5 seconds": not a duration`,
+	}
+	ps := problems(t, err)
+	lines := strings.Split(err.Error(), "\n")
+	if len(ps) != len(want) || len(lines) != len(want) {
+		t.Fatalf("got %d problems in %d lines, want %d:\n%v", len(ps), len(lines), len(want), err)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("line %d:\n got  %s\n want %s...", i, lines[i], w)
+		}
+	}
+}
+
+// TestAllBadBackendsNotAlsoEmpty: when every entry is rejected, saying "no
+// backends" on top would send the operator looking for a missing section.
+func TestAllBadBackendsNotAlsoEmpty(t *testing.T) {
+	_, err := Parse([]byte(y("backends:", "  - url: a:1", "  - url: b:2")), "x.yml", testOpts)
+	ps := problems(t, err)
+	if len(ps) != 2 {
+		t.Fatalf("got %d problems, want 2:\n%v", len(ps), err)
+	}
+	for _, p := range ps {
+		if strings.Contains(p.Msg, "no backends") {
+			t.Errorf("unexpected %q", p)
+		}
+	}
+}
+
+func TestProblemString(t *testing.T) {
+	tests := []struct {
+		name string
+		p    Problem
+		want string
+	}{
+		{"everything", Problem{File: "a.yml", Line: 3, Key: "port", Msg: "bad"}, "a.yml:3: port: bad"},
+		{"no line", Problem{File: "a.yml", Key: "backends", Msg: "none"}, "a.yml: backends: none"},
+		{"flags", Problem{File: FlagsFile, Key: "-port", Msg: "bad"}, "flags: -port: bad"},
+		{"no file", Problem{Line: 2, Key: "port", Msg: "bad"}, "line 2: port: bad"},
+		{"no key", Problem{File: "a.yml", Line: 9, Msg: "invalid YAML: x"}, "a.yml:9: invalid YAML: x"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.p.String(); got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestAlgorithmsUnrestricted: without a list of names any non-empty one
+// passes, leaving the check to whoever builds the picker.
+func TestAlgorithmsUnrestricted(t *testing.T) {
+	c, err := Parse([]byte(y("algorithm: my-own", "backends:", "  - http://127.0.0.1:1")), "", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Algorithm != "my-own" {
+		t.Errorf("algorithm %q", c.Algorithm)
+	}
+}
