@@ -137,7 +137,10 @@ func (cc *clientConn) try(snap *snapshot, b *backend.Backend, keep bool) attempt
 		cc.prepareRequest(b)
 	}
 	a := cc.exchange(u, keep, now)
-	if a.stale && reused && cc.replayable() {
+	// A non-idempotent request passed the alive check above, so a reused
+	// connection lost after sending it most likely delivered it: only
+	// idempotent requests are sent again.
+	if a.stale && reused && cc.req.Idempotent() && cc.replayable() {
 		u.conn.Close()
 		if u, err = pl.dial(); err != nil {
 			b.Fail()
