@@ -34,6 +34,9 @@ func decodeBackends(d *decoder, c *Config, v *yaml.Node) {
 			raw = item
 		case item.Kind == yaml.MappingNode:
 			d.mapping(item, prefix+".", backendKeys, func(key string, k, val *yaml.Node) {
+				if isNull(val) {
+					return // as at the top level, an empty value keeps the default
+				}
 				switch key {
 				case "url":
 					raw = val
@@ -86,6 +89,11 @@ func parseBackendURL(raw string) (*url.URL, string) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
+		_, rest, _ := strings.Cut(raw, "://")
+		authority, _, _ := strings.Cut(rest, "/")
+		if strings.Count(authority, ":") > 1 && !strings.Contains(authority, "[") {
+			return nil, fmt.Sprintf("%s: an IPv6 address needs brackets, as in http://[::1]:8001", quote(raw))
+		}
 		var uerr *url.Error
 		if errors.As(err, &uerr) {
 			err = uerr.Err
@@ -127,6 +135,11 @@ func checkBackendURL(u *url.URL, raw string) []string {
 	}
 	host, port := splitHost(u.Host)
 	switch {
+	case strings.Count(u.Host, ":") > 1 && !strings.HasPrefix(u.Host, "["):
+		// Without brackets nobody can tell where the address ends and the
+		// port begins.
+		bad("an IPv6 address needs brackets, as in http://[::1]:8001")
+		return msgs
 	case host == "":
 		bad("no host; write http://HOST:PORT")
 	case !validHost(host):

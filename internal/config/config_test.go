@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"net/netip"
+	"net/url"
 	"os"
 	"reflect"
 	"testing"
@@ -114,9 +115,9 @@ func TestDefaults(t *testing.T) {
 // TestEmptyValueKeepsDefault: "key:" with nothing after it is YAML null,
 // which leaves the default in place.
 func TestEmptyValueKeepsDefault(t *testing.T) {
-	c := mustParse(t, y("port:", "log_level: ~", "backends:", "  - http://127.0.0.1:8001"))
-	if c.Port != DefaultPort || c.LogLevel != DefaultLogLevel {
-		t.Errorf("port %d log_level %q", c.Port, c.LogLevel)
+	c := mustParse(t, y("port:", "log_level: ~", "backends:", "  - url: http://127.0.0.1:8001", "    weight:"))
+	if c.Port != DefaultPort || c.LogLevel != DefaultLogLevel || c.Backends[0].Weight != DefaultWeight {
+		t.Errorf("port %d log_level %q weight %d", c.Port, c.LogLevel, c.Backends[0].Weight)
 	}
 }
 
@@ -240,8 +241,10 @@ func TestValidateBuiltInCode(t *testing.T) {
 	u := mustURL(t, "http://127.0.0.1:8001")
 	c.Backends = []Backend{{URL: u, Weight: 1}, {URL: u, Weight: 0}}
 	c.HealthCheck.Rise = 0
+	c.Backends = append(c.Backends, Backend{URL: &url.URL{Scheme: "http", Host: "::1:80"}, Weight: 1})
 	ps := problems(t, c.Validate(testOpts))
 	want := []string{
+		`backends[2].url: "http://::1:80": an IPv6 address needs brackets`,
 		"health_check_rise: must be at least 1, got 0",
 		"backends[1].weight: weight 0 is below 1",
 		`backends[1].url: "http://127.0.0.1:8001" duplicates the backend at backends[0]`,

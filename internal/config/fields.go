@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -94,7 +96,7 @@ func (d *decoder) mapping(m *yaml.Node, prefix string, known []string, visit fun
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, v := resolve(m.Content[i]), resolve(m.Content[i+1])
 		if k.Kind != yaml.ScalarNode {
-			d.problem(k.Line, prefix, "keys must be plain names, got %s", describe(k))
+			d.problem(k.Line, strings.TrimSuffix(prefix, "."), "keys must be plain names, got %s", describe(k))
 			continue
 		}
 		name := k.Value
@@ -107,7 +109,7 @@ func (d *decoder) mapping(m *yaml.Node, prefix string, known []string, visit fun
 			continue
 		}
 		seen[name] = k.Line
-		if !contains(known, name) {
+		if !slices.Contains(known, name) {
 			d.problem(k.Line, prefix+shown, "%s", unknownKey(name, k, known))
 			continue
 		}
@@ -123,15 +125,6 @@ func unknownKey(name string, k *yaml.Node, known []string) string {
 		return fmt.Sprintf("unknown key; did you mean %q?", s)
 	}
 	return "unknown key"
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // settings decodes the top-level mapping into c.

@@ -35,10 +35,12 @@ func TestProblems(t *testing.T) {
 		{"url with fragment", y("backends:", "  - url: http://127.0.0.1:8001#top"), 2, "backends[0].url", `a fragment ("#top") is not supported`},
 		{"url with credentials", y("backends:", "  - url: http://bob:pw@127.0.0.1:8001"), 2, "backends[0].url", "credentials in backend URLs are not supported"},
 		{"url port out of range", y("backends:", "  - url: http://127.0.0.1:70000"), 2, "backends[0].url", `port "70000" is out of range 1-65535`},
+		{"ipv6 without brackets", y("backends:", "  - url: http://::1:8001"), 2, "backends[0].url", "an IPv6 address needs brackets"},
 		{"url bad host", y("backends:", "  - url: http://exa!mple:80"), 2, "backends[0].url", `host "exa!mple" is not a valid host name`},
 		{"url unparsable", y("backends:", "  - url: http://[::1"), 2, "backends[0].url", "is not a valid URL"},
 		{"url empty", y("backends:", `  - url: ""`), 2, "backends[0].url", "backend URL is empty"},
 		{"url not a string", y("backends:", "  - url: 8001"), 2, "backends[0].url", `must be a string, got "8001"`},
+		{"backend with empty url", y("backends:", b1, "  - url:", "    weight: 2"), 3, "backends[1]", "missing url"},
 		{"backend without url", y("backends:", b1, "  - weight: 2"), 3, "backends[1]", "missing url"},
 		{"backend entry is a list", y("backends:", b1, "  - [1, 2]"), 3, "backends[1]", "must be a mapping with url and weight, got a list"},
 		{"backends not a list", y("backends: http://127.0.0.1:8001"), 1, "backends", "must be a list of backends"},
@@ -129,6 +131,7 @@ func TestProblems(t *testing.T) {
 		{"top level a list", y("- port: 8080"), 1, "", "the top level must be a mapping of settings"},
 		{"two documents", y("backends:", b1, "---", "port: 9"), 3, "", "more than one YAML document"},
 		{"unknown anchor", y("backends: *nowhere"), 0, "", "invalid YAML: unknown anchor 'nowhere' referenced"},
+		{"non-scalar key in backend", y("backends:", b1, "    {a: 1}: 2"), 3, "backends[0]", "keys must be plain names, got a mapping"},
 		{"non-scalar key", y("[a]: 1", "backends:", b1), 1, "", "keys must be plain names, got a list"},
 	}
 	for _, tt := range tests {

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -63,7 +64,7 @@ func (c *Config) check(errs *Errors, opts Options) {
 	switch {
 	case c.Algorithm == "":
 		bad("algorithm", "must not be empty")
-	case len(opts.Algorithms) > 0 && !contains(opts.Algorithms, c.Algorithm):
+	case len(opts.Algorithms) > 0 && !slices.Contains(opts.Algorithms, c.Algorithm):
 		bad("algorithm", "unknown algorithm %s; known: %s", quote(c.Algorithm), strings.Join(opts.Algorithms, ", "))
 	}
 	c.checkBackends(errs)
