@@ -41,8 +41,11 @@ func (o Options) randN() func(n int) int {
 	return rand.IntN
 }
 
-// Constructor builds a Picker for a fixed, non-empty slice of backends. The
-// picker must not modify or retain a reference it mutates to bs.
+// Constructor builds a Picker for a fixed slice of backends. Build never
+// passes an empty slice, so a new algorithm may assume at least one backend
+// (the built-in constructors also accept none and return a picker that
+// always returns nil). The picker must copy bs rather than keep the caller's
+// slice, which may be reused.
 type Constructor func(bs []*backend.Backend, o Options) Picker
 
 // registry maps every accepted algorithm name, aliases included, to its

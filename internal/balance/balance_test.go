@@ -81,10 +81,17 @@ func TestBuild(t *testing.T) {
 			}
 			for k := range 5 {
 				if b := empty.Pick(mixKey(k)); b != nil {
-					t.Errorf("empty picker returned %s", short(b))
+					t.Errorf("Build with no backends: Pick returned %s", short(b))
 				}
 			}
 		})
+	}
+	// Build shields new algorithms from empty slices; the built-in
+	// constructors, being exported, cope with them too.
+	for _, alg := range algorithms {
+		if b := alg.build(nil, Options{}).Pick(1); b != nil {
+			t.Errorf("%s constructor with no backends: Pick returned %s", alg.name, short(b))
+		}
 	}
 }
 

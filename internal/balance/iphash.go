@@ -50,6 +50,9 @@ const (
 //
 // The order of bs does not matter: equal times are settled by Name.
 func NewIPHash(bs []*backend.Backend, _ Options) Picker {
+	if len(bs) == 0 {
+		return empty{}
+	}
 	sorted := clone(bs)
 	slices.SortStableFunc(sorted, func(a, b *backend.Backend) int { return strings.Compare(a.Name, b.Name) })
 	return &ipHash{bs: sorted, table: maglevTable(sorted)}
@@ -104,7 +107,7 @@ func maglevTable(bs []*backend.Backend) []int32 {
 	totalWeight := 0.0
 	for i, b := range bs {
 		offset, skip := permutation(b.Name, m)
-		walks[i] = walk{pos: offset, skip: skip, pace: (1 << 32) / uint64(min(b.Weight, 1<<32))}
+		walks[i] = walk{pos: offset, skip: skip, pace: (1 << 32) / min(uint64(b.Weight), 1<<32)}
 		totalWeight += float64(b.Weight)
 	}
 
@@ -119,12 +122,14 @@ func maglevTable(bs []*backend.Backend) []int32 {
 	filled := 0
 	// Walk every backend up to a time horizon, then extend it until every
 	// slot is claimed. A slot is still empty at time t with probability
-	// exp(-t*totalWeight), so the first horizon leaves about one slot empty
-	// and a round or two more finish the table. Any claim that could beat a
+	// exp(-t*totalWeight), so the first horizon, ln(M)/totalWeight, leaves
+	// about one slot empty and a round or two more finish the table. Any claim that could beat a
 	// slot's final one is earlier, so it was walked before the horizon
 	// passed it: the result does not depend on the horizons chosen.
-	for horizon := math.Log(float64(m)) / totalWeight; filled < m; horizon += 0.5 / totalWeight {
-		limit := uint64(horizon * timeScale)
+	// Horizons are in fixed point too, and always advance by at least one
+	// unit, so the loop ends however large the weights.
+	step := max(1, uint64(0.5/totalWeight*timeScale))
+	for limit := uint64(math.Log(float64(m)) / totalWeight * timeScale); filled < m; limit += step {
 		for i := range walks {
 			w := &walks[i]
 			pos, rank := w.pos, w.rank

@@ -46,27 +46,11 @@ func TestLeastConnPicksMin(t *testing.T) {
 	}
 }
 
-// Ties go through Rand: a generator that always says "replace" ends on the
-// last tied backend, one that never does keeps the first, and a fair one
-// spreads picks evenly over the tied backends only.
+// Ties are settled at random over the tied backends only, reproducibly for
+// a given Rand, and without asking Rand anything when there is no tie.
 func TestLeastConnTies(t *testing.T) {
 	bs := pool(t, 1, 1, 1, 1, 1)
 	load(bs, 1, 0, 3, 0, 0)
-	tests := []struct {
-		name string
-		rand func(int) int
-		want string
-	}{
-		{name: "always replace", rand: func(int) int { return 0 }, want: "e"},
-		{name: "never replace", rand: func(n int) int { return n - 1 }, want: "b"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := short(NewLeastConn(bs, Options{Rand: tt.rand}).Pick(0)); got != tt.want {
-				t.Errorf("picked %s, want %s", got, tt.want)
-			}
-		})
-	}
 	t.Run("fair", func(t *testing.T) {
 		got := counts(NewLeastConn(bs, Options{Rand: seeded(4)}), 30000, noKey)
 		for _, i := range []int{1, 3, 4} {
@@ -76,6 +60,45 @@ func TestLeastConnTies(t *testing.T) {
 		}
 		if got[bs[0]]+got[bs[2]] != 0 {
 			t.Errorf("busier backends got %d and %d picks, want none", got[bs[0]], got[bs[2]])
+		}
+	})
+	t.Run("reproducible", func(t *testing.T) {
+		sequence := func(seed uint64) string {
+			p := NewLeastConn(bs, Options{Rand: seeded(seed)})
+			var s []byte
+			for range 64 {
+				s = append(s, short(p.Pick(0))...)
+			}
+			return string(s)
+		}
+		if a, b := sequence(8), sequence(8); a != b {
+			t.Errorf("same Rand gave different picks:\n%s\n%s", a, b)
+		}
+		if a, b := sequence(8), sequence(9); a == b {
+			t.Errorf("different Rand seeds gave the same 64 picks %s", a)
+		}
+	})
+	t.Run("no tie, no draw", func(t *testing.T) {
+		distinct := pool(t, 1, 1, 1)
+		load(distinct, 2, 0, 1)
+		p := NewLeastConn(distinct, Options{Rand: func(int) int {
+			t.Fatal("Rand called without a tie")
+			return 0
+		}})
+		if got := short(p.Pick(0)); got != "b" {
+			t.Errorf("picked %s, want b", got)
+		}
+	})
+	t.Run("large idle pool", func(t *testing.T) {
+		big := equalPool(t, 1000)
+		got := counts(NewLeastConn(big, Options{Rand: seeded(10)}), 20000, noKey)
+		if len(got) < 990 {
+			t.Errorf("20000 picks over 1000 idle backends reached only %d of them", len(got))
+		}
+		for b, c := range got {
+			if c > 60 {
+				t.Errorf("%s got %d of 20000 picks, want about 20", short(b), c)
+			}
 		}
 	})
 }

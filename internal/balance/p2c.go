@@ -9,6 +9,9 @@ import "relay/internal/backend"
 // 1,000 backends as at 3, and the randomness keeps a burst of simultaneous
 // picks from all landing on the single least-loaded backend.
 func NewP2C(bs []*backend.Backend, o Options) Picker {
+	if len(bs) == 0 {
+		return empty{}
+	}
 	return &p2c{bs: clone(bs), rand: o.randN()}
 }
 

@@ -6,6 +6,9 @@ import "relay/internal/backend"
 // o.Rand, ignoring weights and keys. It keeps no shared state, so concurrent
 // picks never contend.
 func NewRandom(bs []*backend.Backend, o Options) Picker {
+	if len(bs) == 0 {
+		return empty{}
+	}
 	return &random{bs: clone(bs), rand: o.randN()}
 }
 

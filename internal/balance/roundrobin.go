@@ -14,6 +14,9 @@ import (
 // rest, instead of falling on its neighbour as it would if dead backends were
 // skipped at pick time.
 func NewRoundRobin(bs []*backend.Backend, _ Options) Picker {
+	if len(bs) == 0 {
+		return empty{}
+	}
 	return &roundRobin{bs: clone(bs)}
 }
 

@@ -25,9 +25,12 @@ const (
 //
 // The sequence repeats after sum(weights)/gcd(weights) picks, so when that
 // cycle is small it is computed once here and Pick is a lock-free table
-// lookup. A new picker starts a fresh cycle: a backend that was out of
+// lookup; otherwise Pick runs nginx's O(N) loop under a mutex. A new picker starts a fresh cycle: a backend that was out of
 // rotation accumulated nothing meanwhile and gets no burst when it returns.
 func NewWeightedRoundRobin(bs []*backend.Backend, _ Options) Picker {
+	if len(bs) == 0 {
+		return empty{}
+	}
 	s := newSmooth(bs)
 	if cycle := s.total; cycle <= maxCycle && cycle*int64(len(bs)) <= maxCycleWork {
 		return s.table()
