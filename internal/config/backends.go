@@ -172,15 +172,21 @@ func splitHost(hostport string) (host, port string) {
 }
 
 // validHost accepts an IP address or a DNS-style name (letters, digits, '-',
-// '.', '_'), which is all a dialer can use.
+// '.', '_'), which is all a dialer can use. An IPv6 zone must be an
+// interface name in the same letters: the address parser takes any bytes
+// there, and other bytes do not survive being written back into a URL.
 func validHost(h string) bool {
-	if _, err := netip.ParseAddr(h); err == nil {
-		return true
+	if a, err := netip.ParseAddr(h); err == nil {
+		return a.Zone() == "" || plainName(a.Zone())
 	}
-	if h == "" || len(h) > 253 {
+	return len(h) <= 253 && plainName(h)
+}
+
+func plainName(s string) bool {
+	if s == "" {
 		return false
 	}
-	for _, r := range h {
+	for _, r := range s {
 		switch {
 		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '.', r == '_':
 		default:

@@ -182,6 +182,7 @@ func TestValues(t *testing.T) {
 		"    weight: 1000",
 		"  - http://[::1]",
 		"  - url: http://example.com",
+		"  - url: http://[fe80::1%25eth0]:8080",
 	))
 	want := Config{
 		Listen: "127.0.0.1:9000", Port: 8081, Algorithm: "ip-hash",
@@ -203,7 +204,7 @@ func TestValues(t *testing.T) {
 	wantBackends := []struct {
 		url    string
 		weight int
-	}{{"http://localhost:8001", 1000}, {"http://[::1]:80", 1}, {"http://example.com:80", 1}}
+	}{{"http://localhost:8001", 1000}, {"http://[::1]:80", 1}, {"http://example.com:80", 1}, {"http://[fe80::1%25eth0]:8080", 1}}
 	for i, w := range wantBackends {
 		if b := gotBackends[i]; b.URL.String() != w.url || b.Weight != w.weight {
 			t.Errorf("backend %d: %s weight %d, want %s weight %d", i, b.URL, b.Weight, w.url, w.weight)

@@ -116,3 +116,29 @@ func comparable(c *Config) Config {
 	}
 	return n
 }
+
+// FuzzBackendURL aims at what FuzzParse rarely reaches: URLs that pass. An
+// accepted backend URL, written out in its normal form and read again, must
+// pass again and come out identical.
+func FuzzBackendURL(f *testing.F) {
+	for _, s := range []string{
+		"http://127.0.0.1:8001", "http://LOCALHOST", "HTTP://[::1]:80/", "http://[fe80::1%25eth0]:8080",
+		"http://[::ffff:127.0.0.1]:1", "http://host.example.:0080", "localhost:8001", "http://a_b-c.d:65535",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		c := Default()
+		if err := c.Apply(Overlay{Backends: []string{raw}}, testOpts); err != nil {
+			return
+		}
+		first := c.Backends[0].URL.String()
+		again := Default()
+		if err := again.Apply(Overlay{Backends: []string{first}}, testOpts); err != nil {
+			t.Fatalf("%q was accepted as %q, which is rejected:\n%v", raw, first, err)
+		}
+		if second := again.Backends[0].URL.String(); second != first {
+			t.Fatalf("%q normalised to %q, then to %q", raw, first, second)
+		}
+	})
+}

@@ -36,6 +36,7 @@ func TestProblems(t *testing.T) {
 		{"url with credentials", y("backends:", "  - url: http://bob:pw@127.0.0.1:8001"), 2, "backends[0].url", "credentials in backend URLs are not supported"},
 		{"url port out of range", y("backends:", "  - url: http://127.0.0.1:70000"), 2, "backends[0].url", `port "70000" is out of range 1-65535`},
 		{"ipv6 without brackets", y("backends:", "  - url: http://::1:8001"), 2, "backends[0].url", "an IPv6 address needs brackets"},
+		{"ipv6 zone not a name", y("backends:", "  - url: http://[fe80::1%25a%20b]:80"), 2, "backends[0].url", `host "fe80::1%a b" is not a valid host name`},
 		{"url bad host", y("backends:", "  - url: http://exa!mple:80"), 2, "backends[0].url", `host "exa!mple" is not a valid host name`},
 		{"url unparsable", y("backends:", "  - url: http://[::1"), 2, "backends[0].url", "is not a valid URL"},
 		{"url empty", y("backends:", `  - url: ""`), 2, "backends[0].url", "backend URL is empty"},
