@@ -99,7 +99,8 @@ type Config struct {
 	// Path is the file the configuration was read from, "" if none.
 	Path string
 	// Listen is the host:port relay accepts clients on. When the file sets
-	// listen it wins over port; otherwise it is ":" followed by Port.
+	// listen it wins over port; otherwise it is ":" followed by Port. Its
+	// port may be 0, letting the system choose, which tests use.
 	Listen string
 	// Port is the port from the file or flags, 1..65535.
 	Port int

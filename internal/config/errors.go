@@ -42,6 +42,8 @@ func (p Problem) String() string {
 // Errors is every problem found in one configuration. Load, Parse, Apply and
 // Validate return it (as error) whenever anything is wrong.
 type Errors struct {
+	// Problems are sorted: the file's by line, those without a line next,
+	// flags last.
 	Problems []Problem
 }
 
