@@ -12,11 +12,10 @@ import (
 // the dearest part of a line. It is not safe for concurrent use; AccessLog
 // guards its one with the same lock as the buffer.
 type lineFormatter struct {
-	sec    int64          // Unix second cached in date and zone
-	loc    *time.Location // location cached in date and zone
-	date   []byte         // "2006-01-02T15:04:05" for sec in loc
-	zone   []byte         // "Z07:00" for sec in loc
-	cached bool
+	sec  int64          // Unix second cached in date and zone
+	loc  *time.Location // location cached in date and zone; nil before the first line
+	date []byte         // "2006-01-02T15:04:05" for sec in loc
+	zone []byte         // "Z07:00" for sec in loc
 }
 
 // appendEntry appends e as one JSON line, byte for byte what slog's JSON
@@ -49,12 +48,12 @@ func (f *lineFormatter) appendEntry(b []byte, e *Entry) []byte {
 // trailing zeros, and no dot at all on a whole second.
 func (f *lineFormatter) appendTime(b []byte, t time.Time) []byte {
 	sec, loc := t.Unix(), t.Location()
-	if !f.cached || sec != f.sec || loc != f.loc {
+	if sec != f.sec || loc != f.loc { // Location is never nil, so the first line misses
 		// A zone's offset only changes on a whole second, so date and zone
 		// are fixed for the rest of this second in this location.
 		f.date = t.AppendFormat(f.date[:0], "2006-01-02T15:04:05")
 		f.zone = t.AppendFormat(f.zone[:0], "Z07:00")
-		f.sec, f.loc, f.cached = sec, loc, true
+		f.sec, f.loc = sec, loc
 	}
 	b = append(b, f.date...)
 	if ns := t.Nanosecond(); ns != 0 {
