@@ -48,7 +48,9 @@ const (
 // backend's share is within 4% of its due at ten backends, 8% at a hundred
 // and 21% at a thousand, where classic Maglev is within one slot.
 //
-// The order of bs does not matter: equal times are settled by Name.
+// The order of bs does not matter: equal times are settled by Name. The one
+// change that remaps every key is the table growing or shrinking, which
+// happens only when the pool crosses 655, 1,310, 2,621... backends.
 func NewIPHash(bs []*backend.Backend, _ Options) Picker {
 	if len(bs) == 0 {
 		return empty{}
