@@ -38,7 +38,7 @@ const (
 	DefaultIdleTimeout            = 60 * time.Second
 	DefaultShutdownTimeout        = 30 * time.Second
 	DefaultMaxIdleConnsPerBackend = 256
-	DefaultMaxConnections         = 20000
+	DefaultMaxConnections         = 16384
 	DefaultRetries                = 2
 	DefaultWorkers                = 0
 	DefaultMaxHeaderBytes         = 16384

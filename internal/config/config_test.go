@@ -100,7 +100,7 @@ func TestDefaults(t *testing.T) {
 		{"idle timeout", c.IdleTimeout, 60 * time.Second},
 		{"shutdown timeout", c.ShutdownTimeout, 30 * time.Second},
 		{"idle conns", c.MaxIdleConnsPerBackend, 256},
-		{"max connections", c.MaxConnections, 20000},
+		{"max connections", c.MaxConnections, 16384},
 		{"retries", c.Retries, 2},
 		{"workers", c.Workers, 0},
 		{"max header bytes", c.MaxHeaderBytes, 16384},

@@ -1,0 +1,247 @@
+// Command relay is a Layer-7 HTTP load balancer and reverse proxy.
+//
+//	relay -config config.yml          # run from a file
+//	relay -backends http://127.0.0.1:8001,http://127.0.0.1:8002 -port 8080
+//	relay -check -config config.yml   # validate and exit
+//	relay -demo                       # three demo backends and a balancer on :8080
+//
+// Flags override the file. SIGINT and SIGTERM drain in-flight requests and
+// exit; SIGHUP reopens (rotates) the log file.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"relay/internal/backend"
+	"relay/internal/balance"
+	"relay/internal/config"
+	"relay/internal/health"
+	"relay/internal/logging"
+	"relay/internal/proxy"
+)
+
+// flags are the command line settings.
+type flags struct {
+	config    string
+	check     bool
+	demo      bool
+	overlay   config.Overlay
+	backends  string
+	algorithm string
+}
+
+func parseFlags(args []string, stderr io.Writer) (*flags, error) {
+	f := &flags{}
+	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.config, "config", "", "YAML configuration `file` (default config.yml when it exists)")
+	fs.BoolVar(&f.check, "check", false, "validate the configuration, print every problem, and exit")
+	fs.BoolVar(&f.demo, "demo", false, "run three demo backends on 127.0.0.1:8001-8003 and balance over them on :8080")
+	fs.StringVar(&f.backends, "backends", "", "comma-separated backend `URLs`, each weight 1; replaces the file's backends")
+	fs.IntVar(&f.overlay.Port, "port", 0, "`port` to listen on (overrides the file)")
+	fs.StringVar(&f.overlay.Listen, "listen", "", "`host:port` to listen on (overrides -port and the file)")
+	fs.StringVar(&f.algorithm, "strategy", "", "balancing `algorithm`: "+strings.Join(balance.Names(), ", "))
+	fs.StringVar(&f.algorithm, "algorithm", "", "alias of -strategy")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: relay [flags]\n\nrelay is a Layer-7 HTTP load balancer. Flags override the configuration file.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	f.overlay.Algorithm = f.algorithm
+	for _, s := range strings.Split(f.backends, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			f.overlay.Backends = append(f.overlay.Backends, s)
+		}
+	}
+	return f, nil
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is main with its inputs and outputs explicit, so tests can drive it.
+func run(args []string, stdout, stderr io.Writer) int {
+	f, err := parseFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "relay:", err)
+		return 2
+	}
+	cfg, err := loadConfig(f)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		if f.check {
+			return 1
+		}
+		fmt.Fprintln(stderr, "relay: refusing to start")
+		return 1
+	}
+	if f.check {
+		name := cfg.Path
+		if name == "" {
+			name = "configuration"
+		}
+		fmt.Fprintf(stdout, "%s: ok (%d backends, %s)\n", name, len(cfg.Backends), cfg.Algorithm)
+		return 0
+	}
+	if err := serve(cfg, f.demo, stdout); err != nil {
+		fmt.Fprintln(stderr, "relay:", err)
+		return 1
+	}
+	return 0
+}
+
+// loadConfig reads the file named by -config, config.yml when it exists, the
+// embedded demo configuration for -demo, or nothing, and lays the flags over it.
+func loadConfig(f *flags) (*config.Config, error) {
+	opts := config.Options{Algorithms: balance.Names()}
+	path := f.config
+	if path == "" && !f.demo {
+		if _, err := os.Stat("config.yml"); err == nil {
+			path = "config.yml"
+		}
+	}
+	if f.demo && path == "" {
+		cfg, err := config.Parse(demoConfig, "demo.yml", opts)
+		if err != nil {
+			return nil, err
+		}
+		return cfg, cfg.Apply(f.overlay, opts)
+	}
+	return config.LoadOverlay(path, f.overlay, opts)
+}
+
+// serve runs relay until SIGINT or SIGTERM.
+func serve(cfg *config.Config, demo bool, stdout io.Writer) error {
+	if cfg.Workers > 0 {
+		runtime.GOMAXPROCS(cfg.Workers)
+	}
+	var out io.Writer = stdout
+	logOut, err := logging.Open(cfg.LogFile, cfg.LogMaxSizeMB, cfg.LogMaxBackups, cfg.LogMaxAgeDays)
+	if err != nil {
+		return err
+	}
+	defer logOut.Close()
+	if cfg.LogFile != "" {
+		out = logOut
+	}
+	level, err := logging.ParseLevel(cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	log := logging.NewLogger(out, level)
+	raiseFileLimit(log, cfg.MaxConnections)
+
+	if demo {
+		stop, err := startDemoBackends(log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+
+	bs := make([]*backend.Backend, 0, len(cfg.Backends))
+	for _, cb := range cfg.Backends {
+		b, err := backend.New(cb.URL, cb.Weight)
+		if err != nil {
+			return err
+		}
+		bs = append(bs, b)
+	}
+	var access *logging.AccessLog
+	if cfg.AccessLog {
+		access = logging.NewAccessLog(out)
+		defer access.Close()
+	}
+	p, err := proxy.New(proxy.Config{
+		Algorithm:         cfg.Algorithm,
+		Retries:           cfg.Retries,
+		ConnectTimeout:    cfg.ConnectTimeout,
+		ResponseTimeout:   cfg.ResponseTimeout,
+		HeaderTimeout:     cfg.ClientHeaderTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		MaxIdlePerBackend: cfg.MaxIdleConnsPerBackend,
+		MaxHeaderBytes:    cfg.MaxHeaderBytes,
+		MaxConnections:    cfg.MaxConnections,
+		TrustedProxies:    cfg.TrustedProxies,
+		AccessLog:         access,
+		Logger:            log,
+	}, bs)
+	if err != nil {
+		return err
+	}
+
+	checker, err := health.New(health.Config{
+		Type:     cfg.HealthCheck.Type,
+		Path:     cfg.HealthCheck.Path,
+		Interval: cfg.HealthCheck.Interval,
+		Timeout:  cfg.HealthCheck.Timeout,
+		Rise:     cfg.HealthCheck.Rise,
+		Fall:     cfg.HealthCheck.Fall,
+	}, bs, func(*backend.Backend, bool) { p.Rebuild() }, health.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	// One probe round before serving, so the pool starts accurate.
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.HealthCheck.Timeout+time.Second)
+	checker.CheckAll(ctx)
+	cancel()
+	p.Rebuild()
+	checker.Run(context.Background())
+	defer checker.Stop()
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	log.Info("relay started", "listen", ln.Addr().String(), "algorithm", cfg.Algorithm,
+		"backends", len(bs), "healthy", len(p.Available()), "workers", runtime.GOMAXPROCS(0))
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	served := make(chan error, 1)
+	go func() { served <- p.Serve(ln) }()
+	for {
+		select {
+		case err := <-served:
+			return fmt.Errorf("serve: %w", err)
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				if err := logOut.Rotate(); err != nil {
+					log.Error("log rotation failed", "err", err)
+				}
+				continue
+			}
+			log.Info("shutting down", "signal", sig.String(), "window", cfg.ShutdownTimeout.String(), "connections", p.Connections())
+			ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+			err := p.Shutdown(ctx)
+			cancel()
+			if err != nil {
+				log.Warn("shutdown window elapsed; connections closed", "err", err)
+			}
+			log.Info("stopped")
+			return nil
+		}
+	}
+}
+
