@@ -167,6 +167,10 @@ func serve(cfg *config.Config, demo bool, stdout io.Writer) error {
 		}
 		bs = append(bs, b)
 	}
+	idle := cfg.MaxIdleConnsPerBackend
+	if idle == 0 {
+		idle = -1 // the file's 0 keeps none; the proxy's 0 means its default
+	}
 	var access *logging.AccessLog
 	if cfg.AccessLog {
 		access = logging.NewAccessLog(out)
@@ -179,7 +183,7 @@ func serve(cfg *config.Config, demo bool, stdout io.Writer) error {
 		ResponseTimeout:   cfg.ResponseTimeout,
 		HeaderTimeout:     cfg.ClientHeaderTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
-		MaxIdlePerBackend: cfg.MaxIdleConnsPerBackend,
+		MaxIdlePerBackend: idle,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		MaxConnections:    cfg.MaxConnections,
 		TrustedProxies:    cfg.TrustedProxies,

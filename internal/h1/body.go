@@ -85,6 +85,14 @@ func (b *Body) readLength(p []byte) (int, error) {
 }
 
 func (b *Body) readChunked(p []byte) (int, error) {
+	if b.inChunk && b.remaining == 0 {
+		// The previous call ended a chunk's data without its CRLF in
+		// the buffer. Finish it here so this call returns data or the
+		// end rather than (0, nil).
+		if err := b.endChunk(); err != nil {
+			return 0, err
+		}
+	}
 	for !b.inChunk {
 		line, err := b.r.readLine()
 		if err != nil {
@@ -103,37 +111,35 @@ func (b *Body) readChunked(p []byte) (int, error) {
 		}
 		b.remaining, b.inChunk = size, true
 	}
-	if b.remaining > 0 {
-		if int64(len(p)) > b.remaining {
-			p = p[:b.remaining]
-		}
-		n, err := b.r.Read(p)
-		b.remaining -= int64(n)
-		if err == io.EOF {
-			err = ErrUnexpectedEOF
-		}
-		if err != nil || b.remaining > 0 || b.r.Buffered() < 2 {
-			return n, err
-		}
-		// The chunk's CRLF is already buffered: consume it now so a
-		// body whose last chunk is buffered too can end in this call.
-		if err := b.endChunk(); err != nil {
-			return n, err
-		}
-		return n, nil
+	if int64(len(p)) > b.remaining {
+		p = p[:b.remaining]
 	}
-	return 0, b.endChunk()
+	n, err := b.r.Read(p)
+	b.remaining -= int64(n)
+	if err == io.EOF {
+		err = ErrUnexpectedEOF
+	}
+	if err != nil || b.remaining > 0 || b.r.Buffered() < 2 {
+		return n, err
+	}
+	// The chunk's CRLF is already buffered: consume it now rather than
+	// in the next call.
+	return n, b.endChunk()
 }
 
-// endChunk consumes the CRLF after chunk data.
+// endChunk consumes the CRLF after chunk data. It looks at exactly two
+// bytes: data that overruns its size is refused at once, not after
+// searching the rest of the connection for a line end.
 func (b *Body) endChunk() error {
-	line, err := b.r.readLine()
-	if err != nil {
-		return chunkErr(err)
+	for b.r.Buffered() < 2 {
+		if err := b.r.fill(); err != nil {
+			return chunkErr(err)
+		}
 	}
-	if len(line) != 0 {
+	if p := b.r.Peek(); p[0] != '\r' || p[1] != '\n' {
 		return ErrChunkEnd
 	}
+	b.r.Discard(2)
 	b.inChunk = false
 	return nil
 }
@@ -141,7 +147,13 @@ func (b *Body) endChunk() error {
 func (b *Body) readTrailers() error {
 	for {
 		line, err := b.r.readLine()
-		if err != nil {
+		switch err {
+		case nil:
+		case ErrBareLF:
+			return ErrTrailer
+		case ErrHeadTooLarge:
+			return ErrTrailerTooLarge
+		default:
 			return chunkErr(err)
 		}
 		if len(line) == 0 {

@@ -44,7 +44,8 @@ type Config struct {
 	// IdleTimeout bounds the wait for the next request on a keep-alive
 	// connection and any single wait for request body bytes; default 60s.
 	IdleTimeout time.Duration
-	// MaxIdlePerBackend caps pooled idle connections per backend; default 256.
+	// MaxIdlePerBackend caps pooled idle connections per backend; 0 means
+	// the default 256 and a negative value keeps none.
 	MaxIdlePerBackend int
 	// MaxHeaderBytes caps a request head; larger ones get 431. Default 16 KiB.
 	MaxHeaderBytes int
@@ -72,8 +73,11 @@ func (c *Config) setDefaults() {
 	if c.Algorithm == "" {
 		c.Algorithm = "round-robin"
 	}
-	if c.MaxIdlePerBackend <= 0 {
+	switch {
+	case c.MaxIdlePerBackend == 0:
 		c.MaxIdlePerBackend = 256
+	case c.MaxIdlePerBackend < 0:
+		c.MaxIdlePerBackend = 0
 	}
 	if c.MaxHeaderBytes <= 0 {
 		c.MaxHeaderBytes = 16 << 10
