@@ -248,4 +248,3 @@ func serve(cfg *config.Config, demo bool, stdout io.Writer) error {
 		}
 	}
 }
-
