@@ -127,6 +127,11 @@ func loadConfig(f *flags) (*config.Config, error) {
 		}
 		return cfg, cfg.Apply(f.overlay, opts)
 	}
+	if path == "" {
+		// No file: the flags alone must say enough, -backends above all.
+		cfg := config.Default()
+		return cfg, cfg.Apply(f.overlay, opts)
+	}
 	return config.LoadOverlay(path, f.overlay, opts)
 }
 
