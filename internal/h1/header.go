@@ -1,6 +1,9 @@
 package h1
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/binary"
+)
 
 // Field is one header field as received. Name and Value alias the
 // connection buffer; Value has surrounding whitespace removed.
@@ -83,10 +86,7 @@ func parseFields(b []byte, fields []Field) ([]Field, error) {
 		}
 		name := b[:i]
 		b = b[i+1:]
-		j := 0
-		for j < len(b) && vchar[b[j]] {
-			j++
-		}
+		j := valueEnd(b)
 		if j == len(b) {
 			return fields, ErrUnexpectedEOF
 		}
@@ -337,4 +337,30 @@ func isToken(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// valueEnd returns the index of the first byte of b that may not appear in a
+// field value (vchar), or len(b). Values are most of a head's bytes, so it
+// checks eight at a time: a word is clean when none of its bytes is below
+// 0x20 or equal to 0x7f (bytes from 0x80 up are obs-text and allowed). A
+// word with a tab or a bad byte is finished one byte at a time.
+func valueEnd(b []byte) int {
+	const (
+		ones  = 0x0101010101010101
+		highs = 0x8080808080808080
+	)
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		w := binary.LittleEndian.Uint64(b[i:])
+		low := (w - 0x20*ones) &^ w & highs // a byte below 0x20
+		d := w ^ 0x7f*ones
+		del := (d - ones) &^ d & highs // a byte equal to 0x7f
+		if low|del != 0 {
+			break
+		}
+	}
+	for i < len(b) && vchar[b[i]] {
+		i++
+	}
+	return i
 }
