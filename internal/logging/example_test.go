@@ -1,0 +1,30 @@
+package logging_test
+
+import (
+	"net/netip"
+	"os"
+	"time"
+
+	"relay/internal/logging"
+)
+
+// The proxy fills one Entry per request and hands it to Log; Close at
+// shutdown writes whatever is still buffered.
+func ExampleAccessLog() {
+	access := logging.NewAccessLog(os.Stdout)
+	access.Log(&logging.Entry{
+		Time:     time.Date(2025, 3, 14, 15, 9, 26, 535897000, time.FixedZone("", 3600)),
+		Client:   netip.MustParseAddrPort("203.0.113.9:51234"),
+		Method:   []byte("GET"),
+		Path:     []byte("/api/items?id=42"),
+		Status:   200,
+		Backend:  "http://localhost:8001",
+		Duration: 734 * time.Microsecond,
+		BytesOut: 5120,
+	})
+	if err := access.Close(); err != nil {
+		panic(err)
+	}
+	// Output:
+	// {"time":"2025-03-14T15:09:26.535897+01:00","level":"INFO","msg":"access","client":"203.0.113.9:51234","method":"GET","path":"/api/items?id=42","status":200,"backend":"http://localhost:8001","duration_ms":0.734,"bytes_in":0,"bytes_out":5120}
+}
