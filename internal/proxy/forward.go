@@ -188,7 +188,15 @@ func (cc *clientConn) exchange(u *upstream, keep bool, now time.Time) exchangeRe
 	in, err := cc.sendRequest(u)
 	if err != nil {
 		if errors.Is(err, errClientBody) {
-			// The client broke off its body: nobody to answer.
+			// A body with broken framing gets its error status; a client
+			// that went away mid-body has nobody left to answer. Either
+			// way the backend saw a cut-off request: neither connection
+			// is reused.
+			var he *h1.Error
+			if errors.As(err, &he) {
+				cc.writeError(he.Status, he.Msg, true)
+				return exchangeResult{attempt: attempt{outcome: outcome{status: he.Status, in: in}, done: true}}
+			}
 			return exchangeResult{attempt: attempt{outcome: outcome{status: 400, in: in}, done: true}}
 		}
 		// The backend stopped reading: it may still have answered, so

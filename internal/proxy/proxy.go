@@ -31,7 +31,8 @@ type Config struct {
 	// Rand, when set, is the randomness pickers use (tests inject it).
 	Rand func(n int) int
 	// Retries is how many other backends a failed request may be tried on
-	// when that is safe (see retry.go). Negative means none.
+	// when that is safe (see try and responseFailed in forward.go); 0 or
+	// negative means none.
 	Retries int
 	// ConnectTimeout bounds dialing a backend; default 5s.
 	ConnectTimeout time.Duration
