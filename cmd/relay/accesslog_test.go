@@ -1,0 +1,201 @@
+package main
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// logWait bounds how long a log line may take to appear; the access log
+// flushes every 100ms when traffic is light.
+const logWait = 5 * time.Second
+
+func isAccess(l logLine) bool { return l.Msg() == "access" }
+
+func TestAccessLogOnStdout(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t, nil)
+	r, _ := startRelay(t, "", "-config", writeConfig(t, "access_log: true\n"+backendsYAML([]string{b.url})))
+	c := newClient(t)
+	requests := []struct {
+		method, path string
+		status       int
+	}{
+		{http.MethodGet, "/first?x=1", 200},
+		{http.MethodPost, "/second", 200},
+		{http.MethodGet, "/third?status=404", 404},
+	}
+	for _, req := range requests {
+		rq, _ := http.NewRequest(req.method, r.url(req.path), strings.NewReader("body"))
+		resp, err := c.Do(rq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != req.status {
+			t.Fatalf("%s %s = %d, want %d", req.method, req.path, resp.StatusCode, req.status)
+		}
+	}
+	for _, req := range requests {
+		l, ok := r.waitLog(logWait, func(l logLine) bool { return isAccess(l) && l.Str("path") == req.path })
+		if !ok {
+			t.Fatalf("no access line for %s %s", req.method, req.path)
+		}
+		if l.Str("method") != req.method || l.Num("status") != req.status || l.Str("backend") != b.url ||
+			l.Str("client") == "" || l.Str("time") == "" {
+			t.Errorf("access line %v, want method %s, status %d, backend %s, a client and a time",
+				l, req.method, req.status, b.url)
+		}
+	}
+	r.stop()
+	var n int
+	for _, l := range r.logs() {
+		if isAccess(l) {
+			n++
+		}
+	}
+	if n != len(requests) {
+		t.Errorf("%d access lines for %d requests", n, len(requests))
+	}
+}
+
+func TestAccessLogOff(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t, nil)
+	r, _ := startRelay(t, "", "-config", writeConfig(t, "access_log: false\n"+backendsYAML([]string{b.url})))
+	sequence(t, newClient(t), r, 5)
+	// After a clean exit every buffered line has been written, so absence
+	// now means none was ever made.
+	r.stop()
+	if _, ok := r.waitLog(0, func(l logLine) bool { return l.Msg() == "stopped" }); !ok {
+		t.Fatalf("no \"stopped\" line; stdout:\n%s", r.stdout.text())
+	}
+	for _, l := range r.logs() {
+		if isAccess(l) {
+			t.Errorf("access line with access_log false: %v", l)
+		}
+	}
+}
+
+// fileLogRelay starts relay logging to dir/lb.log on a port of its own
+// (stdout carries nothing to learn the port from) and waits until it listens.
+func fileLogRelay(t *testing.T, b *backendServer) (r *relay, logFile string) {
+	t.Helper()
+	dir := t.TempDir()
+	logFile = filepath.Join(dir, "lb.log")
+	port := freePort(t)
+	cfg := writeFile(t, dir, "relay.yml", "listen: 127.0.0.1:"+port+"\nlog_file: "+logFile+
+		"\naccess_log: true\nlog_level: info\n"+backendsYAML([]string{b.url}))
+	r = launchRelay(t, dir, "-config", cfg)
+	waitFile(t, logFile, startTimeout, func(s string) bool { return strings.Contains(s, `"msg":"relay started"`) })
+	r.addr = "127.0.0.1:" + port
+	return r, logFile
+}
+
+// hasAccess reports whether log text holds an access line for path.
+func hasAccess(path string) func(string) bool {
+	return func(s string) bool {
+		for _, line := range strings.Split(s, "\n") {
+			if l := parseLogLine(line); l != nil && isAccess(l) && l.Str("path") == path {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func TestLogFileInsteadOfStdout(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t, nil)
+	r, logFile := fileLogRelay(t, b)
+	c := newClient(t)
+	if code, _ := get(t, c, r.url("/to-file")); code != 200 {
+		t.Fatalf("status %d", code)
+	}
+	waitFile(t, logFile, logWait, hasAccess("/to-file"))
+	r.stop()
+	if out := strings.TrimSpace(r.stdout.text()); out != "" {
+		t.Errorf("stdout has output though log_file is set:\n%s", out)
+	}
+	waitFile(t, logFile, 0, func(s string) bool { return strings.Contains(s, `"msg":"stopped"`) })
+}
+
+func TestSIGHUPReopensLogFile(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t, nil)
+	r, logFile := fileLogRelay(t, b)
+	dir := filepath.Dir(logFile)
+	c := newClient(t)
+	request := func(path string) {
+		t.Helper()
+		if code, _ := get(t, c, r.url(path)); code != 200 {
+			t.Fatalf("GET %s: status %d", path, code)
+		}
+	}
+	backups := func() []string {
+		m, _ := filepath.Glob(filepath.Join(dir, "lb-*.log"))
+		return m
+	}
+
+	// Rotation in place.
+	{
+		request("/before")
+		waitFile(t, logFile, logWait, hasAccess("/before"))
+		r.signal(syscall.SIGHUP)
+		// relay moves the full file aside under a timestamped name.
+		deadline := time.Now().Add(logWait)
+		for len(backups()) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("no rotated file beside %s after SIGHUP", logFile)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		old := backups()[0]
+		waitFile(t, old, 0, hasAccess("/before"))
+		request("/after")
+		fresh := waitFile(t, logFile, logWait, hasAccess("/after"))
+		if hasAccess("/before")(fresh) || strings.Contains(fresh, "relay started") {
+			t.Errorf("the new %s holds lines from before the rotation:\n%s", logFile, fresh)
+		}
+		if hasAccess("/after")(readFile(t, old)) {
+			t.Errorf("the rotated %s still receives lines", old)
+		}
+	}
+
+	// What logrotate does: rename the file, then signal relay to let go of it.
+	{
+		moved := logFile + ".1"
+		if err := os.Rename(logFile, moved); err != nil {
+			t.Fatal(err)
+		}
+		r.signal(syscall.SIGHUP)
+		// relay creates the file anew when it handles the signal.
+		waitFile(t, logFile, logWait, func(string) bool {
+			_, err := os.Stat(logFile)
+			return err == nil
+		})
+		request("/renamed")
+		waitFile(t, logFile, logWait, hasAccess("/renamed"))
+		if hasAccess("/renamed")(readFile(t, moved)) {
+			t.Errorf("relay kept writing to the renamed %s", moved)
+		}
+	}
+
+	r.stop()
+	if _, err := os.Stat(logFile); err != nil {
+		t.Errorf("log file gone after exit: %v", err)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
