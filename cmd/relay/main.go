@@ -41,6 +41,10 @@ type flags struct {
 	algorithm string
 }
 
+// errUsage reports a command line that was wrong; the problem and the usage
+// have been printed already.
+var errUsage = errors.New("usage")
+
 func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	f := &flags{}
 	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
@@ -61,7 +65,9 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		fmt.Fprintf(stderr, "unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return nil, errUsage
 	}
 	f.overlay.Algorithm = f.algorithm
 	for _, s := range strings.Split(f.backends, ",") {
@@ -80,10 +86,10 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	f, err := parseFlags(args, stderr)
 	if err != nil {
+		// The flag package has printed the problem and the usage.
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
-		fmt.Fprintln(stderr, "relay:", err)
 		return 2
 	}
 	cfg, err := loadConfig(f)
