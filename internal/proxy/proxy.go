@@ -11,8 +11,10 @@
 package proxy
 
 import (
+	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -34,6 +36,9 @@ type Config struct {
 	// when that is safe (see try and responseFailed in forward.go); 0 or
 	// negative means none.
 	Retries int
+	// Dial, when set, opens upstream connections instead of net.Dialer;
+	// benchmarks use it for in-memory backends.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// ConnectTimeout bounds dialing a backend; default 5s.
 	ConnectTimeout time.Duration
 	// ResponseTimeout bounds the wait for a backend's response head, and

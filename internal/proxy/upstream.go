@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -29,13 +30,15 @@ const poolIdleTimeout = 30 * time.Second
 
 // upstream is one keep-alive connection to a backend.
 type upstream struct {
-	conn   *net.TCPConn
-	raw    syscall.RawConn
+	conn   net.Conn
+	raw    syscall.RawConn // nil when conn is not a socket (tests)
 	br     *h1.Reader
 	pool   *pool
 	idleAt time.Time
 	// pending is a request to write at the next Read.
 	pending []byte
+	rt      exchangeState
+	rtFn    func(fd uintptr) bool
 }
 
 // pool holds idle connections to one backend, most recently used first
@@ -72,18 +75,28 @@ func (p *pool) get(now time.Time) (u *upstream, reused bool, err error) {
 }
 
 func (p *pool) dial() (*upstream, error) {
-	d := net.Dialer{Timeout: p.cfg.ConnectTimeout}
-	c, err := d.Dial("tcp", p.b.Addr)
+	var (
+		c   net.Conn
+		err error
+	)
+	if p.cfg.Dial != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ConnectTimeout)
+		c, err = p.cfg.Dial(ctx, "tcp", p.b.Addr)
+		cancel()
+	} else {
+		d := net.Dialer{Timeout: p.cfg.ConnectTimeout}
+		c, err = d.Dial("tcp", p.b.Addr)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("backend %q: %w", p.b.Name, err)
 	}
-	tc := c.(*net.TCPConn)
-	raw, err := tc.SyscallConn()
-	if err != nil {
-		tc.Close()
-		return nil, fmt.Errorf("backend %q: %w", p.b.Name, err)
+	u := &upstream{conn: c, pool: p}
+	if sc, ok := c.(syscall.Conn); ok {
+		if u.raw, err = sc.SyscallConn(); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("backend %q: %w", p.b.Name, err)
+		}
 	}
-	u := &upstream{conn: tc, raw: raw, pool: p}
 	u.br = h1.NewReader(u, upstreamBufSize, maxResponseHead)
 	return u, nil
 }
@@ -135,43 +148,25 @@ func (u *upstream) Read(p []byte) (int, error) {
 	}
 	req := u.pending
 	u.pending = nil
-	var (
-		n       int
-		rerr    error
-		written bool
-	)
-	err := u.raw.Read(func(fd uintptr) bool {
-		if !written {
-			written = true
-			for len(req) > 0 {
-				k, err := syscall.Write(int(fd), req)
-				if err == syscall.EINTR {
-					continue
-				}
-				if err != nil {
-					if err != syscall.EAGAIN {
-						rerr = err
-					}
-					return true // EAGAIN: the rest is written below
-				}
-				req = req[k:]
-			}
-			return false // wait for readability
+	if u.raw == nil {
+		if _, err := u.conn.Write(req); err != nil {
+			return 0, err
 		}
-		n, rerr = syscall.Read(int(fd), p)
-		if rerr == syscall.EAGAIN {
-			return false
-		}
-		if rerr == syscall.EINTR {
-			return false
-		}
-		return true
-	})
+		return u.conn.Read(p)
+	}
+	rt := &u.rt
+	*rt = exchangeState{req: req, buf: p}
+	if u.rtFn == nil {
+		u.rtFn = u.roundTripStep // bound once per connection, not per request
+	}
+	err := u.raw.Read(u.rtFn)
+	n, req, rerr, op := rt.n, rt.req, rt.err, rt.op
+	*rt = exchangeState{}
 	if err != nil {
 		return 0, err
 	}
 	if rerr != nil {
-		return 0, os.NewSyscallError("read", rerr)
+		return 0, os.NewSyscallError(op, rerr)
 	}
 	if len(req) > 0 {
 		// The socket buffer was full: finish through the poller.
@@ -186,10 +181,52 @@ func (u *upstream) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// exchangeState is the state of one Read that writes a request first. It lives
+// in the upstream so the raw callback needs no per-request closure.
+type exchangeState struct {
+	req, buf []byte
+	written  bool
+	n        int
+	err      error
+	op       string
+}
+
+// roundTripStep is the raw read callback: the first call writes the
+// request and asks to wait for readability; later calls read.
+func (u *upstream) roundTripStep(fd uintptr) bool {
+	rt := &u.rt
+	if !rt.written {
+		rt.written = true
+		for len(rt.req) > 0 {
+			k, err := syscall.Write(int(fd), rt.req)
+			if err == syscall.EINTR {
+				continue
+			}
+			if err != nil {
+				if err != syscall.EAGAIN {
+					rt.err, rt.op = err, "write"
+				}
+				return true // on EAGAIN Read writes the rest
+			}
+			rt.req = rt.req[k:]
+		}
+		return false // wait for readability
+	}
+	n, err := syscall.Read(int(fd), rt.buf)
+	if err == syscall.EAGAIN || err == syscall.EINTR {
+		return false
+	}
+	rt.n, rt.err, rt.op = n, err, "read"
+	return true
+}
+
 // alive reports whether an idle connection is still open: a peek that
 // would block means the backend has neither closed it nor sent anything
 // unexpected. Used before sending a request that must not be sent twice.
 func (u *upstream) alive() bool {
+	if u.raw == nil {
+		return true
+	}
 	var buf [1]byte
 	ok := false
 	err := u.raw.Read(func(fd uintptr) bool {

@@ -1,0 +1,140 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/url"
+	"testing"
+	"time"
+
+	"relay/internal/backend"
+)
+
+// BenchmarkRequestPath measures relay's whole request path with no system
+// calls: a client connection that replays one keep-alive request b.N times
+// and an upstream that answers each request it is sent. What remains is
+// parsing both heads, picking, pooling, building the upstream request with
+// X-Forwarded-*, and building the client response.
+func BenchmarkRequestPath(b *testing.B) {
+	b.Run("round-robin/3", func(b *testing.B) { benchRequestPath(b, "round-robin", 3) })
+	b.Run("least-conn/3", func(b *testing.B) { benchRequestPath(b, "least-conn", 3) })
+	b.Run("ip-hash/1000", func(b *testing.B) { benchRequestPath(b, "ip-hash", 1000) })
+}
+
+func benchRequestPath(b *testing.B, algorithm string, n int) {
+	req := []byte("GET /index.html HTTP/1.1\r\nHost: example.com\r\nUser-Agent: bench/1.0\r\nAccept: */*\r\n\r\n")
+	resp := []byte("HTTP/1.1 200 OK\r\nServer: nginx\r\nDate: Sun, 22 Nov 2026 03:00:00 GMT\r\nContent-Type: text/plain\r\nContent-Length: 29\r\nConnection: keep-alive\r\n\r\nHello World from 8001 server\n")
+	var bs []*backend.Backend
+	for i := 0; i < n; i++ {
+		u, _ := url.Parse("http://10.0.0.1:" + itoa(1000+i))
+		be, err := backend.New(u, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		bs = append(bs, be)
+	}
+	p, err := New(Config{
+		Algorithm: algorithm,
+		Dial: func(context.Context, string, string) (net.Conn, error) {
+			return &memUpstream{resp: resp}, nil
+		},
+	}, bs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	client := &memClient{req: req}
+	cc := newClientConn(p, client)
+	// Warm up: one request per backend fills every pool.
+	client.left = n
+	cc.serve()
+	client.left, client.written = b.N, 0
+	cc = newClientConn(p, client)
+	b.ReportAllocs()
+	b.ResetTimer()
+	cc.serve()
+	b.StopTimer()
+	// Each response leaves out the upstream's Connection field.
+	if want := int64(b.N) * int64(len(resp)-len("Connection: keep-alive\r\n")); client.written != want {
+		b.Fatalf("client got %d bytes, want %d", client.written, want)
+	}
+}
+
+func itoa(i int) string {
+	var buf [20]byte
+	n := len(buf)
+	for {
+		n--
+		buf[n] = byte('0' + i%10)
+		i /= 10
+		if i == 0 {
+			return string(buf[n:])
+		}
+	}
+}
+
+// memClient is a client connection that sends req left more times, one
+// request per read, and swallows what it is sent.
+type memClient struct {
+	memConn
+	req     []byte
+	pos     int
+	left    int
+	written int64
+}
+
+func (c *memClient) Read(p []byte) (int, error) {
+	if c.pos == len(c.req) || c.pos == 0 {
+		if c.left == 0 {
+			return 0, io.EOF
+		}
+		c.left--
+		c.pos = 0
+	}
+	n := copy(p, c.req[c.pos:])
+	c.pos += n
+	if c.pos == len(c.req) {
+		c.pos = 0
+	}
+	return n, nil
+}
+
+func (c *memClient) Write(p []byte) (int, error) {
+	c.written += int64(len(p))
+	return len(p), nil
+}
+
+func (c *memClient) RemoteAddr() net.Addr {
+	return &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 40000}
+}
+
+// memUpstream answers every request written to it with resp.
+type memUpstream struct {
+	memConn
+	resp    []byte
+	pending int
+}
+
+func (u *memUpstream) Write(p []byte) (int, error) {
+	u.pending++
+	return len(p), nil
+}
+
+func (u *memUpstream) Read(p []byte) (int, error) {
+	if u.pending == 0 {
+		return 0, errors.New("memUpstream: read with no request outstanding")
+	}
+	u.pending--
+	return copy(p, u.resp), nil
+}
+
+// memConn supplies the parts of net.Conn the benchmarks do not exercise.
+type memConn struct{}
+
+func (memConn) Close() error                     { return nil }
+func (memConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
+func (memConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
+func (memConn) SetDeadline(time.Time) error      { return nil }
+func (memConn) SetReadDeadline(time.Time) error  { return nil }
+func (memConn) SetWriteDeadline(time.Time) error { return nil }
