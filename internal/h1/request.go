@@ -332,13 +332,11 @@ func cutLine(head []byte) (line, rest []byte, err error) {
 		return nil, nil, ErrBareLF
 	}
 	line = head[:i-1]
-	if bytes.IndexByte(line, '\r') >= 0 {
-		return nil, nil, ErrBareCR
-	}
-	for _, c := range line {
-		if c < ' ' && c != '\t' || c == 0x7f {
-			return nil, nil, ErrRequestLine
+	if j := valueEnd(line); j < len(line) {
+		if line[j] == '\r' {
+			return nil, nil, ErrBareCR
 		}
+		return nil, nil, ErrRequestLine
 	}
 	return line, head[i+1:], nil
 }
