@@ -1,0 +1,655 @@
+#!/usr/bin/env bash
+# compare.sh - relay beside nginx and HAProxy on one machine, over loopback.
+#
+# Three nginx backends answer on 127.0.0.1:8001-8003. Then one balancer at a
+# time listens on 127.0.0.1:8080 and spreads requests round-robin over them:
+# nginx, HAProxy, relay, and "direct" (wrk straight at 127.0.0.1:8001, the
+# ceiling no balancer can beat). For every concurrency in --conns it runs
+#   wrk -t2 -cC -dDURATION --latency http://127.0.0.1:8080/
+# and records requests per second, p50 and p99 latency, errors, the
+# balancer's CPU time per request and its peak memory. The whole set repeats
+# --rounds times in a rotated order; the table shows medians over rounds, and
+# the ratios against nginx and HAProxy are taken within each round first.
+#
+# Usage: bench/compare.sh [options]
+#   --rounds N           rounds of the whole set (default 3)
+#   --duration D         length of each measured wrk run, e.g. 10s, 1m (default 10s)
+#   --warmup D           unmeasured wrk run before each measured one; 0 skips (default 2s)
+#   --conns "C ..."      concurrencies to measure (default "50 100 200 400")
+#   --workers N          relay's workers setting; 0 = all cores (default 0)
+#   --peers "P ..."      subset of "nginx haproxy relay direct" (default: all four)
+#   --access-log         also run relay with its access log on, written to a
+#                        file in the output directory (row "relay+log")
+#   --relay-config FILE  run relay with this configuration file instead of the
+#                        generated one (the listen address is forced to 127.0.0.1:8080)
+#   --out DIR            where results go (default: a new directory under /tmp)
+#   -h, --help           print this help
+#
+# wrk, nginx, HAProxy and curl are installed with apt-get when missing, which
+# needs root; otherwise the apt-get command is printed. Go must be installed
+# already (relay is built from this repository). Every process the script
+# starts runs in its own session and is stopped by its process group on exit.
+set -u
+
+ROUNDS=3
+DURATION=10s
+WARMUP=2s
+CONNS="50 100 200 400"
+WORKERS=0
+PEERS="nginx haproxy relay direct"
+ACCESS_LOG=0
+RELAY_CONFIG=""
+OUT=""
+WRK_THREADS=2
+
+BALANCER_ADDR=127.0.0.1:8080
+BACKEND_PORTS="8001 8002 8003"
+
+help() { sed -n '2,/^set -u/{/^set -u/d; s/^# \{0,1\}//; p}' "$0"; }
+
+die() { echo "compare.sh: $*" >&2; exit 1; }
+
+need_value() { [ $# -ge 2 ] || die "$1 needs a value (see --help)"; }
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rounds)       need_value "$@"; ROUNDS=$2; shift 2;;
+    --duration)     need_value "$@"; DURATION=$2; shift 2;;
+    --warmup)       need_value "$@"; WARMUP=$2; shift 2;;
+    --conns)        need_value "$@"; CONNS=$2; shift 2;;
+    --workers)      need_value "$@"; WORKERS=$2; shift 2;;
+    --peers)        need_value "$@"; PEERS=$2; shift 2;;
+    --access-log)   ACCESS_LOG=1; shift;;
+    --relay-config) need_value "$@"; RELAY_CONFIG=$2; shift 2;;
+    --out)          need_value "$@"; OUT=$2; shift 2;;
+    -h|--help)      help; exit 0;;
+    *)              echo "compare.sh: unknown argument: $1" >&2; help >&2; exit 2;;
+  esac
+done
+
+# ------------------------------------------------------------------ checking options
+
+# seconds turns a wrk duration (10, 10s, 2m, 1h) into whole seconds.
+seconds() {
+  [[ "$1" =~ ^([0-9]+)([smh]?)$ ]] || return 1
+  local n=$((10#${BASH_REMATCH[1]}))
+  case "${BASH_REMATCH[2]}" in
+    h) echo $(( n * 3600 ));;
+    m) echo $(( n * 60 ));;
+    *) echo "$n";;
+  esac
+}
+
+[[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || die "--rounds must be a positive integer, not '$ROUNDS'"
+[[ "$WORKERS" =~ ^[0-9]+$ ]] || die "--workers must be 0 or a positive integer, not '$WORKERS'"
+DURATION_S=$(seconds "$DURATION") && [ "$DURATION_S" -gt 0 ] || die "--duration must look like 10s, 2m or 30, not '$DURATION'"
+if [ "$WARMUP" = 0 ]; then WARMUP_S=0; else
+  WARMUP_S=$(seconds "$WARMUP") || die "--warmup must look like 2s or 0, not '$WARMUP'"
+fi
+for c in $CONNS; do
+  [[ "$c" =~ ^[0-9]+$ ]] && [ "$c" -ge "$WRK_THREADS" ] || die "--conns values must be integers of at least $WRK_THREADS, not '$c'"
+done
+[ -n "$CONNS" ] || die "--conns is empty"
+for p in $PEERS; do
+  case "$p" in nginx|haproxy|relay|direct) ;; *) die "--peers: unknown peer '$p' (choose from: nginx haproxy relay direct)";; esac
+done
+if [ -n "$RELAY_CONFIG" ]; then
+  [ -r "$RELAY_CONFIG" ] || die "--relay-config: cannot read $RELAY_CONFIG"
+  RELAY_CONFIG=$(cd "$(dirname "$RELAY_CONFIG")" && pwd)/$(basename "$RELAY_CONFIG")
+fi
+
+# The balancers, in the order of round 1.
+BALANCERS=()
+for p in direct nginx haproxy relay; do
+  [[ " $PEERS " == *" $p "* ]] && BALANCERS+=("$p")
+done
+[ "$ACCESS_LOG" = 1 ] && BALANCERS+=("relay+log")
+[ ${#BALANCERS[@]} -gt 0 ] || die "nothing to measure: --peers is empty"
+
+# ------------------------------------------------------------------ tools
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+missing_packages() {
+  local pkgs=() pair
+  for pair in wrk:wrk nginx:nginx haproxy:haproxy curl:curl ss:iproute2; do
+    command -v "${pair%%:*}" >/dev/null 2>&1 || pkgs+=("${pair#*:}")
+  done
+  echo "${pkgs[*]}"
+}
+
+MISSING=$(missing_packages)
+if [ -n "$MISSING" ]; then
+  INSTALL="apt-get install -y --no-install-recommends $MISSING"
+  if [ "$(id -u)" != 0 ]; then
+    echo "compare.sh: missing packages: $MISSING" >&2
+    echo "install them as root, then run again:" >&2
+    echo "  apt-get update && $INSTALL" >&2
+    exit 1
+  fi
+  echo "installing: $MISSING" >&2
+  # The Debian nginx and haproxy packages start their own system services
+  # (nginx on port 80); they do not use the ports measured here.
+  timeout 900 apt-get update >&2 && DEBIAN_FRONTEND=noninteractive timeout 900 $INSTALL >&2 \
+    || die "apt-get failed"
+  MISSING=$(missing_packages)
+  [ -z "$MISSING" ] || die "still missing after apt-get: $MISSING"
+fi
+for t in go setsid timeout awk sort; do
+  command -v "$t" >/dev/null 2>&1 || die "missing tool: $t$([ "$t" = go ] && echo " (install Go as go.mod asks: https://go.dev/dl/)")"
+done
+
+# ------------------------------------------------------------------ output directory
+
+if [ -z "$OUT" ]; then
+  OUT=$(mktemp -d /tmp/relay-bench.XXXXXX) || die "cannot make a temporary directory"
+  # nginx workers drop root privileges and must still reach their scratch space.
+  chmod 755 "$OUT"
+else
+  mkdir -p "$OUT" || die "cannot make --out directory $OUT"
+  OUT=$(cd "$OUT" && pwd)
+fi
+RUN=$OUT/run     # generated configurations and server scratch space
+LOGS=$OUT/logs   # each server's own output
+WRK=$OUT/wrk     # each wrk run's full output
+mkdir -p "$RUN" "$LOGS" "$WRK"
+RAW=$OUT/raw.tsv
+MEDIANS=$OUT/medians.tsv
+TABLE=$OUT/table.txt
+HZ=$(getconf CLK_TCK)
+NCPU=$(nproc)
+
+note() { echo "[$(date +%H:%M:%S)] $*" | tee -a "$OUT/compare.log" >&2; }
+
+# ------------------------------------------------------------------ processes
+
+# STARTED holds the PID of every server this script started. Each was started
+# with setsid, so it leads its own process group (PGID = PID) and every
+# worker it forks belongs to that group: the group is the server.
+STARTED=()
+STARTED_PID=""
+
+# start LOGFILE COMMAND... starts COMMAND in a new session and records it.
+start() {
+  local log=$1; shift
+  setsid "$@" </dev/null >"$log" 2>&1 &
+  STARTED_PID=$!
+  STARTED+=("$STARTED_PID")
+}
+
+# group_pids PGID prints the PIDs of the live processes in that group.
+group_pids() {
+  cat /proc/[0-9]*/stat 2>/dev/null | awk -v g="$1" '
+    { pid = $1; sub(/^.*\) /, ""); if ($3 == g) print pid }'
+}
+
+# stop PID stops the process group PID leads: TERM, up to 5 s, then KILL.
+stop() {
+  local pid=$1 i
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM -- "-$pid" 2>/dev/null
+    for i in $(seq 50); do
+      [ -z "$(group_pids "$pid")" ] && break
+      sleep 0.1
+    done
+    [ -n "$(group_pids "$pid")" ] && kill -KILL -- "-$pid" 2>/dev/null
+  fi
+  wait "$pid" 2>/dev/null
+  forget "$pid"
+}
+
+# forget PID drops PID from STARTED once it has been stopped or has exited.
+forget() {
+  local kept=() p
+  for p in "${STARTED[@]}"; do [ "$p" != "$1" ] && kept+=("$p"); done
+  STARTED=("${kept[@]}")
+}
+
+stop_all() {
+  local p
+  for p in "${STARTED[@]}"; do stop "$p"; done
+}
+trap stop_all EXIT
+trap 'note "interrupted"; exit 130' INT
+trap 'note "terminated"; exit 143' TERM
+
+# ------------------------------------------------------------------ measuring
+
+# cpu_ticks PGID: utime+stime of every process in the group, in clock ticks.
+# Threads are counted within their process; workers that already exited
+# are not, which is why servers stay up for all runs of one round.
+cpu_ticks() {
+  cat /proc/[0-9]*/stat 2>/dev/null | awk -v g="$1" '
+    { sub(/^.*\) /, ""); if ($3 == g) t += $12 + $13 } END { print t + 0 }'
+}
+
+# peak_rss_kb PGID: VmHWM summed over the group.
+peak_rss_kb() {
+  local f=() p
+  for p in $(group_pids "$1"); do f+=("/proc/$p/status"); done
+  [ ${#f[@]} -gt 0 ] || { echo 0; return; }
+  cat "${f[@]}" 2>/dev/null | awk '/^VmHWM:/ { t += $2 } END { print t + 0 }'
+}
+
+# busy_jiffies: "total idle" jiffies of the whole machine.
+busy_jiffies() { awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t, $5 + $6 }' /proc/stat; }
+
+# listening ADDR prints the listening socket on that address, if any.
+# Wildcard listeners count too: they keep a specific address from binding.
+listening() {
+  local port=${1##*:}
+  ss -Hltnp "sport = :$port" 2>/dev/null | awk -v a="$1" -v p="$port" '
+    $4 == a || $4 == "0.0.0.0:" p || $4 == "*:" p || $4 == "[::]:" p || $4 == "[::ffff:" a "]"'
+}
+
+# owned_by ADDR PGID: is the socket listening on ADDR held by that group?
+owned_by() {
+  local p
+  for p in $(listening "$1" | grep -o 'pid=[0-9]*' | cut -d= -f2); do
+    [ "$(awk '{ sub(/^.*\) /, ""); print $3 }' "/proc/$p/stat" 2>/dev/null)" = "$2" ] && return 0
+  done
+  return 1
+}
+
+# wait_ready URL PGID SECONDS: wait until URL answers 200 with a backend's
+# greeting, while the server is still alive.
+wait_ready() {
+  local url=$1 pid=$2 i
+  for i in $(seq $(( $3 * 10 ))); do
+    kill -0 "$pid" 2>/dev/null || return 1
+    [[ "$(curl -s --max-time 1 "$url" 2>/dev/null)" =~ ^Hello\ World\ from\ [0-9]+\ server$ ]] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+# ms turns a wrk latency (850.00us, 1.23ms, 1.02s, 1.50m) into milliseconds.
+ms() {
+  awk -v v="$1" 'BEGIN {
+    if (v ~ /us$/)      printf "%.3f", substr(v, 1, length(v) - 2) / 1000
+    else if (v ~ /ms$/) printf "%.3f", substr(v, 1, length(v) - 2)
+    else if (v ~ /s$/)  printf "%.3f", substr(v, 1, length(v) - 1) * 1000
+    else if (v ~ /m$/)  printf "%.3f", substr(v, 1, length(v) - 1) * 60000
+    else                printf "NA" }'
+}
+
+# wrk_fields FILE prints "rps requests p50 p99 sockerr non2xx" from wrk's output.
+wrk_fields() {
+  local f=$1 rps reqs p50 p99 se n2
+  rps=$(awk '/^Requests\/sec:/ { print $2 }' "$f")
+  reqs=$(awk '/ requests in / { print $1 }' "$f")
+  p50=$(ms "$(awk '$1 == "50%" { print $2 }' "$f")")
+  p99=$(ms "$(awk '$1 == "99%" { print $2 }' "$f")")
+  se=$(awk '/Socket errors:/ { gsub(/,/, ""); print $4 + $6 + $8 + $10 }' "$f")
+  n2=$(awk '/Non-2xx or 3xx responses:/ { print $NF }' "$f")
+  echo "${rps:-0} ${reqs:-0} ${p50:-NA} ${p99:-NA} ${se:-0} ${n2:-0}"
+}
+
+# run_wrk SECONDS CONNS URL OUTFILE: one wrk run, killed if it overstays.
+# It runs in the background and is waited for, so that an interrupt stops
+# it at once through the EXIT trap instead of after it ends.
+run_wrk() {
+  start "$4" timeout -k 5 $(( $1 + 30 )) wrk -t"$WRK_THREADS" -c"$2" -d"$1s" --timeout 5s --latency "$3"
+  local pid=$STARTED_PID rc
+  wait "$pid"; rc=$?
+  forget "$pid"
+  return $rc
+}
+
+# ------------------------------------------------------------------ configurations
+
+write_backends_conf() {
+  local port server_blocks=""
+  for port in $BACKEND_PORTS; do
+    server_blocks+="    server {
+        listen 127.0.0.1:$port backlog=4096;
+        location = /health { return 200 \"ok\\n\"; }
+        location / { return 200 \"Hello World from $port server\\n\"; }
+    }
+"
+  done
+  cat >"$RUN/backends.conf" <<EOF
+# Three backends in one nginx: the same fixed answer from each port.
+worker_processes auto;
+pid $RUN/backends.pid;
+error_log $RUN/backends.err warn;
+worker_rlimit_nofile 65536;
+events { worker_connections 8192; multi_accept on; }
+http {
+    access_log off;
+    default_type text/plain;
+    # Balancers keep connections to the backends open; nginx's default of
+    # 1000 requests per connection would close and reopen them all the time.
+    keepalive_requests 1000000;
+    keepalive_timeout 120s;
+    client_body_temp_path $RUN/backends-tmp/body;
+    proxy_temp_path $RUN/backends-tmp/proxy;
+    fastcgi_temp_path $RUN/backends-tmp/fastcgi;
+    uwsgi_temp_path $RUN/backends-tmp/uwsgi;
+    scgi_temp_path $RUN/backends-tmp/scgi;
+$server_blocks}
+EOF
+}
+
+write_nginx_conf() {
+  local port upstreams=""
+  for port in $BACKEND_PORTS; do upstreams+="        server 127.0.0.1:$port;
+"; done
+  cat >"$RUN/nginx.conf" <<EOF
+# nginx as the balancer: round-robin (its default) with an upstream keep-alive pool.
+worker_processes auto;
+pid $RUN/nginx.pid;
+error_log $RUN/nginx.err warn;
+worker_rlimit_nofile 65536;
+events { worker_connections 8192; multi_accept on; }
+http {
+    access_log off;
+    keepalive_requests 1000000;
+    keepalive_timeout 120s;
+    client_body_temp_path $RUN/nginx-tmp/body;
+    proxy_temp_path $RUN/nginx-tmp/proxy;
+    fastcgi_temp_path $RUN/nginx-tmp/fastcgi;
+    uwsgi_temp_path $RUN/nginx-tmp/uwsgi;
+    scgi_temp_path $RUN/nginx-tmp/scgi;
+    upstream backends {
+$upstreams        keepalive 512;
+        keepalive_requests 1000000;
+        keepalive_timeout 120s;
+    }
+    server {
+        listen $BALANCER_ADDR backlog=4096;
+        location / {
+            proxy_pass http://backends;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }
+    }
+}
+EOF
+}
+
+write_haproxy_conf() {
+  # HAProxy sizes its file limit from maxconn (about two descriptors per
+  # connection) and refuses to start when the hard limit is lower.
+  local hard maxconn i=0 port servers=""
+  hard=$(ulimit -Hn)
+  [ "$hard" = unlimited ] && hard=1048576
+  maxconn=$(( (hard - 256) / 2 ))
+  [ "$maxconn" -gt 50000 ] && maxconn=50000
+  for port in $BACKEND_PORTS; do i=$((i + 1)); servers+="    server s$i 127.0.0.1:$port
+"; done
+  cat >"$RUN/haproxy.cfg" <<EOF
+# HAProxy as the balancer: two threads, round-robin, idle server connections shared.
+global
+    nbthread 2
+    maxconn $maxconn
+defaults
+    mode http
+    option http-keep-alive
+    http-reuse always
+    timeout connect 5s
+    timeout client 60s
+    timeout server 60s
+    timeout http-keep-alive 120s
+frontend clients
+    bind $BALANCER_ADDR
+    default_backend backends
+backend backends
+    balance roundrobin
+$servers
+EOF
+}
+
+# write_relay_conf FILE ACCESS_LOG(true|false)
+write_relay_conf() {
+  local file=$1 access=$2 port
+  if [ -n "$RELAY_CONFIG" ]; then
+    # A given file is used as it is, except that the access-log variant
+    # replaces its logging keys.
+    if [ "$access" = true ]; then
+      grep -v -E '^(access_log|log_file|log_max_size_mb|log_max_backups):' "$RELAY_CONFIG" >"$file"
+      relay_log_keys >>"$file"
+    else
+      cp "$RELAY_CONFIG" "$file"
+    fi
+    return
+  fi
+  {
+    echo "# relay as the balancer: round-robin over the three backends."
+    echo "listen: \"$BALANCER_ADDR\""
+    echo "algorithm: round-robin"
+    echo "backends:"
+    for port in $BACKEND_PORTS; do echo "  - http://127.0.0.1:$port"; done
+    echo "health_check_path: /health"
+    echo "workers: $WORKERS"
+    if [ "$access" = true ]; then relay_log_keys; else echo "access_log: false"; fi
+  } >"$file"
+}
+
+# relay_log_keys: access log on, into the output directory, bounded in size.
+relay_log_keys() {
+  echo "access_log: true"
+  echo "log_file: \"$OUT/relay-access.log\""
+  echo "log_max_size_mb: 100"
+  echo "log_max_backups: 1"
+}
+
+# threads_of NAME: the worker/thread setting each balancer runs with.
+threads_of() {
+  case "$1" in
+    nginx) echo "$NCPU";;
+    haproxy) echo 2;;
+    relay|relay+log)
+      if [ -n "$RELAY_CONFIG" ]; then
+        local w; w=$(awk -F: '/^workers:/ { gsub(/[ "\r]/, "", $2); print $2 }' "$RELAY_CONFIG")
+        [ -z "$w" ] || [ "$w" = 0 ] && w=$NCPU; echo "$w"
+      elif [ "$WORKERS" = 0 ]; then echo "$NCPU"; else echo "$WORKERS"; fi;;
+    *) echo "-";;
+  esac
+}
+
+# start_balancer NAME LOGFILE: starts it and sets STARTED_PID.
+start_balancer() {
+  case "$1" in
+    nginx)   start "$2" nginx -p "$RUN" -c "$RUN/nginx.conf" -g 'daemon off;';;
+    haproxy) start "$2" haproxy -db -f "$RUN/haproxy.cfg";;
+    relay)     start "$2" "$OUT/relay" -config "$RUN/relay.yml" -listen "$BALANCER_ADDR";;
+    relay+log) start "$2" "$OUT/relay" -config "$RUN/relay-log.yml" -listen "$BALANCER_ADDR";;
+  esac
+}
+
+# ------------------------------------------------------------------ one balancer
+
+# measure ROUND NAME: start the balancer, load it at every concurrency, stop it.
+measure() {
+  local round=$1 name=$2 url="http://$BALANCER_ADDR/" pid="" i c
+  if [ "$name" = direct ]; then
+    url="http://127.0.0.1:${BACKEND_PORTS%% *}/"
+  else
+    # The previous balancer has been stopped; give the kernel a moment to
+    # release the listening socket before deciding the port is taken.
+    for i in $(seq 50); do [ -z "$(listening "$BALANCER_ADDR")" ] && break; sleep 0.1; done
+    [ -z "$(listening "$BALANCER_ADDR")" ] || die "$BALANCER_ADDR is taken by another process; stop it and run again:
+$(listening "$BALANCER_ADDR")"
+    local log="$LOGS/$name.round$round.log"
+    start_balancer "$name" "$log"; pid=$STARTED_PID
+    if ! wait_ready "$url" "$pid" 20; then
+      die "$name did not answer on $url within 20 s; its output ($log):
+$(tail -n 20 "$log")"
+    fi
+    owned_by "$BALANCER_ADDR" "$pid" || die "$BALANCER_ADDR answers, but not from the $name this script started"
+  fi
+  local hits; hits=$(for i in 1 2 3 4 5 6; do curl -s --max-time 2 "$url" | awk '{ print $4 }'; done | tr '\n' ' ')
+  note "round $round: $name ready${pid:+ (pgid $pid, $(group_pids "$pid" | wc -l) processes)}; six requests answered by: $hits"
+
+  for c in $CONNS; do
+    [ "$WARMUP_S" -gt 0 ] && run_wrk "$WARMUP_S" "$c" "$url" /dev/null
+    local wf="$WRK/round$round.$name.c$c.txt" cpu0=0 cpu1=0 box0 box1 rss=NA
+    [ -n "$pid" ] && cpu0=$(cpu_ticks "$pid")
+    box0=$(busy_jiffies)
+    run_wrk "$DURATION_S" "$c" "$url" "$wf"
+    local rc=$?
+    box1=$(busy_jiffies)
+    if [ -n "$pid" ]; then
+      cpu1=$(cpu_ticks "$pid")
+      rss=$(awk -v k="$(peak_rss_kb "$pid")" 'BEGIN { printf "%.1f", k / 1024 }')
+      kill -0 "$pid" 2>/dev/null || note "  $name exited during the run at $c connections (see $LOGS)"
+    fi
+    [ "$rc" = 0 ] || note "  wrk exited with status $rc at $c connections (see $wf)"
+    local rps reqs p50 p99 se n2
+    read -r rps reqs p50 p99 se n2 < <(wrk_fields "$wf")
+    awk -v r="$round" -v n="$name" -v c="$c" -v th="$(threads_of "$name")" -v rps="$rps" -v reqs="$reqs" \
+        -v p50="$p50" -v p99="$p99" -v se="$se" -v n2="$n2" -v has="${pid:+1}" -v t0="$cpu0" -v t1="$cpu1" \
+        -v hz="$HZ" -v rss="$rss" -v b0="$box0" -v b1="$box1" 'BEGIN {
+      split(b0, x, " "); split(b1, y, " "); tot = y[1] - x[1]
+      busy = tot > 0 ? sprintf("%.0f", 100 * (tot - (y[2] - x[2])) / tot) : "NA"
+      cpu = has ? sprintf("%.2f", (t1 - t0) / hz) : "NA"
+      us = (has && reqs > 0) ? sprintf("%.1f", (t1 - t0) / hz * 1e6 / reqs) : "NA"
+      printf "%s\t%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+        r, n, c, th, rps, reqs, p50, p99, se, n2, cpu, us, rss, busy }' >>"$RAW"
+    note "  $(tail -n 1 "$RAW" | awk -F'\t' '{ printf "%-9s c=%-5s %9s req/s  p50 %s ms  p99 %s ms  errors %s+%s  cpu %s us/req  rss %s MB  box %s%% busy", $2, $3, $5, $7, $8, $9, $10, $12, $13, $14 }')"
+  done
+
+  [ -n "$pid" ] && stop "$pid"
+  return 0
+}
+
+# ------------------------------------------------------------------ summary
+
+# summarize reads raw.tsv and writes medians.tsv: for each balancer and
+# concurrency, the median over rounds of every figure, and the medians of the
+# per-round ratios to nginx and HAProxy (same round, same concurrency).
+summarize() {
+  awk -F'\t' -v OFS='\t' '
+    function median(list,   v, n, i, j, t) {
+      n = split(list, v, " ")
+      if (n == 0) return "NA"
+      for (i = 2; i <= n; i++) { t = v[i] + 0; for (j = i - 1; j >= 1 && v[j] + 0 > t; j--) v[j + 1] = v[j]; v[j + 1] = t }
+      return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+    }
+    function keep(k, x) { if (x != "NA" && x != "") list[k] = list[k] " " x }
+    function ratio(a, b) { return (a != "NA" && b != "NA" && b + 0 > 0) ? sprintf("%.3f", a / b) : "NA" }
+    function fmt(x, f) { return x == "NA" ? x : sprintf(f, x) }
+    NR == 1 { next }
+    {
+      k = $2 SUBSEP $3
+      if (!(k in seen)) { seen[k] = 1; order[++n] = k; threads[k] = $4 }
+      rps[$1, $2, $3] = $5; cpu[$1, $2, $3] = $12; rounds[$1] = 1
+      keep("rps" SUBSEP k, $5); keep("p50" SUBSEP k, $7); keep("p99" SUBSEP k, $8)
+      keep("cpu" SUBSEP k, $12); keep("rss" SUBSEP k, $13)
+      errors[k] += $9 + $10; runs[k]++
+    }
+    END {
+      print "peer", "conns", "threads", "rounds", "rps", "p50_ms", "p99_ms", "errors", "cpu_us_per_req", "rss_mb",
+            "rps_vs_nginx", "rps_vs_haproxy", "cpu_vs_nginx", "cpu_vs_haproxy", "rps_vs_relay"
+      for (i = 1; i <= n; i++) {
+        k = order[i]; split(k, kc, SUBSEP); name = kc[1]; c = kc[2]
+        for (r in rounds) {
+          if (!((r, name, c) in rps)) continue
+          if ((r, "nginx", c) in rps) {
+            keep("rn" SUBSEP k, ratio(rps[r, name, c], rps[r, "nginx", c]))
+            keep("cn" SUBSEP k, ratio(cpu[r, name, c], cpu[r, "nginx", c]))
+          }
+          if ((r, "haproxy", c) in rps) {
+            keep("rh" SUBSEP k, ratio(rps[r, name, c], rps[r, "haproxy", c]))
+            keep("ch" SUBSEP k, ratio(cpu[r, name, c], cpu[r, "haproxy", c]))
+          }
+          if ((r, "relay", c) in rps) keep("rr" SUBSEP k, ratio(rps[r, name, c], rps[r, "relay", c]))
+        }
+        print name, c, threads[k], runs[k], fmt(median(list["rps" SUBSEP k]), "%.0f"),
+          fmt(median(list["p50" SUBSEP k]), "%.3f"), fmt(median(list["p99" SUBSEP k]), "%.3f"), errors[k],
+          fmt(median(list["cpu" SUBSEP k]), "%.1f"), fmt(median(list["rss" SUBSEP k]), "%.1f"),
+          fmt(median(list["rn" SUBSEP k]), "%.2f"), fmt(median(list["rh" SUBSEP k]), "%.2f"),
+          fmt(median(list["cn" SUBSEP k]), "%.2f"), fmt(median(list["ch" SUBSEP k]), "%.2f"),
+          fmt(median(list["rr" SUBSEP k]), "%.2f")
+      }
+    }' "$RAW" >"$MEDIANS"
+}
+
+# print_table renders medians.tsv for people, sorted by concurrency.
+print_table() {
+  {
+    printf '%-10s %5s %7s %9s %7s %7s %6s %6s %6s %7s %9s %6s %7s\n' \
+      balancer conns threads "req/s" "p50 ms" "p99 ms" errors "us/req" "rss MB" "x nginx" "x haproxy" "cpu/ng" "cpu/hap"
+    awk -F'\t' 'NR > 1' "$MEDIANS" | sort -t "$(printf '\t')" -k2,2n -s |
+      awk -F'\t' '{ printf "%-10s %5s %7s %9s %7s %7s %6s %6s %6s %7s %9s %6s %7s\n",
+                    $1, $2, $3, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14 }'
+    # The access log's cost, as a share of relay's own throughput.
+    awk -F'\t' 'NR > 1 && $1 == "relay+log" && $15 != "NA" {
+      if (!head++) printf "\nwith the access log on, relay keeps this share of its throughput:\n"
+      printf "  %5s connections: %s\n", $2, $15 }' "$MEDIANS"
+  } | tee "$TABLE"
+}
+
+# ------------------------------------------------------------------ main
+
+for port in $BACKEND_PORTS; do
+  [ -z "$(listening "127.0.0.1:$port")" ] || die "127.0.0.1:$port is taken by another process; stop it and run again:
+$(listening "127.0.0.1:$port")"
+done
+[ -z "$(listening "$BALANCER_ADDR")" ] || die "$BALANCER_ADDR is taken by another process; stop it and run again:
+$(listening "$BALANCER_ADDR")"
+
+if [[ " ${BALANCERS[*]} " == *" relay"* ]]; then
+  note "building relay from $REPO"
+  (cd "$REPO" && timeout 600 go build -o "$OUT/relay" ./cmd/relay) || die "go build failed"
+  write_relay_conf "$RUN/relay.yml" false
+  write_relay_conf "$RUN/relay-log.yml" true
+  for f in relay.yml relay-log.yml; do
+    "$OUT/relay" -check -config "$RUN/$f" -listen "$BALANCER_ADDR" >&2 || die "relay rejects $RUN/$f"
+  done
+fi
+write_backends_conf
+write_nginx_conf
+write_haproxy_conf
+mkdir -p "$RUN/backends-tmp" "$RUN/nginx-tmp"
+
+{
+  echo "date:     $(date -Is)"
+  echo "host:     $(uname -srm), $NCPU cores, $(awk '/^model name/ { sub(/^[^:]*: /, ""); print; exit }' /proc/cpuinfo)"
+  echo "relay:    $(cd "$REPO" && git rev-parse --short HEAD 2>/dev/null || echo unknown)$(cd "$REPO" && git diff --quiet HEAD 2>/dev/null || echo ' (uncommitted changes)'), $(go version | awk '{ print $3 }')"
+  echo "nginx:    $(nginx -v 2>&1 | sed 's/^nginx version: //')"
+  echo "haproxy:  $(haproxy -v 2>&1 | awk 'NR == 1 { print $3 }')"
+  echo "wrk:      $(wrk -v 2>&1 | awk 'NR == 1 { print $2 }')"
+  echo "settings: rounds=$ROUNDS duration=${DURATION_S}s warmup=${WARMUP_S}s conns=[$CONNS] wrk threads=$WRK_THREADS"
+  if [ -n "$RELAY_CONFIG" ]; then echo "relay config: $RELAY_CONFIG"
+  else echo "relay config: generated, workers=$WORKERS (0 = all cores)"; fi
+  echo "output:   $OUT"
+} | tee "$OUT/env.txt" >&2
+
+printf 'round\tpeer\tconns\tthreads\trps\trequests\tp50_ms\tp99_ms\tsocket_errors\tnon2xx\tcpu_s\tcpu_us_per_req\trss_mb\tbox_busy_pct\n' >"$RAW"
+
+start "$LOGS/backends.log" nginx -p "$RUN" -c "$RUN/backends.conf" -g 'daemon off;'
+BACKENDS_PID=$STARTED_PID
+for port in $BACKEND_PORTS; do
+  wait_ready "http://127.0.0.1:$port/" "$BACKENDS_PID" 20 \
+    || die "backend 127.0.0.1:$port did not answer within 20 s; its output:
+$(tail -n 20 "$LOGS/backends.log" "$RUN/backends.err" 2>/dev/null)"
+  owned_by "127.0.0.1:$port" "$BACKENDS_PID" || die "127.0.0.1:$port answers, but not from the backends this script started"
+done
+note "backends ready on $BACKEND_PORTS (pgid $BACKENDS_PID)"
+
+n=${#BALANCERS[@]}
+for round in $(seq "$ROUNDS"); do
+  order=()
+  for ((i = 0; i < n; i++)); do order+=("${BALANCERS[$(( (i + round - 1) % n ))]}"); done
+  note "round $round of $ROUNDS: ${order[*]}"
+  for name in "${order[@]}"; do
+    kill -0 "$BACKENDS_PID" 2>/dev/null || die "the backends exited; see $LOGS/backends.log"
+    measure "$round" "$name"
+  done
+done
+
+summarize
+echo
+print_table
+cat <<EOF
+
+Medians over $ROUNDS round(s) of ${DURATION_S}s wrk runs (-t$WRK_THREADS) on one $NCPU-core machine; everything shares its cores.
+threads: worker processes or threads the balancer runs with. errors: socket errors + non-2xx, summed over rounds.
+us/req: the balancer's CPU time (user + system, whole process group) per completed request. rss MB: its peak RSS.
+x nginx, x haproxy: req/s relative to nginx and HAProxy; cpu/ng, cpu/hap: us/req relative to them; each ratio is
+taken within one round and concurrency, then the median is shown.
+Raw rows: $RAW
+Medians:  $MEDIANS
+EOF
