@@ -3,6 +3,9 @@ package h1
 import (
 	"bytes"
 	"io"
+	"os"
+	"sync"
+	"syscall"
 )
 
 // Reader buffers one direction of a connection. It reads whole message heads
@@ -15,6 +18,15 @@ type Reader struct {
 	r, w    int // buf[r:w] holds unread bytes
 	max     int // largest head accepted
 	scanned int // bytes of buf[r:w] already searched for the end of a head
+
+	// With a pool, the buffer goes back to it whenever it is empty and
+	// the socket has nothing to read (see fillIdle).
+	pool   *BufferPool
+	bufp   *[]byte // the pool's handle of buf, when buf came from the pool
+	raw    syscall.RawConn
+	fillFn func(fd uintptr) bool
+	rn     int
+	rerr   error
 }
 
 // NewReader returns a Reader over rd with an initial buffer of size bytes
@@ -27,6 +39,25 @@ func NewReader(rd io.Reader, size, max int) *Reader {
 		max = size
 	}
 	return &Reader{rd: rd, buf: make([]byte, size), max: max}
+}
+
+// NewPooledReader returns a Reader over rd whose buffer comes from pool and
+// goes back to it whenever the buffer is empty and rd has nothing to read,
+// so an idle keep-alive connection holds no buffer at all. The buffer grows
+// beyond the pool's size, up to max, for a large head. rd must be a socket
+// (syscall.Conn) for the buffer to be given back; other readers keep theirs.
+func NewPooledReader(rd io.Reader, pool *BufferPool, maxHead int) *Reader {
+	r := &Reader{rd: rd, max: max(maxHead, pool.size), pool: pool}
+	if sc, ok := rd.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			r.raw = raw
+			r.fillFn = r.readSocket
+		}
+	}
+	if r.raw == nil {
+		r.take()
+	}
+	return r
 }
 
 // Reset points the Reader at a new connection and discards buffered bytes,
@@ -75,6 +106,12 @@ func (r *Reader) Read(p []byte) (int, error) {
 
 // fill reads at least one more byte into the buffer, compacting it first.
 func (r *Reader) fill() error {
+	if r.raw != nil && r.r == r.w {
+		return r.fillIdle()
+	}
+	if r.buf == nil {
+		r.take()
+	}
 	if r.r > 0 {
 		copy(r.buf, r.buf[r.r:r.w])
 		r.w -= r.r
@@ -188,5 +225,75 @@ func (r *Reader) headEnd() int {
 			return 0
 		}
 		from = i + 1
+	}
+}
+
+// BufferPool holds read buffers of one size for pooled Readers.
+type BufferPool struct {
+	size int
+	free sync.Pool
+}
+
+// NewBufferPool returns a pool of size-byte buffers.
+func NewBufferPool(size int) *BufferPool {
+	return &BufferPool{size: max(size, 1)}
+}
+
+func (p *BufferPool) get() *[]byte {
+	if b, ok := p.free.Get().(*[]byte); ok {
+		return b
+	}
+	b := make([]byte, p.size)
+	return &b
+}
+
+func (p *BufferPool) put(b *[]byte) { p.free.Put(b) }
+
+// take gives the Reader a buffer from its pool.
+func (r *Reader) take() {
+	r.bufp = r.pool.get()
+	r.buf = *r.bufp
+}
+
+// fillIdle reads into an empty buffer through the raw socket: it tries a
+// read and, when there is nothing to read, hands the buffer back to the pool
+// before waiting, taking one again once the socket is readable. The system
+// calls are the same as a plain read's: a failed read, a wait, a read.
+func (r *Reader) fillIdle() error {
+	r.r, r.w, r.scanned = 0, 0, 0
+	r.rn, r.rerr = 0, nil
+	if err := r.raw.Read(r.fillFn); err != nil {
+		return err
+	}
+	if r.rerr != nil {
+		return os.NewSyscallError("read", r.rerr)
+	}
+	if r.rn == 0 {
+		return io.EOF
+	}
+	r.w = r.rn
+	return nil
+}
+
+// readSocket is fillIdle's raw read callback, bound once per Reader so
+// reading allocates nothing.
+func (r *Reader) readSocket(fd uintptr) bool {
+	if r.buf == nil {
+		r.take()
+	}
+	for {
+		n, err := syscall.Read(int(fd), r.buf)
+		switch err {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			if r.bufp != nil && len(r.buf) == r.pool.size {
+				r.pool.put(r.bufp)
+			}
+			r.buf, r.bufp = nil, nil
+			return false
+		}
+		r.rn, r.rerr = n, err
+		return true
 	}
 }

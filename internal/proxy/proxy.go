@@ -22,6 +22,7 @@ import (
 
 	"relay/internal/backend"
 	"relay/internal/balance"
+	"relay/internal/h1"
 	"relay/internal/logging"
 )
 
@@ -113,6 +114,8 @@ type Proxy struct {
 	build balance.Constructor
 	state atomic.Pointer[snapshot]
 
+	clientBufs *h1.BufferPool // read buffers of client connections
+
 	mu    sync.Mutex       // serialises snapshot rebuilds
 	pools map[string]*pool // by backend name; outlive snapshots
 
@@ -126,7 +129,7 @@ func New(cfg Config, bs []*backend.Backend) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{cfg: cfg, build: build, pools: make(map[string]*pool)}
+	p := &Proxy{cfg: cfg, build: build, pools: make(map[string]*pool), clientBufs: h1.NewBufferPool(clientBufSize)}
 	p.srv.init(p)
 	p.SetBackends(bs)
 	return p, nil
