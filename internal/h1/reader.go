@@ -44,8 +44,9 @@ func NewReader(rd io.Reader, size, max int) *Reader {
 // NewPooledReader returns a Reader over rd whose buffer comes from pool and
 // goes back to it whenever the buffer is empty and rd has nothing to read,
 // so an idle keep-alive connection holds no buffer at all. The buffer grows
-// beyond the pool's size, up to max, for a large head. rd must be a socket
-// (syscall.Conn) for the buffer to be given back; other readers keep theirs.
+// beyond the pool's size, up to max, for a large head. When rd is a socket
+// (syscall.Conn) the buffer goes back by itself while rd has nothing to
+// read; otherwise the caller gives it back with Release.
 func NewPooledReader(rd io.Reader, pool *BufferPool, maxHead int) *Reader {
 	r := &Reader{rd: rd, max: max(maxHead, pool.size), pool: pool}
 	if sc, ok := rd.(syscall.Conn); ok {
@@ -53,9 +54,6 @@ func NewPooledReader(rd io.Reader, pool *BufferPool, maxHead int) *Reader {
 			r.raw = raw
 			r.fillFn = r.readSocket
 		}
-	}
-	if r.raw == nil {
-		r.take()
 	}
 	return r
 }
@@ -249,6 +247,21 @@ func (p *BufferPool) get() *[]byte {
 
 func (p *BufferPool) put(b *[]byte) { p.free.Put(b) }
 
+// Release gives the buffer back to the pool when it holds no unread bytes,
+// for a connection that is about to sit idle; the next read takes one
+// again. A buffer that grew past the pool's size is left to the garbage
+// collector. Release does nothing for a Reader without a pool.
+func (r *Reader) Release() {
+	if r.pool == nil || r.r != r.w || r.buf == nil {
+		return
+	}
+	if r.bufp != nil && len(r.buf) == r.pool.size {
+		r.pool.put(r.bufp)
+	}
+	r.buf, r.bufp = nil, nil
+	r.r, r.w, r.scanned = 0, 0, 0
+}
+
 // take gives the Reader a buffer from its pool.
 func (r *Reader) take() {
 	r.bufp = r.pool.get()
@@ -287,10 +300,7 @@ func (r *Reader) readSocket(fd uintptr) bool {
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
-			if r.bufp != nil && len(r.buf) == r.pool.size {
-				r.pool.put(r.bufp)
-			}
-			r.buf, r.bufp = nil, nil
+			r.Release()
 			return false
 		}
 		r.rn, r.rerr = n, err

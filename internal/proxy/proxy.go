@@ -114,7 +114,8 @@ type Proxy struct {
 	build balance.Constructor
 	state atomic.Pointer[snapshot]
 
-	clientBufs *h1.BufferPool // read buffers of client connections
+	clientBufs   *h1.BufferPool // read buffers of client connections
+	upstreamBufs *h1.BufferPool // read buffers of upstream connections
 
 	mu    sync.Mutex       // serialises snapshot rebuilds
 	pools map[string]*pool // by backend name; outlive snapshots
@@ -129,7 +130,7 @@ func New(cfg Config, bs []*backend.Backend) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{cfg: cfg, build: build, pools: make(map[string]*pool), clientBufs: h1.NewBufferPool(clientBufSize)}
+	p := &Proxy{cfg: cfg, build: build, pools: make(map[string]*pool), clientBufs: h1.NewBufferPool(clientBufSize), upstreamBufs: h1.NewBufferPool(upstreamBufSize)}
 	p.srv.init(p)
 	p.SetBackends(bs)
 	return p, nil
@@ -151,7 +152,7 @@ func (p *Proxy) SetBackends(bs []*backend.Backend) {
 			if pl != nil {
 				pl.close()
 			}
-			pl = newPool(b, &p.cfg)
+			pl = newPool(b, &p.cfg, p.upstreamBufs)
 			p.pools[b.Name] = pl
 		}
 		next.pools[b] = pl

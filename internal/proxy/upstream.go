@@ -46,13 +46,14 @@ type upstream struct {
 type pool struct {
 	b      *backend.Backend
 	cfg    *Config
+	bufs   *h1.BufferPool
 	mu     sync.Mutex
 	idle   []*upstream
 	closed bool
 }
 
-func newPool(b *backend.Backend, cfg *Config) *pool {
-	return &pool{b: b, cfg: cfg}
+func newPool(b *backend.Backend, cfg *Config, bufs *h1.BufferPool) *pool {
+	return &pool{b: b, cfg: cfg, bufs: bufs}
 }
 
 // get returns an idle connection, or dials a new one. reused reports which,
@@ -97,13 +98,17 @@ func (p *pool) dial() (*upstream, error) {
 			return nil, fmt.Errorf("backend %q: %w", p.b.Name, err)
 		}
 	}
-	u.br = h1.NewReader(u, upstreamBufSize, maxResponseHead)
+	u.br = h1.NewPooledReader(u, p.bufs, maxResponseHead)
 	return u, nil
 }
 
 // put returns a connection whose last response was read to its end.
 func (p *pool) put(u *upstream, now time.Time) {
 	u.idleAt = now
+	// An idle connection holds no buffer: with many backends, buffers taken
+	// from one shared pool stay warm in the CPU cache, where one buffer per
+	// connection would not.
+	u.br.Release()
 	p.mu.Lock()
 	if p.closed || len(p.idle) >= p.cfg.MaxIdlePerBackend {
 		p.mu.Unlock()
