@@ -34,6 +34,9 @@
 #   --idle-repeats N    repeats of the no-traffic measurement (default 3)
 #   --spread N          sequential requests of the spread check; 0 skips (default 3000)
 #   --workers N         relay's workers setting; 0 = all cores (default 0)
+#   --nginx-reference   also load nginx as the balancer over the same 3 and
+#                       1,000 backends (rows nginx-3, nginx-1000), to show what
+#                       the larger set costs a balancer on this machine at all
 #   --base-port P       first backend port (default 24001; uses P..P+1002)
 #   --relay-port P      port relay listens on, on 127.0.0.1 (default 25080)
 #   --out DIR           where results go (default: a new directory under /tmp)
@@ -57,6 +60,7 @@ SPREAD=3000
 WORKERS=0
 BASE_PORT=24001
 RELAY_PORT=25080
+NGINX_REF=0
 OUT=""
 
 # Fixed by the benchmark's definition.
@@ -84,6 +88,7 @@ while [ $# -gt 0 ]; do
     --idle-repeats) need_value "$@"; IDLE_REPEATS=$2; shift 2;;
     --spread)       need_value "$@"; SPREAD=$2; shift 2;;
     --workers)      need_value "$@"; WORKERS=$2; shift 2;;
+    --nginx-reference) NGINX_REF=1; shift;;
     --base-port)    need_value "$@"; BASE_PORT=$2; shift 2;;
     --relay-port)   need_value "$@"; RELAY_PORT=$2; shift 2;;
     --out)          need_value "$@"; OUT=$2; shift 2;;
@@ -233,7 +238,18 @@ forget() {
 
 stop_all() {
   local p
+  [ -n "$PAUSE_PID" ] && kill "$PAUSE_PID" 2>/dev/null
   for p in "${STARTED[@]}"; do stop "$p"; done
+}
+
+# pause SECONDS sleeps in the background and waits, so that an interrupt
+# reaches the traps at once rather than when a long sleep ends.
+PAUSE_PID=""
+pause() {
+  sleep "$1" &
+  PAUSE_PID=$!
+  wait "$PAUSE_PID"
+  PAUSE_PID=""
 }
 trap stop_all EXIT
 trap 'note "interrupted"; exit 130' INT
@@ -247,11 +263,21 @@ cpu_ticks() {
     { sub(/^.*\) /, ""); if ($3 == g) t += $12 + $13 } END { print t + 0 }'
 }
 
-# status_field PID FIELD: a number from /proc/PID/status (VmHWM, Threads ...).
-status_field() { awk -v f="$2:" '$1 == f { print $2; exit }' "/proc/$1/status" 2>/dev/null; }
+# group_status PGID FIELD: a number from /proc/PID/status (VmHWM, Threads ...)
+# summed over the group.
+group_status() {
+  local f=() p
+  for p in $(group_pids "$1"); do f+=("/proc/$p/status"); done
+  [ ${#f[@]} -gt 0 ] || { echo 0; return; }
+  cat "${f[@]}" 2>/dev/null | awk -v f="$2:" '$1 == f { t += $2 } END { print t + 0 }'
+}
 
-# open_fds PID: how many descriptors the process holds.
-open_fds() { ls "/proc/$1/fd" 2>/dev/null | wc -l; }
+# group_fds PGID: how many descriptors the group's processes hold.
+group_fds() {
+  local p n=0
+  for p in $(group_pids "$1"); do n=$(( n + $(ls "/proc/$p/fd" 2>/dev/null | wc -l) )); done
+  echo "$n"
+}
 
 # fd_limit PID: the process's soft open-file limit.
 fd_limit() { awk '/^Max open files/ { print $4 }' "/proc/$1/limits" 2>/dev/null; }
@@ -424,29 +450,84 @@ write_relay_conf() {
   } >"$file"
 }
 
-# ------------------------------------------------------------------ relay
+# write_nginx_balancer_conf WHICH(3|1000) NOFILE: nginx as the balancer, for reference.
+write_nginx_balancer_conf() {
+  local which=$1 nofile=$2 port _ host servers=""
+  if [ "$which" = 3 ]; then
+    for port in $THREE_PORTS; do servers+="        server 127.0.0.1:$port;
+"; done
+  else
+    servers=$(backend_hosts | while read -r _ port host; do echo "        server $host:$port;"; done)
+    servers+="
+"
+  fi
+  cat >"$RUN/nginx-$which.conf" <<EOF
+# nginx as the balancer over $which backends: round-robin (its default), an
+# upstream keep-alive cache large enough for one connection per backend. nginx
+# has no active health checks in its open-source build.
+worker_processes auto;
+pid $RUN/nginx-$which.pid;
+error_log $RUN/nginx-$which.err warn;
+worker_rlimit_nofile $nofile;
+events { worker_connections $(( nofile - 64 )); multi_accept on; }
+http {
+    access_log off;
+    keepalive_requests 1000000;
+    keepalive_timeout 120s;
+    client_body_temp_path $RUN/tmp/body;
+    proxy_temp_path $RUN/tmp/proxy;
+    fastcgi_temp_path $RUN/tmp/fastcgi;
+    uwsgi_temp_path $RUN/tmp/uwsgi;
+    scgi_temp_path $RUN/tmp/scgi;
+    upstream backends {
+$servers        keepalive 1024;
+        keepalive_requests 1000000;
+        keepalive_timeout 120s;
+    }
+    server {
+        listen $RELAY_ADDR backlog=4096;
+        location / {
+            proxy_pass http://backends;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }
+    }
+}
+EOF
+}
 
-# start_relay CONFIG LOG: starts relay, waits until it proxies a request and
-# checks that the socket on RELAY_ADDR is its own. Sets RELAY_PID and
-# READY_MS (start to first proxied answer).
-start_relay() {
-  local conf=$1 log=$2 i t0
-  # The previous relay has been stopped; give the kernel a moment to release
-  # the listening socket before deciding the port is taken.
+# ------------------------------------------------------------------ balancers
+
+# start_balancer LOG COMMAND...: starts a balancer on RELAY_ADDR, waits until
+# it proxies a request and checks that the socket is its own. Sets BAL_PID
+# and READY_MS (start to first proxied answer).
+start_balancer() {
+  local log=$1 i t0; shift
+  # The previous balancer has been stopped; give the kernel a moment to
+  # release the listening socket before deciding the port is taken.
   for i in $(seq 50); do [ -z "$(relay_port_listener)" ] && break; sleep 0.1; done
   [ -z "$(relay_port_listener)" ] || die "$RELAY_ADDR is taken by another process; stop it and run again:
 $(relay_port_listener)"
   t0=$(now_ms)
-  start "$log" "$OUT/relay" -config "$conf"
-  RELAY_PID=$STARTED_PID
-  wait_ready "$RELAY_URL" "$RELAY_PID" 60 || die "relay ($conf) did not answer on $RELAY_URL within 60 s; its output ($log):
+  start "$log" "$@"
+  BAL_PID=$STARTED_PID
+  wait_ready "$RELAY_URL" "$BAL_PID" 60 || die "$* did not answer on $RELAY_URL within 60 s; its output ($log):
 $(tail -n 20 "$log")"
   READY_MS=$(( $(now_ms) - t0 ))
-  local mine=1 p
+  local mine=1 p pids
+  pids=" $(group_pids "$BAL_PID" | tr '\n' ' ')"
   for p in $(ss -Hltnp "sport = :$RELAY_PORT" 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2); do
-    [ "$p" = "$RELAY_PID" ] && mine=0
+    [[ "$pids" == *" $p "* ]] && mine=0
   done
-  [ "$mine" = 0 ] || die "$RELAY_ADDR answers, but not from the relay this script started"
+  [ "$mine" = 0 ] || die "$RELAY_ADDR answers, but not from the balancer this script started"
+}
+
+# start_case CASE LOG: starts relay-3, relay-1000, nginx-3 or nginx-1000.
+start_case() {
+  case "$1" in
+    relay-*) start_balancer "$2" "$OUT/relay" -config "$RUN/$1.yml";;
+    nginx-*) start_balancer "$2" nginx -e "$RUN/$1.err" -p "$RUN" -c "$RUN/$1.conf" -g 'daemon off;';;
+  esac
 }
 
 # healthy_at_start LOG: the "healthy" count relay logged when it started.
@@ -454,11 +535,11 @@ healthy_at_start() {
   grep -m1 '"msg":"relay started"' "$1" 2>/dev/null | grep -o '"healthy":[0-9]*' | cut -d: -f2
 }
 
-# transitions LOG: how many "backend down" lines relay logged.
+# downs LOG: how many "backend down" lines relay logged.
 downs() { grep -c '"msg":"backend down"' "$1" 2>/dev/null; }
 
 # settle: one health interval, so every backend has been probed by the loops.
-settle() { sleep "$HC_INTERVAL_S"; }
+settle() { pause "$HC_INTERVAL_S"; }
 
 # ------------------------------------------------------------------ wrk
 
@@ -501,13 +582,13 @@ wrk_fields() {
 spread_check() {
   local log=$LOGS/relay-1000-spread.log bodies=$OUT/spread-bodies.txt
   rm -f "$OUT/spread-access.log"
-  start_relay "$RUN/relay-1000-log.yml" "$log"
+  start_balancer "$log" "$OUT/relay" -config "$RUN/relay-1000-log.yml"
   note "spread check: relay-1000 with its access log on, ready in $READY_MS ms, $(healthy_at_start "$OUT/spread-access.log") healthy at start"
   # One curl, one keep-alive connection, SPREAD requests in sequence (the
   # [1-N] range is curl's URL globbing).
   timeout 300 curl -s --max-time 240 "${RELAY_URL}?n=[1-$SPREAD]" >"$bodies" 2>/dev/null \
     || note "  curl exited with an error during the spread check"
-  stop "$RELAY_PID"
+  stop "$BAL_PID"
   # relay flushed its access log on its clean exit.
   local answers distinct_body access distinct_log minmax
   answers=$(grep -c '^Hello World from [0-9]* server$' "$bodies")
@@ -524,55 +605,56 @@ spread_check() {
   note "  $answers of $SPREAD answered; distinct backends: $distinct_body in the bodies, $distinct_log in the access log (requests per backend min/max: ${minmax/ //})"
 }
 
-# load_run ROUND WHICH: a fresh relay-WHICH, settled, warmed, loaded by wrk.
+# load_run ROUND CASE: a fresh balancer, settled (relay), warmed, loaded by wrk.
 load_run() {
-  local round=$1 which=$2 log=$LOGS/relay-$2.round$1.log wf=$WRK/round$1.relay-$2.txt
-  start_relay "$RUN/relay-$which.yml" "$log"
-  local healthy; healthy=$(healthy_at_start "$log")
-  settle
+  local round=$1 name=$2 which=${2##*-} log=$LOGS/$2.round$1.log wf=$WRK/round$1.$2.txt
+  start_case "$name" "$log"
+  local healthy=NA down=NA
+  if [[ "$name" == relay-* ]]; then healthy=$(healthy_at_start "$log"); settle; fi
   [ "$WARMUP_S" -gt 0 ] && run_wrk "$WARMUP_S" "$RELAY_URL" /dev/null
   local la cpu0 cpu1 ng0 ng1 box0 box1 rc
   la=$(awk '{ print $1 }' /proc/loadavg)
-  cpu0=$(cpu_ticks "$RELAY_PID"); ng0=$(cpu_ticks "$BACKENDS_PID"); box0=$(busy_jiffies)
+  cpu0=$(cpu_ticks "$BAL_PID"); ng0=$(cpu_ticks "$BACKENDS_PID"); box0=$(busy_jiffies)
   run_wrk "$DURATION_S" "$RELAY_URL" "$wf"; rc=$?
-  cpu1=$(cpu_ticks "$RELAY_PID"); ng1=$(cpu_ticks "$BACKENDS_PID"); box1=$(busy_jiffies)
-  kill -0 "$RELAY_PID" 2>/dev/null || note "  relay-$which exited during the run (see $log)"
+  cpu1=$(cpu_ticks "$BAL_PID"); ng1=$(cpu_ticks "$BACKENDS_PID"); box1=$(busy_jiffies)
+  kill -0 "$BAL_PID" 2>/dev/null || note "  $name exited during the run (see $log)"
   [ "$rc" = 0 ] || note "  wrk exited with status $rc (see $wf)"
   local rss fds lim thr up
-  rss=$(awk -v k="$(status_field "$RELAY_PID" VmHWM)" 'BEGIN { printf "%.1f", k / 1024 }')
-  fds=$(open_fds "$RELAY_PID"); lim=$(fd_limit "$RELAY_PID"); thr=$(status_field "$RELAY_PID" Threads)
+  rss=$(awk -v k="$(group_status "$BAL_PID" VmHWM)" 'BEGIN { printf "%.1f", k / 1024 }')
+  fds=$(group_fds "$BAL_PID"); lim=$(fd_limit "$(group_pids "$BAL_PID" | tail -n 1)"); thr=$(group_status "$BAL_PID" Threads)
   up=$(upstream_conns "$which")
-  stop "$RELAY_PID"
+  stop "$BAL_PID"
+  [[ "$name" == relay-* ]] && down=$(downs "$log")
   local rps reqs p50 p99 se n2
   read -r rps reqs p50 p99 se n2 < <(wrk_fields "$wf")
-  awk -v r="$round" -v w="relay-$which" -v rps="$rps" -v reqs="$reqs" -v p50="$p50" -v p99="$p99" \
+  awk -v r="$round" -v w="$name" -v rps="$rps" -v reqs="$reqs" -v p50="$p50" -v p99="$p99" \
       -v se="$se" -v n2="$n2" -v t0="$cpu0" -v t1="$cpu1" -v hz="$HZ" -v rss="$rss" -v fds="$fds" \
       -v lim="$lim" -v thr="$thr" -v up="$up" -v ready="$READY_MS" -v healthy="$healthy" \
-      -v downs="$(downs "$log")" -v b0="$box0" -v b1="$box1" -v la="$la" -v n0="$ng0" -v n1="$ng1" 'BEGIN {
+      -v downs="$down" -v b0="$box0" -v b1="$box1" -v la="$la" -v n0="$ng0" -v n1="$ng1" 'BEGIN {
     split(b0, x, " "); split(b1, y, " "); tot = y[1] - x[1]
     busy = tot > 0 ? sprintf("%.0f", 100 * (tot - (y[2] - x[2])) / tot) : "NA"
     us = reqs > 0 ? sprintf("%.1f", (t1 - t0) / hz * 1e6 / reqs) : "NA"
     ng = reqs > 0 ? sprintf("%.1f", (n1 - n0) / hz * 1e6 / reqs) : "NA"
     printf "%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
       r, w, rps, reqs, p50, p99, se, n2, (t1 - t0) / hz, us, rss, fds, lim, thr, up, ready, healthy, downs, busy, la, ng }' >>"$LOAD_TSV"
-  note "  $(tail -n 1 "$LOAD_TSV" | awk -F'\t' '{ printf "%-10s %7s req/s  p99 %s ms  errors %s+%s  %s us/req  rss %s MB  fds %s  upstream conns %s  ready %s ms  healthy %s  downs %s  box %s%% busy  load %s", $2, $3, $6, $7, $8, $10, $11, $12, $15, $16, $17, $18, $19, $20 }')  nginx $(tail -n 1 "$LOAD_TSV" | cut -f21) us/req"
+  note "  $(tail -n 1 "$LOAD_TSV" | awk -F'\t' '{ printf "%-11s %7s req/s  p99 %s ms  errors %s+%s  %s us/req  rss %s MB  fds %s  upstream conns %s  ready %s ms  healthy %s  downs %s  box %s%% busy  load %s", $2, $3, $6, $7, $8, $10, $11, $12, $15, $16, $17, $18, $19, $20 }')  backends $(tail -n 1 "$LOAD_TSV" | cut -f21) us/req"
 }
 
 # idle_run REPEAT WHICH: a fresh relay-WHICH, settled, then IDLE_S seconds of
 # nothing but health checks; relay's CPU time as a share of one core.
 idle_run() {
   local rep=$1 which=$2 log=$LOGS/relay-$2.idle$1.log
-  start_relay "$RUN/relay-$which.yml" "$log"
+  start_case "relay-$which" "$log"
   settle
   local la cpu0 cpu1 t0 t1 ng0 ng1
   la=$(awk '{ print $1 }' /proc/loadavg)
-  cpu0=$(cpu_ticks "$RELAY_PID"); ng0=$(cpu_ticks "$BACKENDS_PID"); t0=$(now_ms)
-  sleep "$IDLE_S"
-  cpu1=$(cpu_ticks "$RELAY_PID"); ng1=$(cpu_ticks "$BACKENDS_PID"); t1=$(now_ms)
-  kill -0 "$RELAY_PID" 2>/dev/null || note "  relay-$which exited while idle (see $log)"
-  local rss; rss=$(awk -v k="$(status_field "$RELAY_PID" VmRSS)" 'BEGIN { printf "%.1f", k / 1024 }')
-  local fds; fds=$(open_fds "$RELAY_PID")
-  stop "$RELAY_PID"
+  cpu0=$(cpu_ticks "$BAL_PID"); ng0=$(cpu_ticks "$BACKENDS_PID"); t0=$(now_ms)
+  pause "$IDLE_S"
+  cpu1=$(cpu_ticks "$BAL_PID"); ng1=$(cpu_ticks "$BACKENDS_PID"); t1=$(now_ms)
+  kill -0 "$BAL_PID" 2>/dev/null || note "  relay-$which exited while idle (see $log)"
+  local rss; rss=$(awk -v k="$(group_status "$BAL_PID" VmRSS)" 'BEGIN { printf "%.1f", k / 1024 }')
+  local fds; fds=$(group_fds "$BAL_PID")
+  stop "$BAL_PID"
   awk -v r="$rep" -v w="relay-$which" -v c0="$cpu0" -v c1="$cpu1" -v n0="$ng0" -v n1="$ng1" -v t0="$t0" -v t1="$t1" \
       -v hz="$HZ" -v rss="$rss" -v fds="$fds" -v downs="$(downs "$log")" -v la="$la" 'BEGIN {
     s = (t1 - t0) / 1000
@@ -592,11 +674,11 @@ median_of() {
 col() { awk -F'\t' -v w="$2" -v c="$3" 'NR > 1 && $2 == w { print $c }' "$1"; }
 
 summary() {
-  local w r ratios cratios
+  local w ratios
   echo "load: wrk -t$WRK_THREADS -c$CONNS -d${DURATION_S}s --latency, medians of $ROUNDS round(s)"
-  printf '%-11s %9s %8s %8s %7s %7s %9s %7s %5s %9s %9s %8s\n' case "req/s" "p50 ms" "p99 ms" errors "us/req" "nginx us" "rss MB" fds upstream "start ms" healthy
-  for w in relay-3 relay-1000; do
-    printf '%-11s %9.0f %8.3f %8.3f %7s %7.1f %9.1f %7.1f %5.0f %9.0f %9.0f %8s\n' "$w" \
+  printf '%-11s %9s %8s %8s %7s %7s %8s %7s %5s %9s %9s %8s\n' case "req/s" "p50 ms" "p99 ms" errors "us/req" "backends" "rss MB" fds upstream "start ms" healthy
+  for w in $CASES; do
+    printf '%-11s %9.0f %8.3f %8.3f %7s %7.1f %8.1f %7.1f %5.0f %9.0f %9.0f %8s\n' "$w" \
       "$(col "$LOAD_TSV" "$w" 3 | median_of)" "$(col "$LOAD_TSV" "$w" 5 | median_of)" \
       "$(col "$LOAD_TSV" "$w" 6 | median_of)" \
       "$(awk -F'\t' -v w="$w" 'NR > 1 && $2 == w { e += $7 + $8 } END { print e + 0 }' "$LOAD_TSV")" \
@@ -604,11 +686,15 @@ summary() {
       "$(col "$LOAD_TSV" "$w" 12 | median_of)" "$(col "$LOAD_TSV" "$w" 15 | median_of)" \
       "$(col "$LOAD_TSV" "$w" 16 | median_of)" "$(col "$LOAD_TSV" "$w" 17 | sort -u | tr '\n' ' ' | sed 's/ $//')"
   done
-  ratios=$(awk -F'\t' 'NR > 1 { v[$1, $2] = $3; c[$1, $2] = $10; if ($1 > n) n = $1 }
-    END { for (r = 1; r <= n; r++) if (v[r, "relay-3"] > 0) printf "%.3f %.3f\n", v[r, "relay-1000"] / v[r, "relay-3"], (c[r, "relay-3"] > 0 ? c[r, "relay-1000"] / c[r, "relay-3"] : 0) }' "$LOAD_TSV")
   echo
-  echo "relay-1000 / relay-3 throughput per round: $(echo "$ratios" | awk '{ printf "%s ", $1 }')-> median $(echo "$ratios" | awk '{ print $1 }' | median_of) (target >= 0.9)"
-  echo "relay-1000 / relay-3 CPU per request per round: $(echo "$ratios" | awk '{ printf "%s ", $2 }')-> median $(echo "$ratios" | awk '{ print $2 }' | median_of)"
+  local kind
+  for kind in relay nginx; do
+    [[ " $CASES " == *" $kind-3 "* ]] || continue
+    ratios=$(awk -F'\t' -v k="$kind" 'NR > 1 { v[$1, $2] = $3; c[$1, $2] = $10; if ($1 > n) n = $1 }
+      END { for (r = 1; r <= n; r++) if (v[r, k "-3"] > 0) printf "%.3f %.3f\n", v[r, k "-1000"] / v[r, k "-3"], (c[r, k "-3"] > 0 ? c[r, k "-1000"] / c[r, k "-3"] : 0) }' "$LOAD_TSV")
+    echo "$kind-1000 / $kind-3 throughput per round: $(echo "$ratios" | awk '{ printf "%s ", $1 }')-> median $(echo "$ratios" | awk '{ print $1 }' | median_of)$([ "$kind" = relay ] && echo " (target >= 0.9)")"
+    echo "$kind-1000 / $kind-3 CPU per request per round: $(echo "$ratios" | awk '{ printf "%s ", $2 }')-> median $(echo "$ratios" | awk '{ print $2 }' | median_of)"
+  done
   echo
   echo "health checking alone: no traffic, ${IDLE_S}s per repeat, median of $IDLE_REPEATS"
   printf '%-11s %14s  %-26s %12s %7s %5s\n' case "cpu % of core" "each repeat" "backends %" "rss MB" fds
@@ -653,6 +739,12 @@ done
 HARD=$(ulimit -Hn); [ "$HARD" = unlimited ] && HARD=1048576
 NOFILE=$(( HARD > 65536 ? 65536 : HARD ))
 write_backends_conf "$NOFILE"
+CASES="relay-3 relay-1000"
+if [ "$NGINX_REF" = 1 ]; then
+  write_nginx_balancer_conf 3 "$NOFILE"
+  write_nginx_balancer_conf 1000 "$NOFILE"
+  CASES="$CASES nginx-3 nginx-1000"
+fi
 
 {
   echo "date:     $(date -Is)"
@@ -684,11 +776,13 @@ if [ "$SPREAD" -gt 0 ]; then spread_check; fi
 
 printf 'round\tcase\trps\trequests\tp50_ms\tp99_ms\tsocket_errors\tnon2xx\tcpu_s\tcpu_us_per_req\trss_mb\tfds\tfd_limit\tthreads\tupstream_conns\tready_ms\thealthy_at_start\tbackend_downs\tbox_busy_pct\tloadavg1\tbackends_us_per_req\n' >"$LOAD_TSV"
 for round in $(seq "$ROUNDS"); do
-  if (( round % 2 )); then order="3 1000"; else order="1000 3"; fi
-  note "load round $round of $ROUNDS: relay-${order// / then relay-}"
-  for which in $order; do
+  # Odd rounds run the cases in order, even rounds in reverse.
+  if (( round % 2 )); then order=$CASES; else order=$(echo "$CASES" | tr ' ' '\n' | tac | tr '\n' ' '); fi
+  order=$(echo $order)
+  note "load round $round of $ROUNDS: ${order// / then }"
+  for name in $order; do
     kill -0 "$BACKENDS_PID" 2>/dev/null || die "the backends exited; see $LOGS/backends.log"
-    load_run "$round" "$which"
+    load_run "$round" "$name"
   done
 done
 
@@ -707,10 +801,11 @@ echo
 summary | tee "$TABLE"
 cat <<EOF
 
-us/req: relay's CPU time (user + system) per completed request, health checks included; nginx us: the same for
-the backends' nginx (all of its processes). fds: descriptors relay held right after the run; upstream: its
-established connections to that case's backend ports then. start ms: from starting relay to its first proxied
+us/req: the balancer's CPU time (user + system, all its processes) per completed request, relay's health checks
+included; backends: the same for the backends' nginx. fds: descriptors the balancer held right after the run;
+upstream: established connections to that case's backend ports then. start ms: from starting relay to its first proxied
 answer (relay checks every backend once before it listens). healthy: backends healthy at start, from relay's log.
+nginx-3/nginx-1000 (--nginx-reference): nginx as the balancer over the same backends, without active health checks.
 cpu % of core: relay's utime+stime over the idle span; backends %: nginx's, answering the probes; us/probe
 assumes every backend was probed once per interval. Everything shares the machine's $NCPU cores with wrk, nginx
 and any other work running at the time (see the load averages above).
