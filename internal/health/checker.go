@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net/http"
 	"sync"
 	"time"
 
@@ -26,11 +25,10 @@ type Checker struct {
 	cfg      Config
 	targets  []*target
 	onChange func(b *backend.Backend, healthy bool)
-	probe    Probe
+	probe    Probe // from WithProbe; nil means the built-in probe of cfg.Type
 	clock    Clock
 	randN    func(n int64) int64
 	log      *slog.Logger
-	client   *http.Client
 
 	mu      sync.Mutex // guards started and cancel
 	started bool
@@ -38,11 +36,12 @@ type Checker struct {
 	loops   sync.WaitGroup
 }
 
-// target is one backend and its run of consecutive results. mu serializes
-// recording, so CheckAll and a loop never interleave on one backend, and
-// onChange sees one backend's transitions in order.
+// target is one backend, its probe and its run of consecutive results. mu
+// serializes recording, so CheckAll and a loop never interleave on one
+// backend, and onChange sees one backend's transitions in order.
 type target struct {
 	b      *backend.Backend
+	probe  func(ctx context.Context) error
 	mu     sync.Mutex
 	passes int
 	fails  int
@@ -65,20 +64,25 @@ func New(cfg Config, bs []*backend.Backend, onChange func(b *backend.Backend, he
 		randN:    rand.Int64N,
 		log:      slog.New(slog.DiscardHandler),
 	}
-	for i, b := range bs {
-		c.targets[i] = &target{b: b}
-	}
 	for _, o := range opts {
 		o(c)
 	}
-	if c.probe == nil {
-		switch cfg.Type {
-		case TypeTCP:
-			c.probe = tcpProbe
+	var bufs *sync.Pool
+	if c.probe == nil && cfg.Type == TypeHTTP {
+		bufs = newReadBufs()
+	}
+	for i, b := range bs {
+		t := &target{b: b}
+		switch {
+		case c.probe != nil:
+			probe := c.probe
+			t.probe = func(ctx context.Context) error { return probe(ctx, b) }
+		case cfg.Type == TypeTCP:
+			t.probe = func(ctx context.Context) error { return tcpProbe(ctx, b) }
 		default:
-			c.client = newHTTPClient()
-			c.probe = httpProbe(c.client, cfg.Path)
+			t.probe = newHTTPCheck(b, cfg.Path, bufs).probe
 		}
+		c.targets[i] = t
 	}
 	return c, nil
 }
@@ -116,9 +120,9 @@ func (c *Checker) Run(ctx context.Context) {
 	}
 	c.started = true
 	ctx, c.cancel = context.WithCancel(ctx)
-	interval := int64(c.cfg.Interval)
+	starts, step := startGrid(len(c.targets), c.cfg.Interval)
 	for _, t := range c.targets {
-		offset := time.Duration(c.randN(interval))
+		offset := time.Duration(c.randN(starts)) * step
 		c.loops.Go(func() { c.loop(ctx, t, offset) })
 	}
 }
@@ -134,9 +138,6 @@ func (c *Checker) Stop() {
 		cancel()
 	}
 	c.loops.Wait()
-	if c.client != nil {
-		c.client.CloseIdleConnections()
-	}
 }
 
 // loop probes one backend: first after offset, then every interval. The
@@ -164,7 +165,7 @@ func (c *Checker) loop(ctx context.Context, t *target, offset time.Duration) {
 // check runs one probe and records its result against rise and fall.
 func (c *Checker) check(ctx context.Context, t *target, rise, fall int) {
 	pctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-	err := c.probe(pctx, t.b)
+	err := t.probe(pctx)
 	cancel()
 	if ctx.Err() != nil {
 		return // the checker is stopping: the failure is ours, not the backend's

@@ -26,6 +26,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{name: "tcp", edit: func(c *Config) { c.Type = TypeTCP }},
 		{name: "unknown type", edit: func(c *Config) { c.Type = "icmp" }, wants: []string{`check type "icmp"`}},
 		{name: "relative path", edit: func(c *Config) { c.Path = "health" }, wants: []string{`path "health"`}},
+		{name: "path with a space", edit: func(c *Config) { c.Path = "/health check" }, wants: []string{`path "/health check"`}},
+		{name: "path with a line break", edit: func(c *Config) { c.Path = "/health\r\nX: y" }, wants: []string{"control character"}},
 		{name: "everything wrong at once",
 			edit:  func(c *Config) { *c = Config{Interval: -1, Rise: 0, Fall: -2} },
 			wants: []string{"interval -1ns", "timeout 0s", "rise 0", "fall -2"}},
@@ -246,10 +248,14 @@ func TestRunStopsWithItsContext(t *testing.T) {
 }
 
 // TestStartOffsetsSpread checks that loop start offsets come from the injected
-// source and cover the interval evenly.
+// source, fall on the start grid, and cover its points evenly.
 func TestStartOffsetsSpread(t *testing.T) {
-	const n, buckets = 1000, 10
+	const n = 1000
 	const interval = 5 * time.Second
+	starts, step := startGrid(n, interval)
+	if starts < 10 {
+		t.Fatalf("%d loops share %d start times; the test needs at least 10", n, starts)
+	}
 	bs := make([]*backend.Backend, n)
 	for i := range bs {
 		bs[i] = newBackend(t, fmt.Sprintf("http://10.1.%d.%d:80", i/250, i%250))
@@ -263,7 +269,7 @@ func TestStartOffsetsSpread(t *testing.T) {
 	}
 	c.Run(context.Background())
 	defer c.Stop()
-	var counts [buckets]int
+	counts := make([]int, starts)
 	for range n {
 		var d time.Duration
 		select {
@@ -271,15 +277,45 @@ func TestStartOffsetsSpread(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("not every loop asked for its start offset")
 		}
-		if d < 0 || d >= interval {
-			t.Fatalf("offset %v outside [0, %v)", d, interval)
+		if d < 0 || d >= interval || d%step != 0 {
+			t.Fatalf("offset %v is not one of the %d start times %v apart in [0, %v)", d, starts, step, interval)
 		}
-		counts[d*buckets/interval]++
+		counts[d/step]++
 	}
+	per := n / int(starts)
 	for i, got := range counts {
-		if got < n/buckets/2 || got > n/buckets*3/2 {
-			t.Errorf("%d of %d loops start in slice %d of the interval, want about %d: %v", got, n, i, n/buckets, counts)
+		if got < per/2 || got > per*3/2 {
+			t.Errorf("%d of %d loops start at time %d of %d, want about %d: %v", got, n, i, starts, per, counts)
 		}
+	}
+}
+
+func TestStartGrid(t *testing.T) {
+	tests := []struct {
+		name      string
+		loops     int
+		interval  time.Duration
+		wantStart int64
+	}{
+		{name: "no loops", loops: 0, interval: time.Second, wantStart: 1},
+		{name: "a few loops start together", loops: 3, interval: time.Second, wantStart: 1},
+		{name: "one full group", loops: loopsPerStart, interval: time.Second, wantStart: 1},
+		{name: "one more loop opens a second start", loops: loopsPerStart + 1, interval: time.Second, wantStart: 2},
+		{name: "a thousand loops", loops: 1000, interval: 5 * time.Second, wantStart: (1000 + loopsPerStart - 1) / loopsPerStart},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			starts, step := startGrid(tt.loops, tt.interval)
+			if starts != tt.wantStart {
+				t.Errorf("%d start times, want %d", starts, tt.wantStart)
+			}
+			if want := tt.interval / time.Duration(tt.wantStart); step != want {
+				t.Errorf("start times %v apart, want %v", step, want)
+			}
+			if per := (tt.loops + int(starts) - 1) / int(starts); per > loopsPerStart {
+				t.Errorf("%d loops per start time, want at most %d", per, loopsPerStart)
+			}
+		})
 	}
 }
 

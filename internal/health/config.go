@@ -50,6 +50,10 @@ func (c Config) withDefaults() (Config, error) {
 	if !strings.HasPrefix(c.Path, "/") {
 		errs = append(errs, fmt.Errorf("health: check path %q does not start with /", c.Path))
 	}
+	if strings.ContainsFunc(c.Path, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		// The path goes into the request line as it is.
+		errs = append(errs, fmt.Errorf("health: check path %q holds a space or control character", c.Path))
+	}
 	if c.Interval <= 0 {
 		errs = append(errs, fmt.Errorf("health: interval %v is not positive", c.Interval))
 	}

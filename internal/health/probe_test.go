@@ -72,7 +72,7 @@ func TestHTTPProbe(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
 			start := time.Now()
-			err := httpProbe(newHTTPClient(), "/health")(ctx, b)
+			err := newHTTPCheck(b, "/health", newReadBufs()).probe(ctx)
 			if took := time.Since(start); took > timeout+2*time.Second {
 				t.Errorf("probe took %v with a timeout of %v", took, timeout)
 			}
@@ -112,10 +112,10 @@ func TestHTTPProbeRequest(t *testing.T) {
 
 	u, _ := url.Parse("http://app.example:8080")
 	b := &backend.Backend{URL: u, Name: "http://app.example:8080", Addr: srv.Listener.Addr().String(), Weight: 1}
-	probe := httpProbe(newHTTPClient(), "/status?full=1")
+	probe := newHTTPCheck(b, "/status?full=1", newReadBufs()).probe
 	for range 3 {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := probe(ctx, b)
+		err := probe(ctx)
 		cancel()
 		if err != nil {
 			t.Fatal(err)

@@ -18,10 +18,10 @@ import (
 
 // TestProbesSpreadOverInterval starts 1,000 loops that TCP-probe one local
 // listener every 200 ms and checks that their first probes are spread over
-// the interval rather than fired in one burst. The offsets come from a seeded
-// source the test replays, so it knows when each loop was meant to start: a
-// timer never fires early, so no first probe may come before its offset,
-// however loaded the machine is.
+// the interval, in the small groups of the start grid, rather than fired in
+// one burst. The offsets come from a seeded source the test replays, so it
+// knows when each loop was meant to start: a timer never fires early, so no
+// first probe may come before its offset, however loaded the machine is.
 func TestProbesSpreadOverInterval(t *testing.T) {
 	const n = 1000
 	const interval = 200 * time.Millisecond
@@ -49,10 +49,11 @@ func TestProbesSpreadOverInterval(t *testing.T) {
 		index[bs[i]] = i
 	}
 	replay := rand.New(rand.NewPCG(7, 11))
+	starts, step := startGrid(n, interval)
 	planned := make([]time.Duration, n)
 	early := 0 // loops planned to start in the first quarter of the interval
 	for i := range planned {
-		planned[i] = time.Duration(replay.Int64N(int64(interval)))
+		planned[i] = time.Duration(replay.Int64N(starts)) * step
 		if planned[i] < interval/4 {
 			early++
 		}
