@@ -130,13 +130,6 @@ func (p *pool) close() {
 	}
 }
 
-// idleCount is the number of pooled connections.
-func (p *pool) idleCount() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.idle)
-}
-
 // send queues a complete request to be written by the next Read, inside the
 // wait for the response (see Read).
 func (u *upstream) send(b []byte) { u.pending = b }
