@@ -31,6 +31,9 @@
 # starts runs in its own session and is stopped by its process group on exit.
 set -u
 
+PROG=compare.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
 ROUNDS=3
 DURATION=10s
 WARMUP=2s
@@ -45,12 +48,6 @@ WRK_THREADS=2
 BALANCER_ADDR=127.0.0.1:8080
 BACKEND_PORTS="8001 8002 8003"
 
-help() { sed -n '2,/^set -u/{/^set -u/d; s/^# \{0,1\}//; p}' "$0"; }
-
-die() { echo "compare.sh: $*" >&2; exit 1; }
-
-need_value() { [ $# -ge 2 ] || die "$1 needs a value (see --help)"; }
-
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds)       need_value "$@"; ROUNDS=$2; shift 2;;
@@ -63,24 +60,13 @@ while [ $# -gt 0 ]; do
     --relay-config) need_value "$@"; RELAY_CONFIG=$2; shift 2;;
     --out)          need_value "$@"; OUT=$2; shift 2;;
     -h|--help)      help; exit 0;;
-    *)              echo "compare.sh: unknown argument: $1" >&2; help >&2; exit 2;;
+    *)              unknown_argument "$1";;
   esac
 done
 
 # ------------------------------------------------------------------ checking options
 
-# seconds turns a wrk duration (10, 10s, 2m, 1h) into whole seconds.
-seconds() {
-  [[ "$1" =~ ^([0-9]+)([smh]?)$ ]] || return 1
-  local n=$((10#${BASH_REMATCH[1]}))
-  case "${BASH_REMATCH[2]}" in
-    h) echo $(( n * 3600 ));;
-    m) echo $(( n * 60 ));;
-    *) echo "$n";;
-  esac
-}
-
-[[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || die "--rounds must be a positive integer, not '$ROUNDS'"
+positive "$ROUNDS" || die "--rounds must be a positive integer, not '$ROUNDS'"
 [[ "$WORKERS" =~ ^[0-9]+$ ]] || die "--workers must be 0 or a positive integer, not '$WORKERS'"
 DURATION_S=$(seconds "$DURATION") && [ "$DURATION_S" -gt 0 ] || die "--duration must look like 10s, 2m or 30, not '$DURATION'"
 if [ "$WARMUP" = 0 ]; then WARMUP_S=0; else
@@ -108,131 +94,18 @@ done
 
 # ------------------------------------------------------------------ tools
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-
-missing_packages() {
-  local pkgs=() pair
-  for pair in wrk:wrk nginx:nginx haproxy:haproxy curl:curl ss:iproute2; do
-    command -v "${pair%%:*}" >/dev/null 2>&1 || pkgs+=("${pair#*:}")
-  done
-  echo "${pkgs[*]}"
-}
-
-MISSING=$(missing_packages)
-if [ -n "$MISSING" ]; then
-  INSTALL="apt-get install -y --no-install-recommends $MISSING"
-  if [ "$(id -u)" != 0 ]; then
-    echo "compare.sh: missing packages: $MISSING" >&2
-    echo "install them as root, then run again:" >&2
-    echo "  apt-get update && $INSTALL" >&2
-    exit 1
-  fi
-  echo "installing: $MISSING" >&2
-  # The Debian nginx and haproxy packages start their own system services
-  # (nginx on port 80); they do not use the ports measured here.
-  timeout 900 apt-get update >&2 && DEBIAN_FRONTEND=noninteractive timeout 900 $INSTALL >&2 \
-    || die "apt-get failed"
-  MISSING=$(missing_packages)
-  [ -z "$MISSING" ] || die "still missing after apt-get: $MISSING"
-fi
-for t in go setsid timeout awk sort; do
-  command -v "$t" >/dev/null 2>&1 || die "missing tool: $t$([ "$t" = go ] && echo " (install Go as go.mod asks: https://go.dev/dl/)")"
-done
+install_missing wrk:wrk nginx:nginx haproxy:haproxy curl:curl ss:iproute2
+need_tools go setsid timeout awk sort
 
 # ------------------------------------------------------------------ output directory
 
-if [ -z "$OUT" ]; then
-  OUT=$(mktemp -d /tmp/relay-bench.XXXXXX) || die "cannot make a temporary directory"
-  # nginx workers drop root privileges and must still reach their scratch space.
-  chmod 755 "$OUT"
-else
-  mkdir -p "$OUT" || die "cannot make --out directory $OUT"
-  OUT=$(cd "$OUT" && pwd)
-fi
-RUN=$OUT/run     # generated configurations and server scratch space
-LOGS=$OUT/logs   # each server's own output
-WRK=$OUT/wrk     # each wrk run's full output
-mkdir -p "$RUN" "$LOGS" "$WRK"
+make_out_dir relay-bench
 RAW=$OUT/raw.tsv
 MEDIANS=$OUT/medians.tsv
 TABLE=$OUT/table.txt
-HZ=$(getconf CLK_TCK)
-NCPU=$(nproc)
-
-note() { echo "[$(date +%H:%M:%S)] $*" | tee -a "$OUT/compare.log" >&2; }
-
-# ------------------------------------------------------------------ processes
-
-# STARTED holds the PID of every server this script started. Each was started
-# with setsid, so it leads its own process group (PGID = PID) and every
-# worker it forks belongs to that group: the group is the server.
-STARTED=()
-STARTED_PID=""
-
-# start LOGFILE COMMAND... starts COMMAND in a new session and records it.
-start() {
-  local log=$1; shift
-  setsid "$@" </dev/null >"$log" 2>&1 &
-  STARTED_PID=$!
-  STARTED+=("$STARTED_PID")
-}
-
-# group_pids PGID prints the PIDs of the live processes in that group.
-group_pids() {
-  cat /proc/[0-9]*/stat 2>/dev/null | awk -v g="$1" '
-    { pid = $1; sub(/^.*\) /, ""); if ($3 == g) print pid }'
-}
-
-# stop PID stops the process group PID leads: TERM, up to 5 s, then KILL.
-stop() {
-  local pid=$1 i
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -TERM -- "-$pid" 2>/dev/null
-    for i in $(seq 50); do
-      [ -z "$(group_pids "$pid")" ] && break
-      sleep 0.1
-    done
-    [ -n "$(group_pids "$pid")" ] && kill -KILL -- "-$pid" 2>/dev/null
-  fi
-  wait "$pid" 2>/dev/null
-  forget "$pid"
-}
-
-# forget PID drops PID from STARTED once it has been stopped or has exited.
-forget() {
-  local kept=() p
-  for p in "${STARTED[@]}"; do [ "$p" != "$1" ] && kept+=("$p"); done
-  STARTED=("${kept[@]}")
-}
-
-stop_all() {
-  local p
-  for p in "${STARTED[@]}"; do stop "$p"; done
-}
-trap stop_all EXIT
-trap 'note "interrupted"; exit 130' INT
-trap 'note "terminated"; exit 143' TERM
+stop_all_on_exit
 
 # ------------------------------------------------------------------ measuring
-
-# cpu_ticks PGID: utime+stime of every process in the group, in clock ticks.
-# Threads are counted within their process; workers that already exited
-# are not, which is why servers stay up for all runs of one round.
-cpu_ticks() {
-  cat /proc/[0-9]*/stat 2>/dev/null | awk -v g="$1" '
-    { sub(/^.*\) /, ""); if ($3 == g) t += $12 + $13 } END { print t + 0 }'
-}
-
-# peak_rss_kb PGID: VmHWM summed over the group.
-peak_rss_kb() {
-  local f=() p
-  for p in $(group_pids "$1"); do f+=("/proc/$p/status"); done
-  [ ${#f[@]} -gt 0 ] || { echo 0; return; }
-  cat "${f[@]}" 2>/dev/null | awk '/^VmHWM:/ { t += $2 } END { print t + 0 }'
-}
-
-# busy_jiffies: "total idle" jiffies of the whole machine.
-busy_jiffies() { awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t, $5 + $6 }' /proc/stat; }
 
 # listening ADDR prints the listening socket on that address, if any.
 # Wildcard listeners count too: they keep a specific address from binding.
@@ -249,51 +122,6 @@ owned_by() {
     [ "$(awk '{ sub(/^.*\) /, ""); print $3 }' "/proc/$p/stat" 2>/dev/null)" = "$2" ] && return 0
   done
   return 1
-}
-
-# wait_ready URL PGID SECONDS: wait until URL answers 200 with a backend's
-# greeting, while the server is still alive.
-wait_ready() {
-  local url=$1 pid=$2 i
-  for i in $(seq $(( $3 * 10 ))); do
-    kill -0 "$pid" 2>/dev/null || return 1
-    [[ "$(curl -s --max-time 1 "$url" 2>/dev/null)" =~ ^Hello\ World\ from\ [0-9]+\ server$ ]] && return 0
-    sleep 0.1
-  done
-  return 1
-}
-
-# ms turns a wrk latency (850.00us, 1.23ms, 1.02s, 1.50m) into milliseconds.
-ms() {
-  awk -v v="$1" 'BEGIN {
-    if (v ~ /us$/)      printf "%.3f", substr(v, 1, length(v) - 2) / 1000
-    else if (v ~ /ms$/) printf "%.3f", substr(v, 1, length(v) - 2)
-    else if (v ~ /s$/)  printf "%.3f", substr(v, 1, length(v) - 1) * 1000
-    else if (v ~ /m$/)  printf "%.3f", substr(v, 1, length(v) - 1) * 60000
-    else                printf "NA" }'
-}
-
-# wrk_fields FILE prints "rps requests p50 p99 sockerr non2xx" from wrk's output.
-wrk_fields() {
-  local f=$1 rps reqs p50 p99 se n2
-  rps=$(awk '/^Requests\/sec:/ { print $2 }' "$f")
-  reqs=$(awk '/ requests in / { print $1 }' "$f")
-  p50=$(ms "$(awk '$1 == "50%" { print $2 }' "$f")")
-  p99=$(ms "$(awk '$1 == "99%" { print $2 }' "$f")")
-  se=$(awk '/Socket errors:/ { gsub(/,/, ""); print $4 + $6 + $8 + $10 }' "$f")
-  n2=$(awk '/Non-2xx or 3xx responses:/ { print $NF }' "$f")
-  echo "${rps:-0} ${reqs:-0} ${p50:-NA} ${p99:-NA} ${se:-0} ${n2:-0}"
-}
-
-# run_wrk SECONDS CONNS URL OUTFILE: one wrk run, killed if it overstays.
-# It runs in the background and is waited for, so that an interrupt stops
-# it at once through the EXIT trap instead of after it ends.
-run_wrk() {
-  start "$4" timeout -k 5 $(( $1 + 30 )) wrk -t"$WRK_THREADS" -c"$2" -d"$1s" --timeout 5s --latency "$3"
-  local pid=$STARTED_PID rc
-  wait "$pid"; rc=$?
-  forget "$pid"
-  return $rc
 }
 
 # ------------------------------------------------------------------ configurations
@@ -322,11 +150,7 @@ http {
     # 1000 requests per connection would close and reopen them all the time.
     keepalive_requests 1000000;
     keepalive_timeout 120s;
-    client_body_temp_path $RUN/backends-tmp/body;
-    proxy_temp_path $RUN/backends-tmp/proxy;
-    fastcgi_temp_path $RUN/backends-tmp/fastcgi;
-    uwsgi_temp_path $RUN/backends-tmp/uwsgi;
-    scgi_temp_path $RUN/backends-tmp/scgi;
+$(nginx_temp_paths "$RUN/backends-tmp")
 $server_blocks}
 EOF
 }
@@ -346,11 +170,7 @@ http {
     access_log off;
     keepalive_requests 1000000;
     keepalive_timeout 120s;
-    client_body_temp_path $RUN/nginx-tmp/body;
-    proxy_temp_path $RUN/nginx-tmp/proxy;
-    fastcgi_temp_path $RUN/nginx-tmp/fastcgi;
-    uwsgi_temp_path $RUN/nginx-tmp/uwsgi;
-    scgi_temp_path $RUN/nginx-tmp/scgi;
+$(nginx_temp_paths "$RUN/nginx-tmp")
     upstream backends {
 $upstreams        keepalive 512;
         keepalive_requests 1000000;
@@ -492,7 +312,7 @@ $(tail -n 20 "$log")"
     box1=$(busy_jiffies)
     if [ -n "$pid" ]; then
       cpu1=$(cpu_ticks "$pid")
-      rss=$(awk -v k="$(peak_rss_kb "$pid")" 'BEGIN { printf "%.1f", k / 1024 }')
+      rss=$(awk -v k="$(group_status "$pid" VmHWM)" 'BEGIN { printf "%.1f", k / 1024 }')
       kill -0 "$pid" 2>/dev/null || note "  $name exited during the run at $c connections (see $LOGS)"
     fi
     [ "$rc" = 0 ] || note "  wrk exited with status $rc at $c connections (see $wf)"
@@ -591,8 +411,7 @@ done
 $(listening "$BALANCER_ADDR")"
 
 if [[ " ${BALANCERS[*]} " == *" relay"* ]]; then
-  note "building relay from $REPO"
-  (cd "$REPO" && timeout 600 go build -o "$OUT/relay" ./cmd/relay) || die "go build failed"
+  build_relay
   write_relay_conf "$RUN/relay.yml" false
   write_relay_conf "$RUN/relay-log.yml" true
   for f in relay.yml relay-log.yml; do

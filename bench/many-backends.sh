@@ -49,6 +49,9 @@
 # nothing is stopped by name. Every wait and every run is bounded in time.
 set -u
 
+PROG=many-backends.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
 ROUNDS=3
 DURATION=10s
 WARMUP=2s
@@ -71,12 +74,6 @@ HC_TIMEOUT=1s
 # 3-backend figures here can be set beside that script's.
 NGINX_WORKERS=auto
 
-help() { sed -n '2,/^set -u/{/^set -u/d; s/^# \{0,1\}//; p}' "$0"; }
-
-die() { echo "many-backends.sh: $*" >&2; exit 1; }
-
-need_value() { [ $# -ge 2 ] || die "$1 needs a value (see --help)"; }
-
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds)       need_value "$@"; ROUNDS=$2; shift 2;;
@@ -93,24 +90,11 @@ while [ $# -gt 0 ]; do
     --relay-port)   need_value "$@"; RELAY_PORT=$2; shift 2;;
     --out)          need_value "$@"; OUT=$2; shift 2;;
     -h|--help)      help; exit 0;;
-    *)              echo "many-backends.sh: unknown argument: $1" >&2; help >&2; exit 2;;
+    *)              unknown_argument "$1";;
   esac
 done
 
 # ------------------------------------------------------------------ checking options
-
-# seconds turns a duration (10, 10s, 2m, 1h) into whole seconds.
-seconds() {
-  [[ "$1" =~ ^([0-9]+)([smh]?)$ ]] || return 1
-  local n=$((10#${BASH_REMATCH[1]}))
-  case "${BASH_REMATCH[2]}" in
-    h) echo $(( n * 3600 ));;
-    m) echo $(( n * 60 ));;
-    *) echo "$n";;
-  esac
-}
-
-positive() { [[ "$1" =~ ^[1-9][0-9]*$ ]]; }
 
 positive "$ROUNDS" || die "--rounds must be a positive integer, not '$ROUNDS'"
 positive "$IDLE_REPEATS" || die "--idle-repeats must be a positive integer, not '$IDLE_REPEATS'"
@@ -138,139 +122,21 @@ RELAY_URL=http://$RELAY_ADDR/
 
 # ------------------------------------------------------------------ tools
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-
-missing_packages() {
-  local pkgs=() pair
-  for pair in wrk:wrk nginx:nginx curl:curl ss:iproute2 ip:iproute2; do
-    command -v "${pair%%:*}" >/dev/null 2>&1 || pkgs+=("${pair#*:}")
-  done
-  printf '%s\n' "${pkgs[@]}" | sort -u | tr '\n' ' ' | sed 's/ $//'
-}
-
-MISSING=$(missing_packages)
-if [ -n "$MISSING" ]; then
-  INSTALL="apt-get install -y --no-install-recommends $MISSING"
-  if [ "$(id -u)" != 0 ]; then
-    echo "many-backends.sh: missing packages: $MISSING" >&2
-    echo "install them as root, then run again:" >&2
-    echo "  apt-get update && $INSTALL" >&2
-    exit 1
-  fi
-  echo "installing: $MISSING" >&2
-  # The Debian nginx package starts its own system service on port 80; the
-  # script leaves it alone.
-  timeout 900 apt-get update >&2 && DEBIAN_FRONTEND=noninteractive timeout 900 $INSTALL >&2 \
-    || die "apt-get failed"
-  MISSING=$(missing_packages)
-  [ -z "$MISSING" ] || die "still missing after apt-get: $MISSING"
-fi
-for t in go setsid timeout awk sort getconf; do
-  command -v "$t" >/dev/null 2>&1 || die "missing tool: $t$([ "$t" = go ] && echo " (install Go as go.mod asks: https://go.dev/dl/)")"
-done
+# Listed in sorted order: that is how a missing set is named.
+install_missing curl:curl ip:iproute2 nginx:nginx ss:iproute2 wrk:wrk
+need_tools go setsid timeout awk sort getconf
 
 # ------------------------------------------------------------------ output directory
 
-if [ -z "$OUT" ]; then
-  OUT=$(mktemp -d /tmp/relay-many.XXXXXX) || die "cannot make a temporary directory"
-  # nginx workers drop root privileges and must still reach their scratch space.
-  chmod 755 "$OUT"
-else
-  mkdir -p "$OUT" || die "cannot make --out directory $OUT"
-  OUT=$(cd "$OUT" && pwd)
-fi
-RUN=$OUT/run     # generated configurations and nginx's scratch space
-LOGS=$OUT/logs   # each server's own output
-WRK=$OUT/wrk     # each wrk run's full output
-mkdir -p "$RUN/tmp" "$LOGS" "$WRK"
+make_out_dir relay-many
+mkdir -p "$RUN/tmp"
 LOAD_TSV=$OUT/load.tsv
 IDLE_TSV=$OUT/idle.tsv
 SPREAD_TSV=$OUT/spread.tsv
 TABLE=$OUT/table.txt
-HZ=$(getconf CLK_TCK)
-NCPU=$(nproc)
-
-note() { echo "[$(date +%H:%M:%S)] $*" | tee -a "$OUT/many-backends.log" >&2; }
-
-# ------------------------------------------------------------------ processes
-
-# STARTED holds the PID of every process this script started and has not yet
-# stopped. Each was started with setsid, so it leads its own process group
-# (PGID = PID) and every worker it forks belongs to that group.
-STARTED=()
-STARTED_PID=""
-
-# start LOGFILE COMMAND... starts COMMAND in a new session and records it.
-start() {
-  local log=$1; shift
-  setsid "$@" </dev/null >"$log" 2>&1 &
-  STARTED_PID=$!
-  STARTED+=("$STARTED_PID")
-}
-
-# group_pids PGID prints the PIDs of the live processes in that group.
-group_pids() {
-  cat /proc/[0-9]*/stat 2>/dev/null | awk -v g="$1" '
-    { pid = $1; sub(/^.*\) /, ""); if ($3 == g) print pid }'
-}
-
-# stop PID stops the process group PID leads: TERM, up to 5 s, then KILL.
-stop() {
-  local pid=$1 i
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -TERM -- "-$pid" 2>/dev/null
-    for i in $(seq 50); do
-      [ -z "$(group_pids "$pid")" ] && break
-      sleep 0.1
-    done
-    [ -n "$(group_pids "$pid")" ] && kill -KILL -- "-$pid" 2>/dev/null
-  fi
-  wait "$pid" 2>/dev/null
-  forget "$pid"
-}
-
-# forget PID drops PID from STARTED once it has been stopped or has exited.
-forget() {
-  local kept=() p
-  for p in "${STARTED[@]}"; do [ "$p" != "$1" ] && kept+=("$p"); done
-  STARTED=("${kept[@]}")
-}
-
-stop_all() {
-  local p
-  [ -n "$PAUSE_PID" ] && kill "$PAUSE_PID" 2>/dev/null
-  for p in "${STARTED[@]}"; do stop "$p"; done
-}
-
-# pause SECONDS sleeps in the background and waits, so that an interrupt
-# reaches the traps at once rather than when a long sleep ends.
-PAUSE_PID=""
-pause() {
-  sleep "$1" &
-  PAUSE_PID=$!
-  wait "$PAUSE_PID"
-  PAUSE_PID=""
-}
-trap stop_all EXIT
-trap 'note "interrupted"; exit 130' INT
-trap 'note "terminated"; exit 143' TERM
+stop_all_on_exit
 
 # ------------------------------------------------------------------ reading /proc
-
-# cpu_ticks PGID: utime+stime of every process in the group, in clock ticks.
-cpu_ticks() {
-  cat /proc/[0-9]*/stat 2>/dev/null | awk -v g="$1" '
-    { sub(/^.*\) /, ""); if ($3 == g) t += $12 + $13 } END { print t + 0 }'
-}
-
-# group_status PGID FIELD: a number from /proc/PID/status (VmHWM, Threads ...)
-# summed over the group.
-group_status() {
-  local f=() p
-  for p in $(group_pids "$1"); do f+=("/proc/$p/status"); done
-  [ ${#f[@]} -gt 0 ] || { echo 0; return; }
-  cat "${f[@]}" 2>/dev/null | awk -v f="$2:" '$1 == f { t += $2 } END { print t + 0 }'
-}
 
 # group_fds PGID: how many descriptors the group's processes hold.
 group_fds() {
@@ -291,9 +157,6 @@ upstream_conns() {
   ss -Htn state established 2>/dev/null | awk -v lo="$lo" -v hi="$hi" '
     { n = split($4, a, ":"); p = a[n] + 0; if (p >= lo && p <= hi) c++ } END { print c + 0 }'
 }
-
-# busy_jiffies: "total idle" jiffies of the whole machine.
-busy_jiffies() { awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t, $5 + $6 }' /proc/stat; }
 
 loadavg() { awk '{ print $1, $2, $3 }' /proc/loadavg; }
 
@@ -328,23 +191,6 @@ listeners_of() {
     END { for (p in seen) k++; print k + 0 }'
 }
 
-# greets URL: does URL answer with a backend's greeting? (-g: [::1] is an
-# address, not a curl glob.)
-greets() {
-  [[ "$(curl -gs --max-time 1 "$1" 2>/dev/null)" =~ ^Hello\ World\ from\ [0-9]+\ server$ ]]
-}
-
-# wait_ready URL PID SECONDS: wait until URL greets, while PID is alive.
-wait_ready() {
-  local url=$1 pid=$2 i
-  for i in $(seq $(( $3 * 20 ))); do
-    kill -0 "$pid" 2>/dev/null || return 1
-    greets "$url" && return 0
-    sleep 0.05
-  done
-  return 1
-}
-
 # ------------------------------------------------------------------ IPv6
 
 # ipv6_works reports whether [::1] is configured on lo and a listener on it
@@ -359,11 +205,7 @@ error_log $RUN/ipv6-probe.err warn;
 events { worker_connections 64; }
 http {
     access_log off;
-    client_body_temp_path $RUN/tmp/body;
-    proxy_temp_path $RUN/tmp/proxy;
-    fastcgi_temp_path $RUN/tmp/fastcgi;
-    uwsgi_temp_path $RUN/tmp/uwsgi;
-    scgi_temp_path $RUN/tmp/scgi;
+$(nginx_temp_paths "$RUN/tmp")
     server {
         listen [::1]:$V6_FIRST;
         location / { return 200 "Hello World from $V6_FIRST server\\n"; }
@@ -405,11 +247,7 @@ http {
     # requests per connection would close and reopen them all the time.
     keepalive_requests 1000000;
     keepalive_timeout 120s;
-    client_body_temp_path $RUN/tmp/body;
-    proxy_temp_path $RUN/tmp/proxy;
-    fastcgi_temp_path $RUN/tmp/fastcgi;
-    uwsgi_temp_path $RUN/tmp/uwsgi;
-    scgi_temp_path $RUN/tmp/scgi;
+$(nginx_temp_paths "$RUN/tmp")
 EOF
     { backend_hosts; for port in $THREE_PORTS; do echo "127.0.0.1 $port 127.0.0.1"; done; } |
       while read -r host port _; do
@@ -474,11 +312,7 @@ http {
     access_log off;
     keepalive_requests 1000000;
     keepalive_timeout 120s;
-    client_body_temp_path $RUN/tmp/body;
-    proxy_temp_path $RUN/tmp/proxy;
-    fastcgi_temp_path $RUN/tmp/fastcgi;
-    uwsgi_temp_path $RUN/tmp/uwsgi;
-    scgi_temp_path $RUN/tmp/scgi;
+$(nginx_temp_paths "$RUN/tmp")
     upstream backends {
 $servers        keepalive 1024;
         keepalive_requests 1000000;
@@ -541,40 +375,6 @@ downs() { grep -c '"msg":"backend down"' "$1" 2>/dev/null; }
 # settle: one health interval, so every backend has been probed by the loops.
 settle() { pause "$HC_INTERVAL_S"; }
 
-# ------------------------------------------------------------------ wrk
-
-# run_wrk SECONDS URL OUTFILE: one wrk run, killed if it overstays. It runs in
-# the background and is waited for, so an interrupt stops it at once.
-run_wrk() {
-  start "$3" timeout -k 5 $(( $1 + 30 )) wrk -t"$WRK_THREADS" -c"$CONNS" -d"$1s" --timeout 5s --latency "$2"
-  local pid=$STARTED_PID rc
-  wait "$pid"; rc=$?
-  forget "$pid"
-  return $rc
-}
-
-# ms turns a wrk latency (850.00us, 1.23ms, 1.02s) into milliseconds.
-ms() {
-  awk -v v="$1" 'BEGIN {
-    if (v ~ /us$/)      printf "%.3f", substr(v, 1, length(v) - 2) / 1000
-    else if (v ~ /ms$/) printf "%.3f", substr(v, 1, length(v) - 2)
-    else if (v ~ /s$/)  printf "%.3f", substr(v, 1, length(v) - 1) * 1000
-    else if (v ~ /m$/)  printf "%.3f", substr(v, 1, length(v) - 1) * 60000
-    else                printf "NA" }'
-}
-
-# wrk_fields FILE prints "rps requests p50 p99 sockerr non2xx" from wrk's output.
-wrk_fields() {
-  local f=$1 rps reqs p50 p99 se n2
-  rps=$(awk '/^Requests\/sec:/ { print $2 }' "$f")
-  reqs=$(awk '/ requests in / { print $1 }' "$f")
-  p50=$(ms "$(awk '$1 == "50%" { print $2 }' "$f")")
-  p99=$(ms "$(awk '$1 == "99%" { print $2 }' "$f")")
-  se=$(awk '/Socket errors:/ { gsub(/,/, ""); print $4 + $6 + $8 + $10 }' "$f")
-  n2=$(awk '/Non-2xx or 3xx responses:/ { print $NF }' "$f")
-  echo "${rps:-0} ${reqs:-0} ${p50:-NA} ${p99:-NA} ${se:-0} ${n2:-0}"
-}
-
 # ------------------------------------------------------------------ the three parts
 
 # spread_check: SPREAD sequential requests through relay-1000 with its access
@@ -611,11 +411,11 @@ load_run() {
   start_case "$name" "$log"
   local healthy=NA down=NA
   if [[ "$name" == relay-* ]]; then healthy=$(healthy_at_start "$log"); settle; fi
-  [ "$WARMUP_S" -gt 0 ] && run_wrk "$WARMUP_S" "$RELAY_URL" /dev/null
+  [ "$WARMUP_S" -gt 0 ] && run_wrk "$WARMUP_S" "$CONNS" "$RELAY_URL" /dev/null
   local la cpu0 cpu1 ng0 ng1 box0 box1 rc
   la=$(awk '{ print $1 }' /proc/loadavg)
   cpu0=$(cpu_ticks "$BAL_PID"); ng0=$(cpu_ticks "$BACKENDS_PID"); box0=$(busy_jiffies)
-  run_wrk "$DURATION_S" "$RELAY_URL" "$wf"; rc=$?
+  run_wrk "$DURATION_S" "$CONNS" "$RELAY_URL" "$wf"; rc=$?
   cpu1=$(cpu_ticks "$BAL_PID"); ng1=$(cpu_ticks "$BACKENDS_PID"); box1=$(busy_jiffies)
   kill -0 "$BAL_PID" 2>/dev/null || note "  $name exited during the run (see $log)"
   [ "$rc" = 0 ] || note "  wrk exited with status $rc (see $wf)"
@@ -727,8 +527,7 @@ else
   note "IPv6 loopback does not work here: $IPV6_WHY; using 127.0.0.2 for the second half"
 fi
 
-note "building relay from $REPO"
-(cd "$REPO" && timeout 600 go build -o "$OUT/relay" ./cmd/relay) || die "go build failed"
+build_relay
 write_relay_conf "$RUN/relay-3.yml" 3 false
 write_relay_conf "$RUN/relay-1000.yml" 1000 false
 write_relay_conf "$RUN/relay-1000-log.yml" 1000 true
