@@ -119,17 +119,14 @@ func (cc *clientConn) try(snap *snapshot, b *backend.Backend, keep bool) attempt
 	now := time.Now()
 	u, reused, err := pl.get(now)
 	if err != nil {
-		b.Fail()
-		cc.p.cfg.Logger.Warn("backend unreachable", "backend", b.Name, "err", err)
-		return attempt{outcome: outcome{status: 502, keep: keep}, retry: cc.replayable(), msg: "backend unreachable"}
+		return cc.unreachable(b, err, keep)
 	}
 	if reused && !cc.req.Idempotent() && !u.alive() {
 		// A request that cannot be sent twice must not go out on a
 		// connection the backend has already closed.
 		u.conn.Close()
 		if u, err = pl.dial(); err != nil {
-			b.Fail()
-			return attempt{outcome: outcome{status: 502, keep: keep}, retry: cc.replayable(), msg: "backend unreachable"}
+			return cc.unreachable(b, err, keep)
 		}
 		reused = false
 	}
@@ -143,8 +140,7 @@ func (cc *clientConn) try(snap *snapshot, b *backend.Backend, keep bool) attempt
 	if a.stale && reused && cc.req.Idempotent() && cc.replayable() {
 		u.conn.Close()
 		if u, err = pl.dial(); err != nil {
-			b.Fail()
-			return attempt{outcome: outcome{status: 502, keep: keep}, retry: true, msg: "backend unreachable"}
+			return cc.unreachable(b, err, keep)
 		}
 		a = cc.exchange(u, keep, time.Now())
 	}
@@ -157,6 +153,14 @@ func (cc *clientConn) try(snap *snapshot, b *backend.Backend, keep bool) attempt
 		u.conn.Close()
 	}
 	return a.attempt
+}
+
+// unreachable records a failed dial to b. Nothing was sent, so the request
+// may go to another backend if its body can still be sent.
+func (cc *clientConn) unreachable(b *backend.Backend, err error, keep bool) attempt {
+	b.Fail()
+	cc.p.cfg.Logger.Warn("backend unreachable", "backend", b.Name, "err", err)
+	return attempt{outcome: outcome{status: 502, keep: keep}, retry: cc.replayable(), msg: "backend unreachable"}
 }
 
 // exchangeResult adds to attempt what try needs to manage the connection.

@@ -90,7 +90,7 @@ var continueLine = []byte("HTTP/1.1 100 Continue\r\n\r\n")
 func (cc *clientConn) sendRequest(u *upstream) (in int64, err error) {
 	if cc.reqBody.Done() {
 		// Head and body are complete in reqOut: write them inside the
-		// wait for the response (see upstream.roundTrip).
+		// wait for the response (see upstream.Read).
 		u.send(cc.reqOut)
 		return cc.inline, nil
 	}
