@@ -15,6 +15,7 @@ import (
 func (cc *clientConn) handle() bool {
 	p := cc.p
 	var start time.Time
+	n := len(cc.req.Method)
 	if p.cfg.AccessLog != nil {
 		start = time.Now()
 		// The head's bytes are overwritten once body bytes are read.
@@ -23,10 +24,6 @@ func (cc *clientConn) handle() bool {
 	keep := !cc.req.Close && !p.srv.stopping.Load()
 	o := cc.forward(keep)
 	if p.cfg.AccessLog != nil {
-		n := len(cc.req.Method)
-		if n > len(cc.logLine) {
-			n = len(cc.logLine)
-		}
 		e := logging.Entry{
 			Time: start, Client: cc.peer, Method: cc.logLine[:n], Path: cc.logLine[n:],
 			Status: o.status, Duration: time.Since(start), BytesIn: o.in, BytesOut: o.out,
