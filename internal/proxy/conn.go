@@ -22,7 +22,7 @@ const clientBufSize = 4 << 10
 // clientConn is one client connection and the state its requests reuse.
 type clientConn struct {
 	p       *Proxy
-	conn    net.Conn
+	conn    *sock
 	br      *h1.Reader
 	state   atomic.Int32
 	peer    netip.AddrPort
@@ -44,14 +44,14 @@ type clientConn struct {
 }
 
 func newClientConn(p *Proxy, c net.Conn) *clientConn {
-	cc := &clientConn{p: p, conn: c}
+	cc := &clientConn{p: p, conn: newSock(c)}
 	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
 		cc.peer = a.AddrPort()
 		cc.peer = netip.AddrPortFrom(cc.peer.Addr().Unmap(), cc.peer.Port())
 	}
 	cc.peerIP = cc.peer.Addr().AppendTo(nil)
 	cc.trusted = p.trusts(cc.peer.Addr())
-	cc.br = h1.NewPooledReader(c, p.clientBufs, p.cfg.MaxHeaderBytes)
+	cc.br = h1.NewPooledReader(cc.conn, p.clientBufs, p.cfg.MaxHeaderBytes)
 	return cc
 }
 

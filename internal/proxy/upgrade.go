@@ -41,12 +41,12 @@ func (cc *clientConn) upgrade(u *upstream) int64 {
 	u.conn.SetDeadline(none)
 	sent := make(chan int64, 1)
 	go func() {
-		n, _ := io.Copy(cc.conn, u.conn)
-		closeWrite(cc.conn)
+		n, _ := io.Copy(cc.conn.Conn, u.conn.Conn)
+		closeWrite(cc.conn.Conn)
 		sent <- n
 	}()
-	io.Copy(u.conn, cc.conn)
-	closeWrite(u.conn)
+	io.Copy(u.conn.Conn, cc.conn.Conn)
+	closeWrite(u.conn.Conn)
 	return <-sent
 }
 

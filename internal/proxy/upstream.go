@@ -30,7 +30,7 @@ const poolIdleTimeout = 30 * time.Second
 
 // upstream is one keep-alive connection to a backend.
 type upstream struct {
-	conn   net.Conn
+	conn   *sock
 	raw    syscall.RawConn // nil when conn is not a socket (tests)
 	br     *h1.Reader
 	pool   *pool
@@ -91,13 +91,8 @@ func (p *pool) dial() (*upstream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backend %q: %w", p.b.Name, err)
 	}
-	u := &upstream{conn: c, pool: p}
-	if sc, ok := c.(syscall.Conn); ok {
-		if u.raw, err = sc.SyscallConn(); err != nil {
-			c.Close()
-			return nil, fmt.Errorf("backend %q: %w", p.b.Name, err)
-		}
-	}
+	s := newSock(c)
+	u := &upstream{conn: s, raw: s.raw, pool: p}
 	u.br = h1.NewPooledReader(u, p.bufs, maxResponseHead)
 	return u, nil
 }
@@ -196,13 +191,10 @@ func (u *upstream) roundTripStep(fd uintptr) bool {
 	if !rt.written {
 		rt.written = true
 		for len(rt.req) > 0 {
-			k, err := syscall.Write(int(fd), rt.req)
-			if err == syscall.EINTR {
-				continue
-			}
-			if err != nil {
-				if err != syscall.EAGAIN {
-					rt.err, rt.op = err, "write"
+			k, errno := rawWrite(fd, rt.req)
+			if errno != 0 {
+				if errno != syscall.EAGAIN {
+					rt.err, rt.op = errno, "write"
 				}
 				return true // on EAGAIN Read writes the rest
 			}
@@ -210,11 +202,14 @@ func (u *upstream) roundTripStep(fd uintptr) bool {
 		}
 		return false // wait for readability
 	}
-	n, err := syscall.Read(int(fd), rt.buf)
-	if err == syscall.EAGAIN || err == syscall.EINTR {
+	n, errno := rawRead(fd, rt.buf)
+	if errno == syscall.EAGAIN {
 		return false
 	}
-	rt.n, rt.err, rt.op = n, err, "read"
+	if errno != 0 {
+		rt.err, rt.op = errno, "read"
+	}
+	rt.n = n
 	return true
 }
 
