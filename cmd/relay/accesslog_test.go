@@ -82,14 +82,15 @@ func TestAccessLogOff(t *testing.T) {
 }
 
 // fileLogRelay starts relay logging to dir/lb.log on a port of its own
-// (stdout carries nothing to learn the port from) and waits until it listens.
-func fileLogRelay(t *testing.T, b *backendServer) (r *relay, logFile string) {
+// (stdout carries nothing to learn the port from), with extra configuration
+// lines, and waits until it listens.
+func fileLogRelay(t *testing.T, b *backendServer, extra string) (r *relay, logFile string) {
 	t.Helper()
 	dir := t.TempDir()
 	logFile = filepath.Join(dir, "lb.log")
 	port := freePort(t)
 	cfg := writeFile(t, dir, "relay.yml", "listen: 127.0.0.1:"+port+"\nlog_file: "+logFile+
-		"\naccess_log: true\nlog_level: info\n"+backendsYAML([]string{b.url}))
+		"\naccess_log: true\nlog_level: info\n"+extra+backendsYAML([]string{b.url}))
 	r = launchRelay(t, dir, "-config", cfg)
 	waitFile(t, logFile, startTimeout, func(s string) bool { return strings.Contains(s, `"msg":"relay started"`) })
 	r.addr = "127.0.0.1:" + port
@@ -111,7 +112,7 @@ func hasAccess(path string) func(string) bool {
 func TestLogFileInsteadOfStdout(t *testing.T) {
 	t.Parallel()
 	b := newBackend(t, nil)
-	r, logFile := fileLogRelay(t, b)
+	r, logFile := fileLogRelay(t, b, "")
 	c := newClient(t)
 	if code, _ := get(t, c, r.url("/to-file")); code != 200 {
 		t.Fatalf("status %d", code)
@@ -127,7 +128,7 @@ func TestLogFileInsteadOfStdout(t *testing.T) {
 func TestSIGHUPReopensLogFile(t *testing.T) {
 	t.Parallel()
 	b := newBackend(t, nil)
-	r, logFile := fileLogRelay(t, b)
+	r, logFile := fileLogRelay(t, b, "")
 	dir := filepath.Dir(logFile)
 	c := newClient(t)
 	request := func(path string) {

@@ -6,7 +6,8 @@
 //	relay -demo                       # three demo backends and a balancer on :8080
 //
 // Flags override the file. SIGINT and SIGTERM drain in-flight requests and
-// exit; SIGHUP reopens (rotates) the log file.
+// exit; SIGHUP reopens (rotates) the log file. With processes: N relay runs
+// N serving processes under a supervisor (processes.go).
 package main
 
 import (
@@ -109,7 +110,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s: ok (%d backends, %s)\n", name, len(cfg.Backends), cfg.Algorithm)
 		return 0
 	}
-	if err := serve(cfg, f.demo, stdout); err != nil {
+	sp, err := inherited()
+	if err != nil {
+		fmt.Fprintln(stderr, "relay:", err)
+		return 1
+	}
+	if sp == nil && processCount(cfg) > 1 {
+		err = supervise(cfg, args, f.demo, stdout, stderr)
+	} else {
+		err = serve(cfg, f.demo && sp == nil, sp, stdout)
+	}
+	if err != nil {
 		fmt.Fprintln(stderr, "relay:", err)
 		return 1
 	}
@@ -141,18 +152,25 @@ func loadConfig(f *flags) (*config.Config, error) {
 	return config.LoadOverlay(path, f.overlay, opts)
 }
 
-// serve runs relay until SIGINT or SIGTERM.
-func serve(cfg *config.Config, demo bool, stdout io.Writer) error {
-	if cfg.Workers > 0 {
-		runtime.GOMAXPROCS(cfg.Workers)
+// serve runs relay until SIGINT or SIGTERM: the whole of it, or with sp
+// one of the serving processes a supervisor started, which serves on the
+// socket it inherited and writes its log lines to stdout for the
+// supervisor to copy.
+func serve(cfg *config.Config, demo bool, sp *servingProcess, stdout io.Writer) error {
+	if n := threadsFor(cfg); n > 0 {
+		runtime.GOMAXPROCS(n)
 	}
 	var out io.Writer = stdout
-	logOut, err := logging.Open(cfg.LogFile, cfg.LogMaxSizeMB, cfg.LogMaxBackups, cfg.LogMaxAgeDays)
+	logFile := cfg.LogFile
+	if sp != nil {
+		logFile = "" // the supervisor owns the file
+	}
+	logOut, err := logging.Open(logFile, cfg.LogMaxSizeMB, cfg.LogMaxBackups, cfg.LogMaxAgeDays)
 	if err != nil {
 		return err
 	}
 	defer logOut.Close()
-	if cfg.LogFile != "" {
+	if logFile != "" {
 		out = logOut
 	}
 	level, err := logging.ParseLevel(cfg.LogLevel)
@@ -160,6 +178,9 @@ func serve(cfg *config.Config, demo bool, stdout io.Writer) error {
 		return err
 	}
 	log := logging.NewLogger(out, level)
+	if sp != nil {
+		log = log.With("process", sp.index)
+	}
 	raiseFileLimit(log, cfg.MaxConnections)
 
 	if demo {
@@ -224,18 +245,26 @@ func serve(cfg *config.Config, demo bool, stdout io.Writer) error {
 	checker.Run(context.Background())
 	defer checker.Stop()
 
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	var ln net.Listener
+	if sp != nil {
+		ln = sp.ln
+		log.Info("process started", "pid", os.Getpid(), "healthy", len(p.Available()), "workers", runtime.GOMAXPROCS(0))
+	} else {
+		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		}
+		log.Info("relay started", "listen", ln.Addr().String(), "algorithm", cfg.Algorithm,
+			"backends", len(bs), "healthy", len(p.Available()), "workers", runtime.GOMAXPROCS(0))
 	}
-	log.Info("relay started", "listen", ln.Addr().String(), "algorithm", cfg.Algorithm,
-		"backends", len(bs), "healthy", len(p.Available()), "workers", runtime.GOMAXPROCS(0))
 
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	served := make(chan error, 1)
 	go func() { served <- p.Serve(ln) }()
+	if sp != nil {
+		sp.serving()
+	}
 	for {
 		select {
 		case err := <-served:

@@ -41,8 +41,13 @@ const (
 	DefaultMaxConnections         = 16384
 	DefaultRetries                = 2
 	DefaultWorkers                = 0
+	DefaultProcesses              = 1
 	DefaultMaxHeaderBytes         = 16384
 )
+
+// MaxProcesses bounds processes: more serving processes than cores only
+// multiply health checks and upstream connections.
+const MaxProcesses = 256
 
 // Limits that validation enforces.
 const (
@@ -147,8 +152,13 @@ type Config struct {
 	// Retries is how many extra attempts, each on another backend, a request
 	// that failed safely may get; 0 disables retries.
 	Retries int
-	// Workers sets GOMAXPROCS, like nginx's worker_processes; 0 uses all cores.
+	// Workers sets GOMAXPROCS, the scheduler threads of each serving
+	// process; 0 uses all cores, shared among the processes.
 	Workers int
+	// Processes is how many serving processes share the listen address,
+	// like nginx's worker_processes; 0 starts one per core. With more than
+	// one, the first process supervises the others and serves nothing.
+	Processes int
 	// MaxHeaderBytes caps a request head; larger ones get 431.
 	MaxHeaderBytes int
 
@@ -203,6 +213,7 @@ func Default() *Config {
 		MaxConnections:         DefaultMaxConnections,
 		Retries:                DefaultRetries,
 		Workers:                DefaultWorkers,
+		Processes:              DefaultProcesses,
 		MaxHeaderBytes:         DefaultMaxHeaderBytes,
 	}
 }

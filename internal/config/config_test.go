@@ -103,6 +103,7 @@ func TestDefaults(t *testing.T) {
 		{"max connections", c.MaxConnections, 16384},
 		{"retries", c.Retries, 2},
 		{"workers", c.Workers, 0},
+		{"processes", c.Processes, 1},
 		{"max header bytes", c.MaxHeaderBytes, 16384},
 	}
 	for _, ch := range checks {
@@ -176,6 +177,7 @@ func TestValues(t *testing.T) {
 		"max_connections: 10",
 		"retries: 0",
 		"workers: 1",
+		"processes: 2",
 		"max_header_bytes: 8192",
 		"backends:",
 		"  - url: http://LOCALHOST:8001/",
@@ -193,7 +195,7 @@ func TestValues(t *testing.T) {
 		},
 		LogFile: "/var/log/relay.log", LogMaxSizeMB: 10, LogMaxBackups: 0, LogMaxAgeDays: 7, LogLevel: "debug", AccessLog: false,
 		ConnectTimeout: time.Second, ResponseTimeout: 2 * time.Minute, ClientHeaderTimeout: 3 * time.Second, IdleTimeout: 4 * time.Second,
-		ShutdownTimeout: 0, MaxIdleConnsPerBackend: 0, MaxConnections: 10, Retries: 0, Workers: 1, MaxHeaderBytes: 8192,
+		ShutdownTimeout: 0, MaxIdleConnsPerBackend: 0, MaxConnections: 10, Retries: 0, Workers: 1, Processes: 2, MaxHeaderBytes: 8192,
 	}
 	got := *c
 	gotBackends := got.Backends

@@ -76,6 +76,7 @@ var fields = []field{
 	intField("max_connections", func(c *Config) *int { return &c.MaxConnections }),
 	intField("retries", func(c *Config) *int { return &c.Retries }),
 	intField("workers", func(c *Config) *int { return &c.Workers }),
+	intField("processes", func(c *Config) *int { return &c.Processes }),
 	intField("max_header_bytes", func(c *Config) *int { return &c.MaxHeaderBytes }),
 }
 

@@ -93,6 +93,7 @@ func render(t *testing.T, c *Config) []byte {
 		"client_header_timeout": c.ClientHeaderTimeout.String(), "idle_timeout": c.IdleTimeout.String(),
 		"shutdown_timeout": c.ShutdownTimeout.String(), "max_idle_conns_per_backend": c.MaxIdleConnsPerBackend,
 		"max_connections": c.MaxConnections, "retries": c.Retries, "workers": c.Workers,
+		"processes":        c.Processes,
 		"max_header_bytes": c.MaxHeaderBytes,
 	}
 	out, err := yaml.Marshal(m)

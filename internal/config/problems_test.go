@@ -105,6 +105,8 @@ func TestProblems(t *testing.T) {
 		// Other numbers.
 		{"retries negative", y("retries: -1", "backends:", b1), 1, "retries", "must not be negative, got -1"},
 		{"workers negative", y("workers: -2", "backends:", b1), 1, "workers", "must not be negative, got -2"},
+		{"processes negative", y("processes: -1", "backends:", b1), 1, "processes", "must not be negative, got -1"},
+		{"processes too many", y("processes: 1000", "backends:", b1), 1, "processes", "must be between 0 and 256, got 1000"},
 		{"max connections zero", y("max_connections: 0", "backends:", b1), 1, "max_connections", "must be at least 1, got 0"},
 		{"idle conns negative", y("max_idle_conns_per_backend: -1", "backends:", b1), 1, "max_idle_conns_per_backend", "must not be negative"},
 		{"header bytes too small", y("max_header_bytes: 100", "backends:", b1), 1, "max_header_bytes", "must be between 1024 and 1048576, got 100"},

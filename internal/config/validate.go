@@ -112,6 +112,7 @@ func (c *Config) check(errs *Errors, opts Options) {
 	intRange("max_connections", c.MaxConnections, 1, maxInt)
 	intRange("retries", c.Retries, 0, maxInt)
 	intRange("workers", c.Workers, 0, maxInt)
+	intRange("processes", c.Processes, 0, MaxProcesses)
 	intRange("max_header_bytes", c.MaxHeaderBytes, MinHeaderBytes, MaxHeaderBytesLimit)
 }
 

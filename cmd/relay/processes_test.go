@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// childPIDs waits for the "process started" line of each of n serving
+// processes and returns their pids by index.
+func childPIDs(t *testing.T, r *relay, n int) []int {
+	t.Helper()
+	pids := make([]int, n)
+	for i := range pids {
+		l, ok := r.waitLog(startTimeout, func(l logLine) bool {
+			return l.Msg() == "process started" && l.Num("process") == i
+		})
+		if !ok {
+			t.Fatalf("no \"process started\" line for process %d\nstdout:\n%s", i, r.stdout.text())
+		}
+		pids[i] = l.Num("pid")
+	}
+	return pids
+}
+
+// rawGet sends one GET on a new connection and returns the connection,
+// still open, once the 200 response has been read.
+func rawGet(t *testing.T, addr, path string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: relay\r\n\r\n", path)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		c.Close()
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: status %d", path, resp.StatusCode)
+	}
+	return c
+}
+
+// clientConns counts the established TCP connections process pid holds
+// whose local port is port, that is, the client connections it accepted.
+func clientConns(t *testing.T, pid int, port string) int {
+	t.Helper()
+	p, _ := strconv.Atoi(port)
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Skipf("no /proc/net/tcp: %v", err)
+	}
+	accepted := map[string]bool{} // socket inodes
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 10 {
+			continue
+		}
+		local := f[1][strings.IndexByte(f[1], ':')+1:]
+		if lp, _ := strconv.ParseInt(local, 16, 32); int(lp) == p && f[3] == "01" {
+			accepted["socket:["+f[9]+"]"] = true
+		}
+	}
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, fd := range fds {
+		if target, _ := os.Readlink(filepath.Join(dir, fd.Name())); accepted[target] {
+			n++
+		}
+	}
+	return n
+}
+
+// gone reports whether no process has pid any more.
+func gone(pid int) bool {
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
+
+func TestProcessesShareTheListenAddress(t *testing.T) {
+	t.Parallel()
+	bs := newBackends(t, 3)
+	r, started := startRelay(t, "", "-config", writeConfig(t, "processes: 2\nworkers: 1\n"+backendsYAML(urlsOf(bs))))
+	if started.Num("processes") != 2 || started.Num("workers") != 1 {
+		t.Fatalf("started line %v, want processes 2 and workers 1", started)
+	}
+	pids := childPIDs(t, r, 2)
+	if pids[0] == pids[1] || pids[0] == r.cmd.Process.Pid {
+		t.Fatalf("serving processes %v (supervisor %d): want two of their own", pids, r.cmd.Process.Pid)
+	}
+	// The kernel spreads connections by hash: 32 of them leave one process
+	// without any with probability 2^-31.
+	const n = 32
+	for i := range n {
+		c := rawGet(t, r.addr, "/conn"+strconv.Itoa(i))
+		defer c.Close()
+	}
+	_, port, _ := net.SplitHostPort(r.addr)
+	a, b := clientConns(t, pids[0], port), clientConns(t, pids[1], port)
+	if a == 0 || b == 0 || a+b != n {
+		t.Fatalf("processes hold %d and %d of %d client connections, want all of them, spread over both", a, b, n)
+	}
+	if got := clientConns(t, r.cmd.Process.Pid, port); got != 0 {
+		t.Errorf("the supervisor holds %d client connections, want none", got)
+	}
+	r.stop()
+	for i, pid := range pids {
+		if !gone(pid) {
+			t.Errorf("process %d (pid %d) still runs after relay stopped", i, pid)
+		}
+	}
+}
+
+func TestProcessesRestartWithoutRefusingConnections(t *testing.T) {
+	t.Parallel()
+	bs := newBackends(t, 2)
+	r, _ := startRelay(t, "", "-config", writeConfig(t, "processes: 2\n"+backendsYAML(urlsOf(bs))))
+	pids := childPIDs(t, r, 2)
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// New connections while process 0 is down: those the kernel hashes to
+	// its socket wait in the socket's queue until the new process accepts.
+	for i := range 16 {
+		rawGet(t, r.addr, "/during"+strconv.Itoa(i)).Close()
+	}
+	l, ok := r.waitLog(startTimeout, func(l logLine) bool { return l.Msg() == "process exited; restarting it" })
+	if !ok || l.Num("process") != 0 || l.Num("pid") != pids[0] {
+		t.Fatalf("restart line %v, want process 0, pid %d", l, pids[0])
+	}
+	again, ok := r.waitLog(startTimeout, func(l logLine) bool {
+		return l.Msg() == "process started" && l.Num("process") == 0 && l.Num("pid") != pids[0]
+	})
+	if !ok {
+		t.Fatalf("process 0 was not restarted\nstdout:\n%s", r.stdout.text())
+	}
+	for i := range 16 {
+		rawGet(t, r.addr, "/after"+strconv.Itoa(i)).Close()
+	}
+	r.stop()
+	for _, pid := range []int{again.Num("pid"), pids[1]} {
+		if !gone(pid) {
+			t.Errorf("pid %d still runs after relay stopped", pid)
+		}
+	}
+}
+
+func TestProcessesWriteOneLogFile(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t, nil)
+	r, logFile := fileLogRelay(t, b, "processes: 2\n")
+	const n = 40
+	for i := range n {
+		rawGet(t, r.addr, "/p"+strconv.Itoa(i)).Close()
+	}
+	waitFile(t, logFile, logWait, hasAccess("/p"+strconv.Itoa(n-1)))
+	r.stop()
+	text := waitFile(t, logFile, 0, func(s string) bool { return strings.Contains(s, `"msg":"stopped"`) })
+	paths := map[string]bool{}
+	started := map[int]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+		l := parseLogLine(line)
+		if l == nil {
+			t.Fatalf("log line is not whole JSON: %q", line)
+		}
+		switch {
+		case isAccess(l):
+			paths[l.Str("path")] = true
+		case l.Msg() == "process started":
+			started[l.Num("process")] = true
+		}
+	}
+	if len(paths) != n || !started[0] || !started[1] {
+		t.Errorf("log file has access lines for %d of %d paths and start lines for processes %v, want all", len(paths), n, started)
+	}
+	if out := strings.TrimSpace(r.stdout.text()); out != "" {
+		t.Errorf("stdout has output though log_file is set:\n%s", out)
+	}
+}
+
+func TestProcessesRefuseABusyAddress(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	b := newBackend(t, nil)
+	cfg := writeFile(t, t.TempDir(), "relay.yml", "listen: "+ln.Addr().String()+"\nprocesses: 2\n"+backendsYAML([]string{b.url}))
+	code, _, stderr := runRelay(t, "-config", cfg)
+	if code != 1 || !strings.Contains(stderr, "listen on "+ln.Addr().String()) || !strings.Contains(stderr, "address already in use") {
+		t.Fatalf("exit %d, stderr %q: want 1 and a message naming the busy address", code, stderr)
+	}
+}
+
+func TestProcessEnvironmentWithoutSupervisor(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t, nil)
+	cfg := writeConfig(t, backendsYAML([]string{b.url}))
+	cmd := exec.Command(relayBin, "-config", cfg)
+	cmd.Env = append(os.Environ(), envProcess+"=0")
+	var stderrBuf strings.Builder
+	cmd.Stderr = &stderrBuf
+	cmd.WaitDelay = exitTimeout
+	err := cmd.Run()
+	code, stderr := cmd.ProcessState.ExitCode(), stderrBuf.String()
+	if err != nil && code == -1 {
+		t.Fatal(err)
+	}
+	if code != 1 || !strings.Contains(stderr, envProcess) || !strings.Contains(stderr, "not a listening socket") {
+		t.Fatalf("exit %d, stderr %q: want 1 and a message naming %s", code, stderr, envProcess)
+	}
+}
