@@ -17,6 +17,7 @@
 #   --warmup D           unmeasured wrk run before each measured one; 0 skips (default 2s)
 #   --conns "C ..."      concurrencies to measure (default "50 100 200 400")
 #   --workers N          relay's workers setting; 0 = all cores (default 0)
+#   --processes N        relay's processes setting; 0 = one per core (default 1)
 #   --peers "P ..."      subset of "nginx haproxy relay direct" (default: all four)
 #   --access-log         also run relay with its access log on, written to a
 #                        file in the output directory (row "relay+log")
@@ -39,6 +40,7 @@ DURATION=10s
 WARMUP=2s
 CONNS="50 100 200 400"
 WORKERS=0
+PROCESSES=1
 PEERS="nginx haproxy relay direct"
 ACCESS_LOG=0
 RELAY_CONFIG=""
@@ -55,6 +57,7 @@ while [ $# -gt 0 ]; do
     --warmup)       need_value "$@"; WARMUP=$2; shift 2;;
     --conns)        need_value "$@"; CONNS=$2; shift 2;;
     --workers)      need_value "$@"; WORKERS=$2; shift 2;;
+    --processes)    need_value "$@"; PROCESSES=$2; shift 2;;
     --peers)        need_value "$@"; PEERS=$2; shift 2;;
     --access-log)   ACCESS_LOG=1; shift;;
     --relay-config) need_value "$@"; RELAY_CONFIG=$2; shift 2;;
@@ -68,6 +71,7 @@ done
 
 positive "$ROUNDS" || die "--rounds must be a positive integer, not '$ROUNDS'"
 [[ "$WORKERS" =~ ^[0-9]+$ ]] || die "--workers must be 0 or a positive integer, not '$WORKERS'"
+[[ "$PROCESSES" =~ ^[0-9]+$ ]] || die "--processes must be 0 or a positive integer, not '$PROCESSES'"
 DURATION_S=$(seconds "$DURATION") && [ "$DURATION_S" -gt 0 ] || die "--duration must look like 10s, 2m or 30, not '$DURATION'"
 if [ "$WARMUP" = 0 ]; then WARMUP_S=0; else
   WARMUP_S=$(seconds "$WARMUP") || die "--warmup must look like 2s or 0, not '$WARMUP'"
@@ -242,6 +246,7 @@ write_relay_conf() {
     for port in $BACKEND_PORTS; do echo "  - http://127.0.0.1:$port"; done
     echo "health_check_path: /health"
     echo "workers: $WORKERS"
+    echo "processes: $PROCESSES"
     if [ "$access" = true ]; then relay_log_keys; else echo "access_log: false"; fi
   } >"$file"
 }
@@ -254,16 +259,22 @@ relay_log_keys() {
   echo "log_max_backups: 1"
 }
 
-# threads_of NAME: the worker/thread setting each balancer runs with.
+# threads_of NAME: the worker processes or threads each balancer runs with;
+# for relay, processes x scheduler threads in each (as relay resolves 0s).
 threads_of() {
   case "$1" in
     nginx) echo "$NCPU";;
     haproxy) echo 2;;
     relay|relay+log)
+      local w=$WORKERS p=$PROCESSES
       if [ -n "$RELAY_CONFIG" ]; then
-        local w; w=$(awk -F: '/^workers:/ { gsub(/[ "\r]/, "", $2); print $2 }' "$RELAY_CONFIG")
-        [ -z "$w" ] || [ "$w" = 0 ] && w=$NCPU; echo "$w"
-      elif [ "$WORKERS" = 0 ]; then echo "$NCPU"; else echo "$WORKERS"; fi;;
+        w=$(awk -F: '/^workers:/ { gsub(/[ "\r]/, "", $2); print $2 }' "$RELAY_CONFIG")
+        p=$(awk -F: '/^processes:/ { gsub(/[ "\r]/, "", $2); print $2 }' "$RELAY_CONFIG")
+      fi
+      [ -z "$p" ] && p=1
+      [ "$p" = 0 ] && p=$NCPU
+      if [ -z "$w" ] || [ "$w" = 0 ]; then w=$(( NCPU / p )); [ "$w" -lt 1 ] && w=1; fi
+      if [ "$p" = 1 ]; then echo "$w"; else echo "${p}x$w"; fi;;
     *) echo "-";;
   esac
 }
@@ -432,7 +443,7 @@ mkdir -p "$RUN/backends-tmp" "$RUN/nginx-tmp"
   echo "wrk:      $(wrk -v 2>&1 | awk 'NR == 1 { print $2 }')"
   echo "settings: rounds=$ROUNDS duration=${DURATION_S}s warmup=${WARMUP_S}s conns=[$CONNS] wrk threads=$WRK_THREADS"
   if [ -n "$RELAY_CONFIG" ]; then echo "relay config: $RELAY_CONFIG"
-  else echo "relay config: generated, workers=$WORKERS (0 = all cores)"; fi
+  else echo "relay config: generated, processes=$PROCESSES workers=$WORKERS (0 = one process per core / all cores)"; fi
   echo "output:   $OUT"
 } | tee "$OUT/env.txt" >&2
 
