@@ -6,6 +6,8 @@ import (
 	"os"
 	"sync"
 	"syscall"
+
+	"relay/internal/rawio"
 )
 
 // Reader buffers one direction of a connection. It reads whole message heads
@@ -79,6 +81,10 @@ func (r *Reader) Discard(n int) {
 		r.r, r.w = 0, 0
 	}
 }
+
+// HoldsBuffer reports whether the Reader holds a read buffer now. A pooled
+// Reader over a socket holds none while its connection waits idle.
+func (r *Reader) HoldsBuffer() bool { return r.buf != nil }
 
 // Underlying returns the reader the buffer fills from.
 func (r *Reader) Underlying() io.Reader { return r.rd }
@@ -294,16 +300,14 @@ func (r *Reader) readSocket(fd uintptr) bool {
 	if r.buf == nil {
 		r.take()
 	}
-	for {
-		n, err := syscall.Read(int(fd), r.buf)
-		switch err {
-		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			r.Release()
-			return false
-		}
-		r.rn, r.rerr = n, err
-		return true
+	n, errno := rawio.Read(fd, r.buf)
+	if errno == syscall.EAGAIN {
+		r.Release()
+		return false
 	}
+	if errno != 0 {
+		r.rerr = errno
+	}
+	r.rn = n
+	return true
 }

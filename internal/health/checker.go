@@ -48,7 +48,8 @@ type target struct {
 }
 
 // New returns a Checker for bs. onChange, which may be nil, is called after
-// each transition with the backend's new state; it is called from the probe
+// each transition with the backend's new state, before the transition is
+// logged, so a logged transition has taken effect; it is called from the probe
 // loops, so calls for different backends may run concurrently, and it must not
 // call Stop. New reports every invalid Config field at once.
 func New(cfg Config, bs []*backend.Backend, onChange func(b *backend.Backend, healthy bool), opts ...Option) (*Checker, error) {
@@ -184,18 +185,20 @@ func (c *Checker) record(t *target, err error, rise, fall int) {
 		t.fails = 0
 		t.passes = min(t.passes+1, rise)
 		if t.passes >= rise && t.b.SetHealthy(true) {
+			// onChange first: once "backend up" is logged, the backend is
+			// in rotation.
+			c.notify(t.b, true)
 			c.log.Info("backend up", "backend", t.b.Name, "healthy", true,
 				"reason", fmt.Sprintf("%d consecutive checks passed", t.passes))
-			c.notify(t.b, true)
 		}
 		return
 	}
 	t.passes = 0
 	t.fails = min(t.fails+1, fall)
 	if t.fails >= fall && t.b.SetHealthy(false) {
+		c.notify(t.b, false)
 		c.log.Warn("backend down", "backend", t.b.Name, "healthy", false,
 			"reason", err.Error(), "consecutive_failures", t.fails)
-		c.notify(t.b, false)
 	}
 }
 

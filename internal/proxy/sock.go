@@ -1,27 +1,22 @@
 package proxy
 
 import (
+	"errors"
 	"io"
 	"net"
 	"os"
 	"syscall"
-	"unsafe"
+
+	"relay/internal/rawio"
 )
 
 // sock is a connection whose reads and writes relay issues itself, as raw
-// system calls inside Go's poller (syscall.RawConn), instead of through
-// net.Conn's Read and Write.
-//
-// The difference is what the Go scheduler sees. net.Conn enters every read
-// and write as a system call that might block, so the runtime's monitor
-// may hand the processor to another OS thread when one lasts a few tens of
-// microseconds, as a loopback write does when the kernel delivers the
-// bytes and wakes the receiver. With few threads (workers: 1) that handoff
-// moves relay between threads many times a second: thread wake-ups,
-// futex calls and cold caches. Reads and writes on a non-blocking socket
-// never block, so relay issues them as raw system calls: the thread keeps
-// its processor and goes on with the next connection. A socket that is not
-// ready still parks the goroutine in the poller, deadlines included.
+// system calls inside Go's poller (package rawio), instead of through
+// net.Conn's Read and Write, so the thread serving it keeps its processor.
+// With few threads (workers: 1) net.Conn's calls moved relay between
+// threads many times a second: thread wake-ups, futex calls and cold
+// caches. A socket that is not ready still parks the goroutine in the
+// poller, deadlines included.
 //
 // A connection that is not a socket (tests, a custom Dial) uses its own
 // Read and Write.
@@ -49,6 +44,17 @@ func newSock(c net.Conn) *sock {
 	return s
 }
 
+var errNotSocket = errors.New("not a socket")
+
+// SyscallConn gives the socket to h1.Reader, which reads an idle
+// connection itself so it can hand its buffer back before waiting.
+func (s *sock) SyscallConn() (syscall.RawConn, error) {
+	if s.raw == nil {
+		return nil, errNotSocket
+	}
+	return s.raw, nil
+}
+
 // Read reads into p, waiting in the poller while nothing has arrived.
 func (s *sock) Read(p []byte) (int, error) {
 	if s.raw == nil {
@@ -74,7 +80,7 @@ func (s *sock) Read(p []byte) (int, error) {
 }
 
 func (s *sock) readStep(fd uintptr) bool {
-	n, errno := rawRead(fd, s.rd.buf)
+	n, errno := rawio.Read(fd, s.rd.buf)
 	if errno == syscall.EAGAIN {
 		return false
 	}
@@ -104,7 +110,7 @@ func (s *sock) Write(p []byte) (int, error) {
 func (s *sock) writeStep(fd uintptr) bool {
 	w := &s.wr
 	for w.n < len(w.buf) {
-		k, errno := rawWrite(fd, w.buf[w.n:])
+		k, errno := rawio.Write(fd, w.buf[w.n:])
 		if errno == syscall.EAGAIN {
 			return false
 		}
@@ -122,32 +128,4 @@ type ioState struct {
 	buf   []byte
 	n     int
 	errno syscall.Errno
-}
-
-// rawRead is read(2) on a non-blocking descriptor, retried on EINTR.
-func rawRead(fd uintptr, p []byte) (int, syscall.Errno) {
-	for {
-		n, _, errno := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-		if errno == 0 {
-			return int(n), 0
-		}
-		if errno != syscall.EINTR {
-			return 0, errno
-		}
-	}
-}
-
-// rawWrite is write(2) on a non-blocking descriptor, retried on EINTR.
-// Writing to a connection the peer has reset fails with EPIPE; the
-// SIGPIPE that comes with it is ignored by the Go runtime for sockets.
-func rawWrite(fd uintptr, p []byte) (int, syscall.Errno) {
-	for {
-		n, _, errno := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-		if errno == 0 {
-			return int(n), 0
-		}
-		if errno != syscall.EINTR {
-			return 0, errno
-		}
-	}
 }

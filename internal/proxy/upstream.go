@@ -13,6 +13,7 @@ import (
 
 	"relay/internal/backend"
 	"relay/internal/h1"
+	"relay/internal/rawio"
 )
 
 // upstreamBufSize is the read buffer of an upstream connection: large enough
@@ -191,7 +192,7 @@ func (u *upstream) roundTripStep(fd uintptr) bool {
 	if !rt.written {
 		rt.written = true
 		for len(rt.req) > 0 {
-			k, errno := rawWrite(fd, rt.req)
+			k, errno := rawio.Write(fd, rt.req)
 			if errno != 0 {
 				if errno != syscall.EAGAIN {
 					rt.err, rt.op = errno, "write"
@@ -202,7 +203,7 @@ func (u *upstream) roundTripStep(fd uintptr) bool {
 		}
 		return false // wait for readability
 	}
-	n, errno := rawRead(fd, rt.buf)
+	n, errno := rawio.Read(fd, rt.buf)
 	if errno == syscall.EAGAIN {
 		return false
 	}
