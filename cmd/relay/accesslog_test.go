@@ -127,8 +127,19 @@ func TestLogFileInsteadOfStdout(t *testing.T) {
 
 func TestSIGHUPReopensLogFile(t *testing.T) {
 	t.Parallel()
+	testSIGHUPReopensLogFile(t, "")
+}
+
+// With several processes the supervisor owns the log file; SIGHUP to it
+// must rotate what the serving processes write too.
+func TestProcessesSIGHUPReopensLogFile(t *testing.T) {
+	t.Parallel()
+	testSIGHUPReopensLogFile(t, "processes: 2\n")
+}
+
+func testSIGHUPReopensLogFile(t *testing.T, extra string) {
 	b := newBackend(t, nil)
-	r, logFile := fileLogRelay(t, b, "")
+	r, logFile := fileLogRelay(t, b, extra)
 	dir := filepath.Dir(logFile)
 	c := newClient(t)
 	request := func(path string) {
