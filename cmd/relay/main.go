@@ -157,6 +157,17 @@ func loadConfig(f *flags) (*config.Config, error) {
 // socket it inherited and writes its log lines to stdout for the
 // supervisor to copy.
 func serve(cfg *config.Config, demo bool, sp *servingProcess, stdout io.Writer) error {
+	// Signals first: one that arrives while the backends are probed is
+	// handled once relay serves, instead of killing it (SIGHUP's default).
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	if sp != nil {
+		// Standard output is a pipe to the supervisor. If the supervisor
+		// is gone, log writes fail with EPIPE and the process drains
+		// anyway, instead of dying of SIGPIPE.
+		signal.Ignore(syscall.SIGPIPE)
+	}
 	if n := threadsFor(cfg); n > 0 {
 		runtime.GOMAXPROCS(n)
 	}
@@ -257,9 +268,6 @@ func serve(cfg *config.Config, demo bool, sp *servingProcess, stdout io.Writer) 
 			"backends", len(bs), "healthy", len(p.Available()), "workers", runtime.GOMAXPROCS(0))
 	}
 
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
 	served := make(chan error, 1)
 	go func() { served <- p.Serve(ln) }()
 	if sp != nil {

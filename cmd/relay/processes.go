@@ -172,6 +172,7 @@ type supervisor struct {
 	sockets []*os.File
 	procs   []*exec.Cmd // nil while not running
 	exited  chan exited
+	copiers sync.WaitGroup // copyLines of every process started
 }
 
 type exited struct {
@@ -229,8 +230,13 @@ func supervise(cfg *config.Config, args []string, demo bool, stdout, stderr io.W
 		procs:  make([]*exec.Cmd, n),
 		exited: make(chan exited, n),
 	}
-	if err := s.startAll(); err != nil {
+	if err := s.startAll(sigs); err != nil {
+		closeFiles(sockets)
 		s.stopAll()
+		if errors.Is(err, errInterrupted) {
+			log.Info("stopped before every process served")
+			return nil
+		}
 		return err
 	}
 	log.Info("relay started", "listen", addr, "algorithm", cfg.Algorithm,
@@ -271,9 +277,12 @@ func supervise(cfg *config.Config, args []string, demo bool, stdout, stderr io.W
 	}
 }
 
+// errInterrupted ends startAll when SIGINT or SIGTERM arrives first.
+var errInterrupted = errors.New("interrupted")
+
 // startAll starts every serving process and waits until each says it is
-// serving or fails.
-func (s *supervisor) startAll() error {
+// serving or fails, or until SIGINT or SIGTERM arrives.
+func (s *supervisor) startAll(sigs <-chan os.Signal) error {
 	readies := make([]<-chan error, len(s.procs))
 	for i := range s.procs {
 		ready, err := s.start(i)
@@ -285,11 +294,16 @@ func (s *supervisor) startAll() error {
 	// A serving process probes every backend once before it serves.
 	timeout := time.NewTimer(s.cfg.HealthCheck.Timeout + 10*time.Second)
 	defer timeout.Stop()
-	for i, ready := range readies {
+	for i := 0; i < len(readies); {
 		select {
-		case err := <-ready:
+		case err := <-readies[i]:
 			if err != nil {
 				return fmt.Errorf("process %d did not start: %w", i, err)
+			}
+			i++
+		case sig := <-sigs:
+			if sig != syscall.SIGHUP { // nothing to rotate yet
+				return errInterrupted
 			}
 		case <-timeout.C:
 			return fmt.Errorf("process %d did not start within %v", i, s.cfg.HealthCheck.Timeout+10*time.Second)
@@ -323,8 +337,8 @@ func (s *supervisor) start(i int) (<-chan error, error) {
 		return nil, fmt.Errorf("process %d: %w", i, err)
 	}
 	s.procs[i] = cmd
-	go copyLines(s.out, pipes[0])
-	go copyLines(s.errOut, pipes[2])
+	s.copiers.Go(func() { copyLines(s.out, pipes[0]) })
+	s.copiers.Go(func() { copyLines(s.errOut, pipes[2]) })
 	ready := make(chan error, 1)
 	go func() {
 		defer pipes[4].Close()
@@ -351,7 +365,8 @@ func (s *supervisor) running() int {
 }
 
 // stopAll asks every serving process to drain and stop (SIGTERM) and waits
-// for them; any still running a little after the shutdown window is killed.
+// for them, and for their last output to be copied; any still running a
+// little after the shutdown window is killed.
 func (s *supervisor) stopAll() {
 	for _, c := range s.procs {
 		if c != nil {
@@ -375,6 +390,7 @@ func (s *supervisor) stopAll() {
 			}
 		}
 	}
+	s.copiers.Wait() // the pipes end when the processes do
 }
 
 // exitReason says how a serving process ended, for the log.
@@ -387,7 +403,8 @@ func exitReason(err error) string {
 
 // copyLines copies r to w until r ends, in writes of whole lines, so the
 // output of several processes interleaves only between lines. A line longer
-// than the buffer is written in pieces.
+// than the buffer, or a last line without its newline, is written in pieces
+// that each end with a newline, so it never runs into another's line.
 func copyLines(w io.Writer, r *os.File) {
 	defer r.Close()
 	buf := make([]byte, 64<<10)
@@ -396,11 +413,15 @@ func copyLines(w io.Writer, r *os.File) {
 		k, err := r.Read(buf[n:])
 		n += k
 		end := bytes.LastIndexByte(buf[:n], '\n') + 1
-		if end == 0 && (n == len(buf) || err != nil) {
-			end = n
+		if err != nil || (end == 0 && n == len(buf)) {
+			end = n // all of it: the stream ended, or one line fills the buffer
 		}
 		if end > 0 {
-			w.Write(buf[:end])
+			out := buf[:end]
+			if out[end-1] != '\n' {
+				out = append(out[:end:end], '\n') // a copy, buf keeps the rest
+			}
+			w.Write(out)
 			n = copy(buf, buf[end:n])
 		}
 		if err != nil {

@@ -89,9 +89,19 @@ func clientConns(t *testing.T, pid int, port string) int {
 	return n
 }
 
-// gone reports whether no process has pid any more.
+// gone reports whether process pid has ended: it no longer exists, or it
+// is a zombie waiting for a parent that does not reap it.
 func gone(pid int) bool {
-	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+	if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+		return true
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	// The state follows the command name, which is in parentheses.
+	i := strings.LastIndexByte(string(stat), ')')
+	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
 }
 
 func TestProcessesShareTheListenAddress(t *testing.T) {
@@ -226,5 +236,50 @@ func TestProcessEnvironmentWithoutSupervisor(t *testing.T) {
 	}
 	if code != 1 || !strings.Contains(stderr, envProcess) || !strings.Contains(stderr, "not a listening socket") {
 		t.Fatalf("exit %d, stderr %q: want 1 and a message naming %s", code, stderr, envProcess)
+	}
+}
+
+// TestProcessesDrainWhenTheSupervisorDies: the kernel sends each serving
+// process SIGTERM when the supervisor is killed; a process must then
+// finish its requests in flight, although writing its log now fails.
+func TestProcessesDrainWhenTheSupervisorDies(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t, nil)
+	r, _ := startRelay(t, "", "-config", writeConfig(t, "processes: 2\naccess_log: true\n"+backendsYAML([]string{b.url})))
+	pids := childPIDs(t, r, 2)
+	type answer struct {
+		code int
+		err  error
+	}
+	const n = 4
+	answers := make(chan answer, n)
+	for i := range n {
+		go func() {
+			// New connections, so both processes are likely to hold some.
+			c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+			resp, err := c.Get(r.url("/?delay=700ms&n=" + strconv.Itoa(i)))
+			if err != nil {
+				answers <- answer{0, err}
+				return
+			}
+			resp.Body.Close()
+			answers <- answer{resp.StatusCode, nil}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond) // the requests are in flight
+	r.cmd.Process.Kill()
+	for range n {
+		if a := <-answers; a.err != nil || a.code != 200 {
+			t.Errorf("request in flight when the supervisor died: %d %v, want 200", a.code, a.err)
+		}
+	}
+	deadline := time.Now().Add(exitTimeout)
+	for _, pid := range pids {
+		for !gone(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("serving process %d still runs after the supervisor died", pid)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 }

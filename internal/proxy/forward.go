@@ -313,6 +313,9 @@ func (cc *clientConn) relayResponse(u *upstream, keep bool, in int64) exchangeRe
 		}
 	}
 	r.keep = keep
-	r.reuse = !resp.Close && cc.upBody.Done() && cc.bodyRead()
+	// Bytes already buffered after a complete response were sent unasked
+	// (a body on a HEAD answer, say): on reuse they would pass for the
+	// next request's response.
+	r.reuse = !resp.Close && cc.upBody.Done() && cc.bodyRead() && u.br.Buffered() == 0
 	return r
 }

@@ -249,3 +249,38 @@ func TestClientTimeouts(t *testing.T) {
 		})
 	}
 }
+
+// TestStrayBytesAfterResponseEndReuse: a backend that sends a body after
+// its answer to HEAD has left bytes no request asked for. The connection
+// must not go back to the pool, or those bytes would be read as the next
+// request's response.
+func TestStrayBytesAfterResponseEndReuse(t *testing.T) {
+	rb := newRawBackend(t, func(rb *rawBackend, c net.Conn, br *bufio.Reader) {
+		for {
+			req, err := rb.next(br)
+			if err != nil {
+				return
+			}
+			resp := okResponse(req.Method + " " + req.Target)
+			if req.Method == "HEAD" {
+				resp = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstray"
+			}
+			if _, err := io.WriteString(c, resp); err != nil {
+				return
+			}
+		}
+	})
+	r := startRelay(t, Config{Retries: -1}, rb.b)
+	c, br := dialRelay(t, r)
+	write(t, c, "HEAD /h HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp, _ := readResponse(t, br, "HEAD"); resp.StatusCode != 200 {
+		t.Fatalf("HEAD: status %d", resp.StatusCode)
+	}
+	// Let the stray body reach relay before the next request goes out.
+	time.Sleep(50 * time.Millisecond)
+	write(t, c, "GET /next HTTP/1.1\r\nHost: x\r\n\r\n")
+	resp, body := readResponse(t, br, "GET")
+	if resp.StatusCode != 200 || body != "GET /next" {
+		t.Fatalf("the request after the stray bytes got %d %q, want 200 \"GET /next\"", resp.StatusCode, body)
+	}
+}

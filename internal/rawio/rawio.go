@@ -17,8 +17,11 @@ import (
 
 // Read is read(2) on a non-blocking descriptor, retried on EINTR. It
 // returns syscall.EAGAIN when nothing has arrived, and 0 bytes with no
-// error at end of stream. p must not be empty.
+// error at end of stream. An empty p reads nothing and returns 0, 0.
 func Read(fd uintptr, p []byte) (int, syscall.Errno) {
+	if len(p) == 0 {
+		return 0, 0
+	}
 	for {
 		n, _, errno := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
 		if errno == 0 {
@@ -33,9 +36,12 @@ func Read(fd uintptr, p []byte) (int, syscall.Errno) {
 // Write is write(2) on a non-blocking descriptor, retried on EINTR. It may
 // write less than p; syscall.EAGAIN means the send buffer is full. Writing
 // to a connection the peer has reset fails with EPIPE; the SIGPIPE that
-// comes with it is ignored by the Go runtime for sockets. p must not be
-// empty.
+// comes with it is ignored by the Go runtime for sockets. An empty p
+// writes nothing and returns 0, 0.
 func Write(fd uintptr, p []byte) (int, syscall.Errno) {
+	if len(p) == 0 {
+		return 0, 0
+	}
 	for {
 		n, _, errno := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
 		if errno == 0 {
