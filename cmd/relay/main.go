@@ -16,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/signal"
@@ -171,28 +172,18 @@ func serve(cfg *config.Config, demo bool, sp *servingProcess, stdout io.Writer) 
 	if n := threadsFor(cfg); n > 0 {
 		runtime.GOMAXPROCS(n)
 	}
-	var out io.Writer = stdout
 	logFile := cfg.LogFile
 	if sp != nil {
 		logFile = "" // the supervisor owns the file
 	}
-	logOut, err := logging.Open(logFile, cfg.LogMaxSizeMB, cfg.LogMaxBackups, cfg.LogMaxAgeDays)
+	logOut, out, log, err := openLog(cfg, logFile, stdout, false)
 	if err != nil {
 		return err
 	}
 	defer logOut.Close()
-	if logFile != "" {
-		out = logOut
-	}
-	level, err := logging.ParseLevel(cfg.LogLevel)
-	if err != nil {
-		return err
-	}
-	log := logging.NewLogger(out, level)
 	if sp != nil {
 		log = log.With("process", sp.index)
 	}
-	raiseFileLimit(log, cfg.MaxConnections)
 
 	if demo {
 		stop, err := startDemoBackends(log)
@@ -279,9 +270,7 @@ func serve(cfg *config.Config, demo bool, sp *servingProcess, stdout io.Writer) 
 			return fmt.Errorf("serve: %w", err)
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
-				if err := logOut.Rotate(); err != nil {
-					log.Error("log rotation failed", "err", err)
-				}
+				rotateLog(log, logOut)
 				continue
 			}
 			log.Info("shutting down", "signal", sig.String(), "window", cfg.ShutdownTimeout.String(), "connections", p.Connections())
@@ -294,5 +283,37 @@ func serve(cfg *config.Config, demo bool, sp *servingProcess, stdout io.Writer) 
 			log.Info("stopped")
 			return nil
 		}
+	}
+}
+
+// openLog opens relay's log: file, or stdout when file is "", and a logger
+// at the configured level writing to it (through a lock when several
+// writers share it), then raises the open-file limit, warning through
+// that logger. out is what the access log should write to.
+func openLog(cfg *config.Config, file string, stdout io.Writer, locked bool) (logOut *logging.Output, out io.Writer, log *slog.Logger, err error) {
+	level, err := logging.ParseLevel(cfg.LogLevel)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	logOut, err = logging.Open(file, cfg.LogMaxSizeMB, cfg.LogMaxBackups, cfg.LogMaxAgeDays)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	out = stdout
+	if file != "" {
+		out = logOut
+	}
+	if locked {
+		out = &lockedWriter{w: out}
+	}
+	log = logging.NewLogger(out, level)
+	raiseFileLimit(log, cfg.MaxConnections)
+	return logOut, out, log, nil
+}
+
+// rotateLog reopens the log file, as SIGHUP asks.
+func rotateLog(log *slog.Logger, logOut *logging.Output) {
+	if err := logOut.Rotate(); err != nil {
+		log.Error("log rotation failed", "err", err)
 	}
 }

@@ -41,7 +41,6 @@ import (
 	"time"
 
 	"relay/internal/config"
-	"relay/internal/logging"
 )
 
 const (
@@ -186,22 +185,11 @@ type exited struct {
 func supervise(cfg *config.Config, args []string, demo bool, stdout, stderr io.Writer) error {
 	runtime.GOMAXPROCS(1) // it copies log lines and waits, nothing more
 	n := processCount(cfg)
-	logOut, err := logging.Open(cfg.LogFile, cfg.LogMaxSizeMB, cfg.LogMaxBackups, cfg.LogMaxAgeDays)
+	logOut, out, log, err := openLog(cfg, cfg.LogFile, stdout, true)
 	if err != nil {
 		return err
 	}
 	defer logOut.Close()
-	var out io.Writer = stdout
-	if cfg.LogFile != "" {
-		out = logOut
-	}
-	out = &lockedWriter{w: out}
-	level, err := logging.ParseLevel(cfg.LogLevel)
-	if err != nil {
-		return err
-	}
-	log := logging.NewLogger(out, level)
-	raiseFileLimit(log, cfg.MaxConnections)
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("cannot find relay's own executable to start its processes: %w", err)
@@ -247,9 +235,7 @@ func supervise(cfg *config.Config, args []string, demo bool, stdout, stderr io.W
 		select {
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
-				if err := logOut.Rotate(); err != nil {
-					log.Error("log rotation failed", "err", err)
-				}
+				rotateLog(log, logOut)
 				continue
 			}
 			log.Info("shutting down", "signal", sig.String(), "window", cfg.ShutdownTimeout.String(), "processes", s.running())

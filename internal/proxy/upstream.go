@@ -32,7 +32,6 @@ const poolIdleTimeout = 30 * time.Second
 // upstream is one keep-alive connection to a backend.
 type upstream struct {
 	conn   *sock
-	raw    syscall.RawConn // nil when conn is not a socket (tests)
 	br     *h1.Reader
 	pool   *pool
 	idleAt time.Time
@@ -92,8 +91,7 @@ func (p *pool) dial() (*upstream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backend %q: %w", p.b.Name, err)
 	}
-	s := newSock(c)
-	u := &upstream{conn: s, raw: s.raw, pool: p}
+	u := &upstream{conn: newSock(c), pool: p}
 	u.br = h1.NewPooledReader(u, p.bufs, maxResponseHead)
 	return u, nil
 }
@@ -142,7 +140,7 @@ func (u *upstream) Read(p []byte) (int, error) {
 	}
 	req := u.pending
 	u.pending = nil
-	if u.raw == nil {
+	if u.conn.raw == nil {
 		if _, err := u.conn.Write(req); err != nil {
 			return 0, err
 		}
@@ -153,7 +151,7 @@ func (u *upstream) Read(p []byte) (int, error) {
 	if u.rtFn == nil {
 		u.rtFn = u.roundTripStep // bound once per connection, not per request
 	}
-	err := u.raw.Read(u.rtFn)
+	err := u.conn.raw.Read(u.rtFn)
 	n, req, rerr, op := rt.n, rt.req, rt.err, rt.op
 	*rt = exchangeState{}
 	if err != nil {
@@ -218,12 +216,12 @@ func (u *upstream) roundTripStep(fd uintptr) bool {
 // would block means the backend has neither closed it nor sent anything
 // unexpected. Used before sending a request that must not be sent twice.
 func (u *upstream) alive() bool {
-	if u.raw == nil {
+	if u.conn.raw == nil {
 		return true
 	}
 	var buf [1]byte
 	ok := false
-	err := u.raw.Read(func(fd uintptr) bool {
+	err := u.conn.raw.Read(func(fd uintptr) bool {
 		_, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		ok = err == syscall.EAGAIN
 		return true

@@ -19,18 +19,7 @@ import (
 // returns syscall.EAGAIN when nothing has arrived, and 0 bytes with no
 // error at end of stream. An empty p reads nothing and returns 0, 0.
 func Read(fd uintptr, p []byte) (int, syscall.Errno) {
-	if len(p) == 0 {
-		return 0, 0
-	}
-	for {
-		n, _, errno := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-		if errno == 0 {
-			return int(n), 0
-		}
-		if errno != syscall.EINTR {
-			return 0, errno
-		}
-	}
+	return call(syscall.SYS_READ, fd, p)
 }
 
 // Write is write(2) on a non-blocking descriptor, retried on EINTR. It may
@@ -39,11 +28,16 @@ func Read(fd uintptr, p []byte) (int, syscall.Errno) {
 // comes with it is ignored by the Go runtime for sockets. An empty p
 // writes nothing and returns 0, 0.
 func Write(fd uintptr, p []byte) (int, syscall.Errno) {
+	return call(syscall.SYS_WRITE, fd, p)
+}
+
+// call makes system call trap (read or write) on fd and p.
+func call(trap, fd uintptr, p []byte) (int, syscall.Errno) {
 	if len(p) == 0 {
 		return 0, 0
 	}
 	for {
-		n, _, errno := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+		n, _, errno := syscall.RawSyscall(trap, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
 		if errno == 0 {
 			return int(n), 0
 		}
