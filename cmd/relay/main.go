@@ -235,6 +235,8 @@ func serve(cfg *config.Config, demo bool, sp *servingProcess, stdout io.Writer) 
 		Timeout:  cfg.HealthCheck.Timeout,
 		Rise:     cfg.HealthCheck.Rise,
 		Fall:     cfg.HealthCheck.Fall,
+
+		ReuseConnection: cfg.HealthCheck.ReuseConnection,
 	}, bs, func(*backend.Backend, bool) { p.Rebuild() }, health.WithLogger(log))
 	if err != nil {
 		return err

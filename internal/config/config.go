@@ -27,6 +27,7 @@ const (
 	DefaultHealthCheckTimeout     = 2 * time.Second
 	DefaultHealthCheckRise        = 2
 	DefaultHealthCheckFall        = 3
+	DefaultHealthCheckReuseConn   = true
 	DefaultLogMaxSizeMB           = 100
 	DefaultLogMaxBackups          = 5
 	DefaultLogMaxAgeDays          = 0
@@ -96,6 +97,9 @@ type HealthCheck struct {
 	Rise int
 	// Fall is how many consecutive failures take a backend out of rotation.
 	Fall int
+	// ReuseConnection keeps each backend's http check connection open from
+	// one check to the next; false opens a new one for every check.
+	ReuseConnection bool
 }
 
 // Config is relay's whole configuration. Load, Parse and Default produce one;
@@ -198,6 +202,8 @@ func Default() *Config {
 			Timeout:  DefaultHealthCheckTimeout,
 			Rise:     DefaultHealthCheckRise,
 			Fall:     DefaultHealthCheckFall,
+
+			ReuseConnection: DefaultHealthCheckReuseConn,
 		},
 		LogMaxSizeMB:           DefaultLogMaxSizeMB,
 		LogMaxBackups:          DefaultLogMaxBackups,

@@ -87,6 +87,7 @@ func TestDefaults(t *testing.T) {
 		{"timeout", c.HealthCheck.Timeout, 2 * time.Second},
 		{"rise", c.HealthCheck.Rise, 2},
 		{"fall", c.HealthCheck.Fall, 3},
+		{"reuse check connections", c.HealthCheck.ReuseConnection, true},
 		{"trusted proxies", len(c.TrustedProxies), 0},
 		{"log file", c.LogFile, ""},
 		{"log size", c.LogMaxSizeMB, 100},
@@ -161,6 +162,7 @@ func TestValues(t *testing.T) {
 		"health_check_timeout: 500ms",
 		"health_check_rise: 1",
 		"health_check_fall: 5",
+		"health_check_reuse_connection: false",
 		"trusted_proxies: [10.1.2.3/8, 192.0.2.7, \"::1\", \"fd00::/8\"]",
 		"log_file: /var/log/relay.log",
 		"log_max_size_mb: 10",
@@ -188,7 +190,7 @@ func TestValues(t *testing.T) {
 	))
 	want := Config{
 		Listen: "127.0.0.1:9000", Port: 8081, Algorithm: "ip-hash",
-		HealthCheck: HealthCheck{Type: "tcp", Path: "/ready?full=1", Interval: 5 * time.Second, Timeout: 500 * time.Millisecond, Rise: 1, Fall: 5},
+		HealthCheck: HealthCheck{Type: "tcp", Path: "/ready?full=1", Interval: 5 * time.Second, Timeout: 500 * time.Millisecond, Rise: 1, Fall: 5, ReuseConnection: false},
 		TrustedProxies: []netip.Prefix{
 			netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.7/32"),
 			netip.MustParsePrefix("::1/128"), netip.MustParsePrefix("fd00::/8"),

@@ -39,6 +39,14 @@ func durField(key string, p func(*Config) *time.Duration) field {
 	}}
 }
 
+func boolField(key string, p func(*Config) *bool) field {
+	return field{key, func(d *decoder, c *Config, v *yaml.Node) {
+		if b, ok := d.boolean(v, key); ok {
+			*p(c) = b
+		}
+	}}
+}
+
 // fields lists every top-level key relay understands, in the order
 // examples/config.yml documents them. It is read-only.
 var fields = []field{
@@ -56,17 +64,14 @@ var fields = []field{
 	durField("health_check_timeout", func(c *Config) *time.Duration { return &c.HealthCheck.Timeout }),
 	intField("health_check_rise", func(c *Config) *int { return &c.HealthCheck.Rise }),
 	intField("health_check_fall", func(c *Config) *int { return &c.HealthCheck.Fall }),
+	boolField("health_check_reuse_connection", func(c *Config) *bool { return &c.HealthCheck.ReuseConnection }),
 	{"trusted_proxies", decodeTrustedProxies},
 	strField("log_file", func(c *Config) *string { return &c.LogFile }),
 	intField("log_max_size_mb", func(c *Config) *int { return &c.LogMaxSizeMB }),
 	intField("log_max_backups", func(c *Config) *int { return &c.LogMaxBackups }),
 	intField("log_max_age_days", func(c *Config) *int { return &c.LogMaxAgeDays }),
 	strField("log_level", func(c *Config) *string { return &c.LogLevel }),
-	{"access_log", func(d *decoder, c *Config, v *yaml.Node) {
-		if b, ok := d.boolean(v, "access_log"); ok {
-			c.AccessLog = b
-		}
-	}},
+	boolField("access_log", func(c *Config) *bool { return &c.AccessLog }),
 	durField("connect_timeout", func(c *Config) *time.Duration { return &c.ConnectTimeout }),
 	durField("response_timeout", func(c *Config) *time.Duration { return &c.ResponseTimeout }),
 	durField("client_header_timeout", func(c *Config) *time.Duration { return &c.ClientHeaderTimeout }),

@@ -24,8 +24,14 @@ import (
 
 func BenchmarkHTTPProbe(b *testing.B) {
 	addr := startProbeServer(b)
-	h := newHTTPCheck(newBackend(b, "http://"+addr), "/health", newReadBufs())
-	benchmarkProbe(b, h.probe)
+	for _, keep := range []bool{false, true} {
+		name := map[bool]string{false: "new-connection", true: "kept-connection"}[keep]
+		b.Run(name, func(b *testing.B) {
+			h := newHTTPCheck(newBackend(b, "http://"+addr), "/health", keep, newReadBufs())
+			defer h.closeIdle()
+			benchmarkProbe(b, h.probe)
+		})
+	}
 }
 
 func BenchmarkTCPProbe(b *testing.B) {
@@ -90,7 +96,8 @@ func startProbeServer(tb testing.TB) string {
 
 // TestProbeServerProcess is the probe server of the benchmarks; it does
 // nothing unless run by startProbeServer. It answers every request with a
-// small 200 and closes, as a health endpoint does when asked to.
+// small 200, as a health endpoint does, and closes the connection when the
+// request asks it to.
 func TestProbeServerProcess(t *testing.T) {
 	if os.Getenv("RELAY_HEALTH_PROBE_SERVER") != "1" {
 		t.Skip("run by the probe benchmarks")
@@ -104,7 +111,11 @@ func TestProbeServerProcess(t *testing.T) {
 		io.Copy(io.Discard, os.Stdin)
 		ln.Close()
 	}()
-	const resp = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n"
+	const (
+		head = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 3\r\n"
+		kept = head + "\r\nok\n"
+		last = head + "Connection: close\r\n\r\nok\n"
+	)
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -112,16 +123,17 @@ func TestProbeServerProcess(t *testing.T) {
 		}
 		go func() {
 			defer c.Close()
-			buf := make([]byte, 1024)
-			n := 0
-			for !bytes.Contains(buf[:n], []byte("\r\n\r\n")) && n < len(buf) {
-				m, err := c.Read(buf[n:])
-				n += m
-				if err != nil {
+			for {
+				req := readHead(c) // probes send one request at a time
+				if req == nil {
 					return
 				}
+				if bytes.Contains(req, []byte("\r\nConnection: close\r\n")) {
+					c.Write([]byte(last))
+					return
+				}
+				c.Write([]byte(kept))
 			}
-			c.Write([]byte(resp))
 		}()
 	}
 }

@@ -42,6 +42,7 @@ type Checker struct {
 type target struct {
 	b      *backend.Backend
 	probe  func(ctx context.Context) error
+	close  func() // closes what the probe keeps between runs; may be nil
 	mu     sync.Mutex
 	passes int
 	fails  int
@@ -81,7 +82,8 @@ func New(cfg Config, bs []*backend.Backend, onChange func(b *backend.Backend, he
 		case cfg.Type == TypeTCP:
 			t.probe = func(ctx context.Context) error { return tcpProbe(ctx, b) }
 		default:
-			t.probe = newHTTPCheck(b, cfg.Path, bufs).probe
+			h := newHTTPCheck(b, cfg.Path, cfg.ReuseConnection, bufs)
+			t.probe, t.close = h.probe, h.closeIdle
 		}
 		c.targets[i] = t
 	}
@@ -128,8 +130,9 @@ func (c *Checker) Run(ctx context.Context) {
 	}
 }
 
-// Stop cancels the loops and any probe in flight, and returns once every
-// loop has exited. It is safe to call more than once, and before Run.
+// Stop cancels the loops and any probe in flight, returns once every loop
+// has exited, and closes the connections probes kept. It is safe to call
+// more than once, and before Run.
 func (c *Checker) Stop() {
 	c.mu.Lock()
 	c.started = true // a Run after Stop must not start loops nobody will stop
@@ -139,6 +142,11 @@ func (c *Checker) Stop() {
 		cancel()
 	}
 	c.loops.Wait()
+	for _, t := range c.targets {
+		if t.close != nil {
+			t.close()
+		}
+	}
 }
 
 // loop probes one backend: first after offset, then every interval. The

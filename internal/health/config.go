@@ -33,6 +33,10 @@ type Config struct {
 	Rise int
 	// Fall is how many consecutive failures take a healthy backend out.
 	Fall int
+	// ReuseConnection keeps an HTTP probe's connection open for the next
+	// probe of the same backend. When false, every probe opens a new
+	// connection and asks the backend to close it.
+	ReuseConnection bool
 }
 
 // withDefaults fills the optional fields and reports every invalid one at once.

@@ -66,7 +66,33 @@ func TestHTTPProbeWire(t *testing.T) {
 		{name: "HTTP/1.0 passes", answer: "HTTP/1.0 200 OK\r\n\r\nok\n"},
 		{name: "bare line feeds pass", answer: "HTTP/1.1 204 No Content\n\n"},
 		{name: "no reason phrase passes", answer: "HTTP/1.1 200\r\n\r\n"},
-		{name: "status line alone passes", answer: "HTTP/1.1 200 OK\r\n"},
+		{name: "a head cut short fails", answer: "HTTP/1.1 200 OK\r\n", errHas: "reading header: unexpected EOF"},
+		{name: "a body of its Content-Length passes", answer: "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"},
+		{name: "a body shorter than its Content-Length fails", answer: "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort",
+			errHas: "reading body: unexpected EOF"},
+		{name: "equal Content-Lengths pass", answer: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok"},
+		{name: "conflicting Content-Lengths fail", answer: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok",
+			errHas: `reading header: malformed Content-Length "3"`},
+		{name: "a malformed Content-Length fails", answer: "HTTP/1.1 200 OK\r\nContent-Length: 1x\r\n\r\nok",
+			errHas: `malformed Content-Length "1x"`},
+		{name: "Content-Length beside Transfer-Encoding fails",
+			answer: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+			errHas: "both Transfer-Encoding and Content-Length"},
+		{name: "a chunked body with extensions and trailers passes",
+			answer: "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, Chunked\r\n\r\n2;x=y\r\nok\r\nA\r\n0123456789\r\n0\r\nX-T: 1\r\n\r\n"},
+		{name: "a malformed chunk size fails", answer: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+			errHas: `reading body: malformed chunk size line "zz"`},
+		{name: "chunk data longer than its size fails",
+			answer: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nokk\r\n0\r\n\r\n",
+			errHas: "chunk data longer than its size"},
+		{name: "a chunked body cut short fails", answer: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n",
+			errHas: "reading body: unexpected EOF"},
+		{name: "a long header line is skipped", answer: "HTTP/1.1 200 OK\r\nX-Long: " + strings.Repeat("a", 2*readBufSize) +
+			"\r\nContent-Length: 2\r\n\r\nok"},
+		{name: "a long framing header fails", answer: "HTTP/1.1 200 OK\r\nContent-Length: " + strings.Repeat("0", readBufSize) +
+			"2\r\n\r\nok", errHas: "longer than 512 bytes"},
+		{name: "a folded header line fails", answer: "HTTP/1.1 200 OK\r\nX-A: b\r\n c\r\n\r\n", errHas: `malformed header line " c"`},
+		{name: "a header line without a colon fails", answer: "HTTP/1.1 200 OK\r\nnonsense\r\n\r\n", errHas: `malformed header line "nonsense"`},
 		{name: "the status text is reported", answer: "HTTP/1.1 503 Service Unavailable\r\n\r\n",
 			errHas: "status 503 Service Unavailable"},
 		{name: "another protocol fails", answer: "SSH-2.0-OpenSSH_9.6\r\n", errHas: `malformed status line "SSH-2.0-OpenSSH_9.6"`},
@@ -81,7 +107,7 @@ func TestHTTPProbeWire(t *testing.T) {
 			b := newBackend(t, "http://"+addr)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			err := newHTTPCheck(b, "/health", newReadBufs()).probe(ctx)
+			err := newHTTPCheck(b, "/health", false, newReadBufs()).probe(ctx)
 			if tt.errHas == "" {
 				if err != nil {
 					t.Fatalf("probe failed: %v", err)
@@ -111,7 +137,7 @@ func TestHTTPProbeRequestBytes(t *testing.T) {
 	b := &backend.Backend{URL: u, Name: "http://[::1]:9000", Addr: addr, Weight: 1}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := newHTTPCheck(b, "/status?full=1", newReadBufs()).probe(ctx); err != nil {
+	if err := newHTTPCheck(b, "/status?full=1", false, newReadBufs()).probe(ctx); err != nil {
 		t.Fatal(err)
 	}
 	want := "GET /status?full=1 HTTP/1.1\r\nHost: [::1]:9000\r\nUser-Agent: relay-health-check\r\nConnection: close\r\n\r\n"
@@ -134,7 +160,7 @@ func TestHTTPProbeStopsWhenCancelled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- newHTTPCheck(b, "/health", newReadBufs()).probe(ctx) }()
+	go func() { done <- newHTTPCheck(b, "/health", false, newReadBufs()).probe(ctx) }()
 	<-heads
 	cancel()
 	select {
@@ -156,7 +182,7 @@ func TestHTTPSProbeSpeaksTLS(t *testing.T) {
 	b := newBackend(t, srv.URL)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err := newHTTPCheck(b, "/health", newReadBufs()).probe(ctx)
+	err := newHTTPCheck(b, "/health", false, newReadBufs()).probe(ctx)
 	if err == nil {
 		t.Fatal("probe passed against an untrusted certificate")
 	}

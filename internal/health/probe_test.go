@@ -3,6 +3,7 @@ package health
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -64,31 +65,35 @@ func TestHTTPProbe(t *testing.T) {
 		}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			srv := httptest.NewServer(tt.handler)
-			defer srv.Close()
-			b := newBackend(t, srv.URL)
-			timeout := cmp.Or(tt.timeout, long)
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			defer cancel()
-			start := time.Now()
-			err := newHTTPCheck(b, "/health", newReadBufs()).probe(ctx)
-			if took := time.Since(start); took > timeout+2*time.Second {
-				t.Errorf("probe took %v with a timeout of %v", took, timeout)
-			}
-			if tt.pass {
-				if err != nil {
-					t.Fatalf("probe failed: %v", err)
+		for _, keep := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/keep=%v", tt.name, keep), func(t *testing.T) {
+				srv := httptest.NewServer(tt.handler)
+				defer srv.Close()
+				b := newBackend(t, srv.URL)
+				timeout := cmp.Or(tt.timeout, long)
+				ctx, cancel := context.WithTimeout(context.Background(), timeout)
+				defer cancel()
+				start := time.Now()
+				h := newHTTPCheck(b, "/health", keep, newReadBufs())
+				defer h.closeIdle()
+				err := h.probe(ctx)
+				if took := time.Since(start); took > timeout+2*time.Second {
+					t.Errorf("probe took %v with a timeout of %v", took, timeout)
 				}
-				return
-			}
-			if err == nil {
-				t.Fatal("probe passed")
-			}
-			if !strings.Contains(err.Error(), tt.errHas) {
-				t.Errorf("error %q does not mention %q", err, tt.errHas)
-			}
-		})
+				if tt.pass {
+					if err != nil {
+						t.Fatalf("probe failed: %v", err)
+					}
+					return
+				}
+				if err == nil {
+					t.Fatal("probe passed")
+				}
+				if !strings.Contains(err.Error(), tt.errHas) {
+					t.Errorf("error %q does not mention %q", err, tt.errHas)
+				}
+			})
+		}
 	}
 }
 
@@ -112,7 +117,7 @@ func TestHTTPProbeRequest(t *testing.T) {
 
 	u, _ := url.Parse("http://app.example:8080")
 	b := &backend.Backend{URL: u, Name: "http://app.example:8080", Addr: srv.Listener.Addr().String(), Weight: 1}
-	probe := newHTTPCheck(b, "/status?full=1", newReadBufs()).probe
+	probe := newHTTPCheck(b, "/status?full=1", false, newReadBufs()).probe
 	for range 3 {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		err := probe(ctx)

@@ -17,6 +17,8 @@ package health
 //	RELAY_HEALTH_SCALE_SECONDS=30     measured span (default 20)
 //	RELAY_HEALTH_SCALE_INTERVAL=500ms probe interval during the run (default 1s)
 //	RELAY_HEALTH_SCALE_PORT=21000     first of the 500 ports (default 21000)
+//	RELAY_HEALTH_SCALE_REUSE=0        a new connection per HTTP probe (default 1:
+//	                                  kept connections, relay's default)
 //
 // By default the probes run every second, faster than the 5 s of the
 // benchmark case, so the span holds enough of them; the cost per probe is
@@ -58,6 +60,10 @@ func TestScale(t *testing.T) {
 	if err != nil {
 		t.Fatalf("RELAY_HEALTH_SCALE_PORT: %v", err)
 	}
+	reuse, err := strconv.ParseBool(envOr("RELAY_HEALTH_SCALE_REUSE", "1"))
+	if err != nil {
+		t.Fatalf("RELAY_HEALTH_SCALE_REUSE: %v", err)
+	}
 	status := startNginx(t, base)
 
 	var bs []*backend.Backend
@@ -72,7 +78,7 @@ func TestScale(t *testing.T) {
 		opts = append(opts, WithProbe(func(context.Context, *backend.Backend) error { return nil }))
 	}
 	var tr transitions
-	c, err := New(Config{Type: typ, Path: "/health", Interval: interval, Timeout: 2 * time.Second, Rise: 2, Fall: 3},
+	c, err := New(Config{Type: typ, Path: "/health", Interval: interval, Timeout: 2 * time.Second, Rise: 2, Fall: 3, ReuseConnection: reuse},
 		bs, tr.onChange, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -119,8 +125,8 @@ func TestScale(t *testing.T) {
 	perProbe := cpu / time.Duration(probes)
 	const prodRate = 1000.0 / 5 // probes per second at 1,000 backends every 5 s
 	share := perProbe.Seconds() * prodRate * 100
-	t.Logf("%s probes: %d in %v (%d connections), process CPU %v: %.1f µs per probe, %.0f allocs per probe, %d GCs",
-		typ, probes, took.Round(time.Millisecond), accepts1-accepts0-1, cpu.Round(time.Millisecond),
+	t.Logf("%s probes (reuse_connection %v): %d in %v (%d connections), process CPU %v: %.1f µs per probe, %.0f allocs per probe, %d GCs",
+		typ, reuse, probes, took.Round(time.Millisecond), accepts1-accepts0-1, cpu.Round(time.Millisecond),
 		float64(perProbe.Nanoseconds())/1e3, float64(ms1.Mallocs-ms0.Mallocs)/float64(probes), ms1.NumGC-ms0.NumGC)
 	t.Logf("at 1,000 backends every 5 s: %.2f%% of one core", share)
 }
