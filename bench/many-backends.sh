@@ -34,6 +34,9 @@
 #   --idle-repeats N    repeats of the no-traffic measurement (default 3)
 #   --spread N          sequential requests of the spread check; 0 skips (default 3000)
 #   --workers N         relay's workers setting; 0 = all cores (default 0)
+#   --processes N       relay's processes setting; 0 = one per core (default 1).
+#                       Each process checks every backend, so the health
+#                       figure covers them all
 #   --nginx-reference   also load nginx as the balancer over the same 3 and
 #                       1,000 backends (rows nginx-3, nginx-1000), to show what
 #                       the larger set costs a balancer on this machine at all
@@ -61,6 +64,7 @@ IDLE=30s
 IDLE_REPEATS=3
 SPREAD=3000
 WORKERS=0
+PROCESSES=1
 BASE_PORT=24001
 RELAY_PORT=25080
 NGINX_REF=0
@@ -85,6 +89,7 @@ while [ $# -gt 0 ]; do
     --idle-repeats) need_value "$@"; IDLE_REPEATS=$2; shift 2;;
     --spread)       need_value "$@"; SPREAD=$2; shift 2;;
     --workers)      need_value "$@"; WORKERS=$2; shift 2;;
+    --processes)    need_value "$@"; PROCESSES=$2; shift 2;;
     --nginx-reference) NGINX_REF=1; shift;;
     --base-port)    need_value "$@"; BASE_PORT=$2; shift 2;;
     --relay-port)   need_value "$@"; RELAY_PORT=$2; shift 2;;
@@ -102,6 +107,7 @@ positive "$WRK_THREADS" || die "--threads must be a positive integer, not '$WRK_
 positive "$CONNS" && [ "$CONNS" -ge "$WRK_THREADS" ] || die "--conns must be an integer of at least --threads, not '$CONNS'"
 [[ "$SPREAD" =~ ^[0-9]+$ ]] || die "--spread must be 0 or a positive integer, not '$SPREAD'"
 [[ "$WORKERS" =~ ^[0-9]+$ ]] || die "--workers must be 0 or a positive integer, not '$WORKERS'"
+[[ "$PROCESSES" =~ ^[0-9]+$ ]] || die "--processes must be 0 or a positive integer, not '$PROCESSES'"
 DURATION_S=$(seconds "$DURATION") && [ "$DURATION_S" -gt 0 ] || die "--duration must look like 10s, 2m or 30, not '$DURATION'"
 IDLE_S=$(seconds "$IDLE") && [ "$IDLE_S" -gt 0 ] || die "--idle must look like 30s or 1m, not '$IDLE'"
 if [ "$WARMUP" = 0 ]; then WARMUP_S=0; else
@@ -276,6 +282,7 @@ write_relay_conf() {
     echo "health_check_interval: ${HC_INTERVAL_S}s"
     echo "health_check_timeout: $HC_TIMEOUT"
     echo "workers: $WORKERS"
+    echo "processes: $PROCESSES"
     echo "shutdown_timeout: 3s"
     if [ "$access" = true ]; then
       echo "access_log: true"
@@ -549,7 +556,7 @@ fi
   echo "date:     $(date -Is)"
   echo "host:     $(uname -srm), $NCPU cores, $(awk '/^model name/ { sub(/^[^:]*: /, ""); print; exit }' /proc/cpuinfo)"
   echo "load avg: $LOAD_START at start (other work shares these cores)"
-  echo "relay:    $(cd "$REPO" && git rev-parse --short HEAD 2>/dev/null || echo unknown)$(cd "$REPO" && git diff --quiet HEAD -- . 2>/dev/null || echo ' (uncommitted changes)'), $(go version | awk '{ print $3 }'), workers=$WORKERS (0 = all cores)"
+  echo "relay:    $(cd "$REPO" && git rev-parse --short HEAD 2>/dev/null || echo unknown)$(cd "$REPO" && git diff --quiet HEAD -- . 2>/dev/null || echo ' (uncommitted changes)'), $(go version | awk '{ print $3 }'), workers=$WORKERS (0 = all cores), processes=$PROCESSES"
   echo "nginx:    $(nginx -v 2>&1 | sed 's/^nginx version: //'), worker_processes $NGINX_WORKERS, worker_rlimit_nofile $NOFILE"
   echo "wrk:      $(wrk -v 2>&1 | awk 'NR == 1 { print $2 }')"
   echo "files:    ulimit -n $(ulimit -Sn) soft, $HARD hard (relay raises its soft limit to the hard one)"
