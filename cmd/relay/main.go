@@ -259,6 +259,9 @@ func serve(cfg *config.Config, demo bool, sp *servingProcess, stdout io.Writer) 
 		}
 		log.Info("relay started", "listen", ln.Addr().String(), "algorithm", cfg.Algorithm,
 			"backends", len(bs), "healthy", len(p.Available()), "workers", runtime.GOMAXPROCS(0))
+		if cfg.CPUAffinity { // processes: 0 on a single core
+			log.Warn("cpu_affinity ignored: it binds serving processes to cores, and there is one process")
+		}
 	}
 
 	served := make(chan error, 1)

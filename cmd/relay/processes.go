@@ -116,8 +116,9 @@ func (sp *servingProcess) serving() {
 // SO_REUSEPORT and returns them as files for children to inherit, with the
 // address they are bound to. A plain bind comes first, so an address that is
 // already in use, by anyone, is refused rather than silently shared; it also
-// resolves port 0.
-func reusePortSockets(addr string, n int) ([]*os.File, string, error) {
+// resolves port 0. With cpus, socket i asks for the connections arriving on
+// CPU cpus[i] (SO_INCOMING_CPU).
+func reusePortSockets(addr string, n int, cpus []int) ([]*os.File, string, error) {
 	probe, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, "", fmt.Errorf("listen on %s: %w", addr, err)
@@ -125,18 +126,21 @@ func reusePortSockets(addr string, n int) ([]*os.File, string, error) {
 	addr = probe.Addr().String()
 	probe.Close()
 
-	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		err := c.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, soReusePort, 1)
-		})
-		if err != nil {
-			return err
-		}
-		return serr
-	}}
 	files := make([]*os.File, 0, n)
-	for range n {
+	for i := range n {
+		lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+			var serr error
+			err := c.Control(func(fd uintptr) {
+				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, soReusePort, 1)
+				if serr == nil && cpus != nil {
+					serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, soIncomingCPU, cpus[i%len(cpus)])
+				}
+			})
+			if err != nil {
+				return err
+			}
+			return serr
+		}}
 		ln, err := lc.Listen(context.Background(), "tcp", addr)
 		if err != nil {
 			closeFiles(files)
@@ -169,6 +173,7 @@ type supervisor struct {
 	exe     string
 	args    []string
 	sockets []*os.File
+	cpus    []int       // with cpu_affinity, the CPUs processes are bound to
 	procs   []*exec.Cmd // nil while not running
 	exited  chan exited
 	copiers sync.WaitGroup // copyLines of every process started
@@ -194,7 +199,13 @@ func supervise(cfg *config.Config, args []string, demo bool, stdout, stderr io.W
 	if err != nil {
 		return fmt.Errorf("cannot find relay's own executable to start its processes: %w", err)
 	}
-	sockets, addr, err := reusePortSockets(cfg.Listen, n)
+	var cpus []int // with cpu_affinity, process i runs on cpus[i%len(cpus)]
+	if cfg.CPUAffinity {
+		if cpus, err = allowedCPUs(); err != nil {
+			return fmt.Errorf("cpu_affinity: %w", err)
+		}
+	}
+	sockets, addr, err := reusePortSockets(cfg.Listen, n, cpus)
 	if err != nil {
 		return err
 	}
@@ -214,7 +225,7 @@ func supervise(cfg *config.Config, args []string, demo bool, stdout, stderr io.W
 
 	s := &supervisor{
 		cfg: cfg, log: log, out: out, errOut: &lockedWriter{w: stderr},
-		exe: exe, args: args, sockets: sockets,
+		exe: exe, args: args, sockets: sockets, cpus: cpus,
 		procs:  make([]*exec.Cmd, n),
 		exited: make(chan exited, n),
 	}
@@ -228,7 +239,7 @@ func supervise(cfg *config.Config, args []string, demo bool, stdout, stderr io.W
 		return err
 	}
 	log.Info("relay started", "listen", addr, "algorithm", cfg.Algorithm,
-		"backends", len(cfg.Backends), "processes", n, "workers", threadsFor(cfg))
+		"backends", len(cfg.Backends), "processes", n, "workers", threadsFor(cfg), "cpu_affinity", cpus != nil)
 
 	restart := make(chan int, n)
 	for {
@@ -316,7 +327,12 @@ func (s *supervisor) start(i int) (<-chan error, error) {
 	cmd.ExtraFiles = []*os.File{s.sockets[i], pipes[5]} // descriptors 3 and 4
 	// If the supervisor dies, its processes drain and stop too.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	err := cmd.Start()
+	var err error
+	if s.cpus != nil {
+		err = onCPU(s.cpus[i%len(s.cpus)], cmd.Start)
+	} else {
+		err = cmd.Start()
+	}
 	closeFiles([]*os.File{pipes[1], pipes[3], pipes[5]}) // the child holds its own copies
 	if err != nil {
 		closeFiles([]*os.File{pipes[0], pipes[2], pipes[4]})

@@ -283,3 +283,96 @@ func TestProcessesDrainWhenTheSupervisorDies(t *testing.T) {
 		}
 	}
 }
+
+// TestProcessesCPUAffinity checks cpu_affinity over real processes: each
+// serving process, every thread of it, is bound to a core of its own, and a
+// connection whose handshake arrives on a core is served by that core's
+// process.
+func TestProcessesCPUAffinity(t *testing.T) {
+	t.Parallel()
+	cpus, err := allowedCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cpus) < 2 {
+		t.Skipf("needs 2 CPUs, this test may use %v", cpus)
+	}
+	bs := newBackends(t, 2)
+	r, started := startRelay(t, "", "-config", writeConfig(t, "processes: 2\ncpu_affinity: true\n"+backendsYAML(urlsOf(bs))))
+	if on, _ := started["cpu_affinity"].(bool); !on {
+		t.Fatalf("started line %v, want cpu_affinity true", started)
+	}
+	pids := childPIDs(t, r, 2)
+	for i, pid := range pids {
+		want := strconv.Itoa(cpus[i])
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, task := range tasks {
+			status, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, task.Name()))
+			if err != nil {
+				continue // the thread ended
+			}
+			if got := statusField(string(status), "Cpus_allowed_list"); got != want {
+				t.Errorf("process %d, thread %s: Cpus_allowed_list %q, want %q", i, task.Name(), got, want)
+			}
+		}
+	}
+	if !kernelAtLeast(6, 2) {
+		t.Skip("the kernel picks SO_REUSEPORT sockets by SO_INCOMING_CPU since Linux 6.2")
+	}
+	_, port, _ := net.SplitHostPort(r.addr)
+	for i, cpu := range cpus[:2] {
+		const n = 8
+		var conns []net.Conn
+		err := onCPU(cpu, func() error { // the handshake is sent, and on loopback received, on cpu
+			for k := range n {
+				conns = append(conns, rawGet(t, r.addr, fmt.Sprintf("/cpu%d/%d", cpu, k)))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := clientConns(t, pids[i], port); got != n {
+			t.Errorf("the process on CPU %d holds %d of the %d connections made from it", cpu, got, n)
+		}
+		for _, c := range conns {
+			c.Close()
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for clientConns(t, pids[i], port) != 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// statusField returns the value of a "Name:\tvalue" line of a
+// /proc/PID/status file.
+func statusField(status, name string) string {
+	for line := range strings.SplitSeq(status, "\n") {
+		if v, ok := strings.CutPrefix(line, name+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// kernelAtLeast reports whether the running kernel is major.minor or newer.
+func kernelAtLeast(major, minor int) bool {
+	var u syscall.Utsname
+	if syscall.Uname(&u) != nil {
+		return false
+	}
+	var b []byte
+	for _, c := range u.Release {
+		if c == 0 {
+			break
+		}
+		b = append(b, byte(c))
+	}
+	var ma, mi int
+	fmt.Sscanf(string(b), "%d.%d", &ma, &mi)
+	return ma > major || ma == major && mi >= minor
+}

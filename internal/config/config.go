@@ -43,6 +43,7 @@ const (
 	DefaultRetries                = 2
 	DefaultWorkers                = 0
 	DefaultProcesses              = 1
+	DefaultCPUAffinity            = false
 	DefaultMaxHeaderBytes         = 16384
 )
 
@@ -163,6 +164,10 @@ type Config struct {
 	// like nginx's worker_processes; 0 starts one per core. With more than
 	// one, the first process supervises the others and serves nothing.
 	Processes int
+	// CPUAffinity binds each serving process to one core and has the
+	// kernel hand it the connections whose packets arrive on that core.
+	// It needs more than one process.
+	CPUAffinity bool
 	// MaxHeaderBytes caps a request head; larger ones get 431.
 	MaxHeaderBytes int
 

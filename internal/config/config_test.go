@@ -105,6 +105,7 @@ func TestDefaults(t *testing.T) {
 		{"retries", c.Retries, 2},
 		{"workers", c.Workers, 0},
 		{"processes", c.Processes, 1},
+		{"cpu affinity", c.CPUAffinity, false},
 		{"max header bytes", c.MaxHeaderBytes, 16384},
 	}
 	for _, ch := range checks {
@@ -180,6 +181,7 @@ func TestValues(t *testing.T) {
 		"retries: 0",
 		"workers: 1",
 		"processes: 2",
+		"cpu_affinity: true",
 		"max_header_bytes: 8192",
 		"backends:",
 		"  - url: http://LOCALHOST:8001/",
@@ -197,7 +199,7 @@ func TestValues(t *testing.T) {
 		},
 		LogFile: "/var/log/relay.log", LogMaxSizeMB: 10, LogMaxBackups: 0, LogMaxAgeDays: 7, LogLevel: "debug", AccessLog: false,
 		ConnectTimeout: time.Second, ResponseTimeout: 2 * time.Minute, ClientHeaderTimeout: 3 * time.Second, IdleTimeout: 4 * time.Second,
-		ShutdownTimeout: 0, MaxIdleConnsPerBackend: 0, MaxConnections: 10, Retries: 0, Workers: 1, Processes: 2, MaxHeaderBytes: 8192,
+		ShutdownTimeout: 0, MaxIdleConnsPerBackend: 0, MaxConnections: 10, Retries: 0, Workers: 1, Processes: 2, CPUAffinity: true, MaxHeaderBytes: 8192,
 	}
 	got := *c
 	gotBackends := got.Backends

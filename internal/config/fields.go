@@ -82,6 +82,7 @@ var fields = []field{
 	intField("retries", func(c *Config) *int { return &c.Retries }),
 	intField("workers", func(c *Config) *int { return &c.Workers }),
 	intField("processes", func(c *Config) *int { return &c.Processes }),
+	boolField("cpu_affinity", func(c *Config) *bool { return &c.CPUAffinity }),
 	intField("max_header_bytes", func(c *Config) *int { return &c.MaxHeaderBytes }),
 }
 

@@ -95,6 +95,7 @@ func render(t *testing.T, c *Config) []byte {
 		"shutdown_timeout": c.ShutdownTimeout.String(), "max_idle_conns_per_backend": c.MaxIdleConnsPerBackend,
 		"max_connections": c.MaxConnections, "retries": c.Retries, "workers": c.Workers,
 		"processes":        c.Processes,
+		"cpu_affinity":     c.CPUAffinity,
 		"max_header_bytes": c.MaxHeaderBytes,
 	}
 	out, err := yaml.Marshal(m)

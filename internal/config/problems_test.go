@@ -121,6 +121,7 @@ func TestProblems(t *testing.T) {
 		// Logging and the rest.
 		{"bad log level", y("log_level: verbose", "backends:", b1), 1, "log_level", `must be one of debug, info, warn, error; got "verbose"`},
 		{"access log not a bool", y("access_log: yes", "backends:", b1), 1, "access_log", `must be true or false, got "yes"`},
+		{"cpu affinity with one process", y("cpu_affinity: true", "backends:", b1), 1, "cpu_affinity", "needs processes other than 1"},
 		{"reuse not a bool", y("health_check_reuse_connection: 1", "backends:", b1), 1, "health_check_reuse_connection", `must be true or false, got "1"`},
 		{"log file not a string", y("log_file: {a: 1}", "backends:", b1), 1, "log_file", "must be a string, got a mapping"},
 		{"bad cidr", y("trusted_proxies: [10.0.0.0/8, 10.0.0.0/33]", "backends:", b1), 1, "trusted_proxies[1]", `"10.0.0.0/33" is not a CIDR range`},

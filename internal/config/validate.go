@@ -113,6 +113,9 @@ func (c *Config) check(errs *Errors, opts Options) {
 	intRange("retries", c.Retries, 0, maxInt)
 	intRange("workers", c.Workers, 0, maxInt)
 	intRange("processes", c.Processes, 0, MaxProcesses)
+	if c.CPUAffinity && c.Processes == 1 {
+		bad("cpu_affinity", "binds each serving process to a core, so it needs processes other than 1")
+	}
 	intRange("max_header_bytes", c.MaxHeaderBytes, MinHeaderBytes, MaxHeaderBytesLimit)
 }
 

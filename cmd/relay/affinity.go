@@ -1,0 +1,96 @@
+package main
+
+// CPU affinity for serving processes (cpu_affinity: true).
+//
+// With several processes on SO_REUSEPORT sockets the kernel picks a socket
+// for each new connection by a hash of its addresses and ports, so any
+// process may serve a client whose packets the kernel handles on another
+// core, and each client's connections are spread over every process. With
+// cpu_affinity the supervisor binds serving process i to one core and sets
+// SO_INCOMING_CPU on its socket to that core; since Linux 6.2 the kernel then
+// hands a new connection to the socket of the core its handshake arrived on,
+// falling back to the hash when no socket matches. A connection's packets and
+// its process then share a core. On the 2-core benchmark machine that cut
+// relay's p99 at 100 connections from 6.4 to 4.2 ms and its CPU per request
+// by 8% (BENCHMARKS.md).
+//
+// The catch: connections are spread only as widely as their packets are. A
+// network card with one receive queue, or a local client with one thread,
+// lands every handshake on one core and so every connection on one process.
+// That is why it is a setting and off by default, like nginx's
+// worker_cpu_affinity.
+//
+// The binding is inherited: the supervisor starts process i from a thread
+// bound to its core, so every thread the child's runtime creates is bound to
+// it from the start, and Go's runtime sees one core (GOMAXPROCS 1).
+
+import (
+	"fmt"
+	"math/bits"
+	"runtime"
+	"syscall"
+	"unsafe"
+)
+
+// soIncomingCPU is SO_INCOMING_CPU on Linux; the syscall package lacks it.
+const soIncomingCPU = 49
+
+// cpuSet is the kernel's cpu_set_t for up to 1,024 CPUs.
+type cpuSet [16]uint64
+
+// allowedCPUs lists the CPUs the calling thread may run on, in order.
+func allowedCPUs() ([]int, error) {
+	s, err := threadAffinity()
+	if err != nil {
+		return nil, err
+	}
+	var cpus []int
+	for w, word := range s {
+		for word != 0 {
+			b := bits.TrailingZeros64(word)
+			cpus = append(cpus, w*64+b)
+			word &^= 1 << b
+		}
+	}
+	if len(cpus) == 0 {
+		return nil, fmt.Errorf("no CPU in the affinity mask")
+	}
+	return cpus, nil
+}
+
+// threadAffinity reads the calling thread's affinity mask.
+func threadAffinity() (cpuSet, error) {
+	var s cpuSet
+	_, _, e := syscall.RawSyscall(syscall.SYS_SCHED_GETAFFINITY, 0, unsafe.Sizeof(s), uintptr(unsafe.Pointer(&s)))
+	if e != 0 {
+		return s, fmt.Errorf("sched_getaffinity: %w", e)
+	}
+	return s, nil
+}
+
+// setThreadAffinity sets the calling thread's affinity mask.
+func setThreadAffinity(s *cpuSet) error {
+	_, _, e := syscall.RawSyscall(syscall.SYS_SCHED_SETAFFINITY, 0, unsafe.Sizeof(*s), uintptr(unsafe.Pointer(s)))
+	if e != 0 {
+		return fmt.Errorf("sched_setaffinity: %w", e)
+	}
+	return nil
+}
+
+// onCPU runs start on a thread bound to cpu, so a process it starts is bound
+// to cpu too, and then restores the thread's binding.
+func onCPU(cpu int, start func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	old, err := threadAffinity()
+	if err != nil {
+		return err
+	}
+	var one cpuSet
+	one[cpu/64] = 1 << (cpu % 64)
+	if err := setThreadAffinity(&one); err != nil {
+		return fmt.Errorf("binding to CPU %d: %w", cpu, err)
+	}
+	defer setThreadAffinity(&old)
+	return start()
+}
