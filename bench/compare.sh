@@ -18,6 +18,7 @@
 #   --conns "C ..."      concurrencies to measure (default "50 100 200 400")
 #   --workers N          relay's workers setting; 0 = all cores (default 0)
 #   --processes N        relay's processes setting; 0 = one per core (default 1)
+#   --cpu-affinity       relay's cpu_affinity setting on (needs --processes other than 1)
 #   --peers "P ..."      subset of "nginx haproxy relay direct" (default: all four)
 #   --access-log         also run relay with its access log on, written to a
 #                        file in the output directory (row "relay+log")
@@ -41,6 +42,7 @@ WARMUP=2s
 CONNS="50 100 200 400"
 WORKERS=0
 PROCESSES=1
+CPU_AFFINITY=false
 PEERS="nginx haproxy relay direct"
 ACCESS_LOG=0
 RELAY_CONFIG=""
@@ -58,6 +60,7 @@ while [ $# -gt 0 ]; do
     --conns)        need_value "$@"; CONNS=$2; shift 2;;
     --workers)      need_value "$@"; WORKERS=$2; shift 2;;
     --processes)    need_value "$@"; PROCESSES=$2; shift 2;;
+    --cpu-affinity) CPU_AFFINITY=true; shift;;
     --peers)        need_value "$@"; PEERS=$2; shift 2;;
     --access-log)   ACCESS_LOG=1; shift;;
     --relay-config) need_value "$@"; RELAY_CONFIG=$2; shift 2;;
@@ -72,6 +75,7 @@ done
 positive "$ROUNDS" || die "--rounds must be a positive integer, not '$ROUNDS'"
 [[ "$WORKERS" =~ ^[0-9]+$ ]] || die "--workers must be 0 or a positive integer, not '$WORKERS'"
 [[ "$PROCESSES" =~ ^[0-9]+$ ]] || die "--processes must be 0 or a positive integer, not '$PROCESSES'"
+[ "$CPU_AFFINITY" = false ] || [ "$PROCESSES" != 1 ] || die "--cpu-affinity needs --processes other than 1"
 DURATION_S=$(seconds "$DURATION") && [ "$DURATION_S" -gt 0 ] || die "--duration must look like 10s, 2m or 30, not '$DURATION'"
 if [ "$WARMUP" = 0 ]; then WARMUP_S=0; else
   WARMUP_S=$(seconds "$WARMUP") || die "--warmup must look like 2s or 0, not '$WARMUP'"
@@ -247,6 +251,7 @@ write_relay_conf() {
     echo "health_check_path: /health"
     echo "workers: $WORKERS"
     echo "processes: $PROCESSES"
+    echo "cpu_affinity: $CPU_AFFINITY"
     if [ "$access" = true ]; then relay_log_keys; else echo "access_log: false"; fi
   } >"$file"
 }
@@ -443,7 +448,7 @@ mkdir -p "$RUN/backends-tmp" "$RUN/nginx-tmp"
   echo "wrk:      $(wrk -v 2>&1 | awk 'NR == 1 { print $2 }')"
   echo "settings: rounds=$ROUNDS duration=${DURATION_S}s warmup=${WARMUP_S}s conns=[$CONNS] wrk threads=$WRK_THREADS"
   if [ -n "$RELAY_CONFIG" ]; then echo "relay config: $RELAY_CONFIG"
-  else echo "relay config: generated, processes=$PROCESSES workers=$WORKERS (0 = one process per core / all cores)"; fi
+  else echo "relay config: generated, processes=$PROCESSES workers=$WORKERS cpu_affinity=$CPU_AFFINITY (0 = one process per core / all cores)"; fi
   echo "output:   $OUT"
 } | tee "$OUT/env.txt" >&2
 

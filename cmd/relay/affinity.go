@@ -10,9 +10,10 @@ package main
 // SO_INCOMING_CPU on its socket to that core; since Linux 6.2 the kernel then
 // hands a new connection to the socket of the core its handshake arrived on,
 // falling back to the hash when no socket matches. A connection's packets and
-// its process then share a core. On the 2-core benchmark machine that cut
-// relay's p99 at 100 connections from 6.4 to 4.2 ms and its CPU per request
-// by 8% (BENCHMARKS.md).
+// its process then share a core. On the 2-core benchmark machine, where wrk's
+// two threads connect from both cores, each wrk thread's connections then go
+// to one process; in two peers.sh runs that lowered p99 at 100 connections
+// (4.2 and 5.7 ms against 6.4 and 6.7) but not at 400 (BENCHMARKS.md).
 //
 // The catch: connections are spread only as widely as their packets are. A
 // network card with one receive queue, or a local client with one thread,
