@@ -23,12 +23,10 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
-	"time"
 
 	"relay/internal/backend"
 	"relay/internal/balance"
 	"relay/internal/config"
-	"relay/internal/health"
 	"relay/internal/logging"
 	"relay/internal/proxy"
 )
@@ -157,6 +155,19 @@ func loadConfig(f *flags) (*config.Config, error) {
 // one of the serving processes a supervisor started, which serves on the
 // socket it inherited and writes its log lines to stdout for the
 // supervisor to copy.
+// buildBackends makes the configured backends, all healthy until checked.
+func buildBackends(cfg *config.Config) ([]*backend.Backend, error) {
+	bs := make([]*backend.Backend, 0, len(cfg.Backends))
+	for _, cb := range cfg.Backends {
+		b, err := backend.New(cb.URL, cb.Weight)
+		if err != nil {
+			return nil, err
+		}
+		bs = append(bs, b)
+	}
+	return bs, nil
+}
+
 func serve(cfg *config.Config, demo bool, sp *servingProcess, stdout io.Writer) error {
 	// Signals first: one that arrives while the backends are probed is
 	// handled once relay serves, instead of killing it (SIGHUP's default).
@@ -193,13 +204,9 @@ func serve(cfg *config.Config, demo bool, sp *servingProcess, stdout io.Writer) 
 		defer stop()
 	}
 
-	bs := make([]*backend.Backend, 0, len(cfg.Backends))
-	for _, cb := range cfg.Backends {
-		b, err := backend.New(cb.URL, cb.Weight)
-		if err != nil {
-			return err
-		}
-		bs = append(bs, b)
+	bs, err := buildBackends(cfg)
+	if err != nil {
+		return err
 	}
 	idle := cfg.MaxIdleConnsPerBackend
 	if idle == 0 {
@@ -228,26 +235,26 @@ func serve(cfg *config.Config, demo bool, sp *servingProcess, stdout io.Writer) 
 		return err
 	}
 
-	checker, err := health.New(health.Config{
-		Type:     cfg.HealthCheck.Type,
-		Path:     cfg.HealthCheck.Path,
-		Interval: cfg.HealthCheck.Interval,
-		Timeout:  cfg.HealthCheck.Timeout,
-		Rise:     cfg.HealthCheck.Rise,
-		Fall:     cfg.HealthCheck.Fall,
-
-		ReuseConnection: cfg.HealthCheck.ReuseConnection,
-	}, bs, func(*backend.Backend, bool) { p.Rebuild() }, health.WithLogger(log))
-	if err != nil {
-		return err
+	if sp != nil {
+		// The supervisor checks the backends for every process; the pool
+		// starts from its snapshot.
+		err := followHealth(sp.health, bs, p.Rebuild, func(err error) {
+			log.Error("health feed from the supervisor ended; stopping so that it restarts this process", "err", err)
+			syscall.Kill(os.Getpid(), syscall.SIGTERM)
+		})
+		if err != nil {
+			return err
+		}
+	} else {
+		checker, err := newChecker(cfg, bs, func(*backend.Backend, bool) { p.Rebuild() }, log)
+		if err != nil {
+			return err
+		}
+		// One probe round before serving, so the pool starts accurate.
+		stopChecks := checkFirst(cfg, checker)
+		defer stopChecks()
 	}
-	// One probe round before serving, so the pool starts accurate.
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.HealthCheck.Timeout+time.Second)
-	checker.CheckAll(ctx)
-	cancel()
 	p.Rebuild()
-	checker.Run(context.Background())
-	defer checker.Stop()
 
 	var ln net.Listener
 	if sp != nil {

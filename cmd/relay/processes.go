@@ -7,9 +7,10 @@ package main
 // address with SO_REUSEPORT, so the kernel spreads new connections over them
 // by a hash of the client's address and port, and starts N copies of its own
 // executable with the same arguments. Each copy inherits one socket as file
-// descriptor 3, a pipe to say "serving" on as descriptor 4, and pipes for
-// its standard output and error, and serves on its own: its own Go runtime,
-// connection pools, balancer state and health checks.
+// descriptor 3, a pipe to say "serving" on as descriptor 4, the supervisor's
+// health feed as descriptor 5 (healthfeed.go: the supervisor runs the active
+// checks once for all), and pipes for its standard output and error, and
+// serves on its own: its own Go runtime, connection pools and balancer state.
 //
 // Why processes and not only threads: relay's engine spends most of its CPU
 // in system calls, and one Go process with one scheduler thread does that
@@ -80,9 +81,10 @@ func threadsFor(cfg *config.Config) int {
 
 // servingProcess is what a process started by the supervisor inherits.
 type servingProcess struct {
-	index int
-	ln    net.Listener
-	ready *os.File
+	index  int
+	ln     net.Listener
+	ready  *os.File
+	health *os.File // the supervisor's health feed
 }
 
 // inherited returns the socket and readiness pipe the supervisor handed
@@ -103,7 +105,7 @@ func inherited() (*servingProcess, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s is set but descriptor %d is not a listening socket (%v); %s", envProcess, listenFD, err, hint)
 	}
-	return &servingProcess{index: index, ln: ln, ready: os.NewFile(readyFD, "ready")}, nil
+	return &servingProcess{index: index, ln: ln, ready: os.NewFile(readyFD, "ready"), health: os.NewFile(healthFD, "health")}, nil
 }
 
 // serving tells the supervisor this process accepts connections now.
@@ -173,7 +175,8 @@ type supervisor struct {
 	exe     string
 	args    []string
 	sockets []*os.File
-	cpus    []int       // with cpu_affinity, the CPUs processes are bound to
+	cpus    []int // with cpu_affinity, the CPUs processes are bound to
+	feed    *healthFeed
 	procs   []*exec.Cmd // nil while not running
 	exited  chan exited
 	copiers sync.WaitGroup // copyLines of every process started
@@ -223,9 +226,22 @@ func supervise(cfg *config.Config, args []string, demo bool, stdout, stderr io.W
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
+	// The supervisor checks the backends once for every process.
+	bs, err := buildBackends(cfg)
+	if err != nil {
+		return err
+	}
+	feed := newHealthFeed(bs, log)
+	checker, err := newChecker(cfg, bs, feed.changed, log)
+	if err != nil {
+		return err
+	}
+	stopChecks := checkFirst(cfg, checker)
+	defer stopChecks()
+
 	s := &supervisor{
 		cfg: cfg, log: log, out: out, errOut: &lockedWriter{w: stderr},
-		exe: exe, args: args, sockets: sockets, cpus: cpus,
+		exe: exe, args: args, sockets: sockets, cpus: cpus, feed: feed,
 		procs:  make([]*exec.Cmd, n),
 		exited: make(chan exited, n),
 	}
@@ -262,6 +278,7 @@ func supervise(cfg *config.Config, args []string, demo bool, stdout, stderr io.W
 				continue
 			}
 			s.procs[e.index] = nil
+			s.feed.detach(e.index)
 			log.Error("process exited; restarting it", "process", e.index, "pid", e.cmd.Process.Pid,
 				"err", exitReason(e.err), "after", restartDelay.String())
 			time.AfterFunc(restartDelay, func() { restart <- e.index })
@@ -288,7 +305,7 @@ func (s *supervisor) startAll(sigs <-chan os.Signal) error {
 		}
 		readies[i] = ready
 	}
-	// A serving process probes every backend once before it serves.
+	// A serving process reads the health snapshot before it serves.
 	timeout := time.NewTimer(s.cfg.HealthCheck.Timeout + 10*time.Second)
 	defer timeout.Stop()
 	for i := 0; i < len(readies); {
@@ -321,13 +338,18 @@ func (s *supervisor) start(i int) (<-chan error, error) {
 		}
 		pipes[k], pipes[k+1] = r, w
 	}
+	health, err := s.feed.attach(i)
+	if err != nil {
+		closeFiles(pipes[:])
+		return nil, fmt.Errorf("process %d: %w", i, err)
+	}
+	defer health.Close() // the child holds its own copy
 	cmd := exec.Command(s.exe, s.args...)
 	cmd.Env = append(os.Environ(), envProcess+"="+strconv.Itoa(i))
 	cmd.Stdout, cmd.Stderr = pipes[1], pipes[3]
-	cmd.ExtraFiles = []*os.File{s.sockets[i], pipes[5]} // descriptors 3 and 4
+	cmd.ExtraFiles = []*os.File{s.sockets[i], pipes[5], health} // descriptors 3, 4 and 5
 	// If the supervisor dies, its processes drain and stop too.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	var err error
 	if s.cpus != nil {
 		err = onCPU(s.cpus[i%len(s.cpus)], cmd.Start)
 	} else {
@@ -336,6 +358,7 @@ func (s *supervisor) start(i int) (<-chan error, error) {
 	closeFiles([]*os.File{pipes[1], pipes[3], pipes[5]}) // the child holds its own copies
 	if err != nil {
 		closeFiles([]*os.File{pipes[0], pipes[2], pipes[4]})
+		s.feed.detach(i)
 		return nil, fmt.Errorf("process %d: %w", i, err)
 	}
 	s.procs[i] = cmd

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -375,4 +376,72 @@ func kernelAtLeast(major, minor int) bool {
 	var ma, mi int
 	fmt.Sscanf(string(b), "%d.%d", &ma, &mi)
 	return ma > major || ma == major && mi >= minor
+}
+
+// TestProcessesShareOneHealthView checks that with several processes the
+// backends are checked once, by the supervisor, and that every process,
+// including one restarted later, follows its results.
+func TestProcessesShareOneHealthView(t *testing.T) {
+	t.Parallel()
+	var probes [2]atomic.Int64
+	bs := make([]*backendServer, 2)
+	for i := range bs {
+		bs[i] = newBackend(t, func(h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/health" {
+					probes[i].Add(1)
+				}
+				h.ServeHTTP(w, r)
+			})
+		})
+	}
+	r, _ := startRelay(t, "", "-config", writeConfig(t, "processes: 2\n"+healthYAML+backendsYAML(urlsOf(bs))))
+	pids := childPIDs(t, r, 2)
+
+	// One checker: about one probe per interval, where a checker in each
+	// process would make two.
+	const span = 10 * checkInterval
+	before := probes[1].Load()
+	time.Sleep(span)
+	if n := probes[1].Load() - before; n > 15 {
+		t.Errorf("%d probes of one backend in %v with a %v interval: more than one checker", n, span, checkInterval)
+	}
+
+	sick := bs[0]
+	sick.health.SetFailing(true)
+	if _, ok := r.waitLog(checkFall*checkInterval+checkTimeout+slack, transition("backend down", sick.url)); !ok {
+		t.Fatalf("no \"backend down\" line for %s", sick.url)
+	}
+	// Both processes keep it out of rotation: connections of their own
+	// spread over both by the kernel's hash, each sending one request.
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	for i := range 16 {
+		if _, body := get(t, c, "http://"+r.addr+"/n"+strconv.Itoa(i)); body != bs[1].hello {
+			t.Fatalf("request %d answered %q, want only %q", i, body, bs[1].hello)
+		}
+	}
+	var downs []logLine
+	for _, l := range r.logs() {
+		if transition("backend down", sick.url)(l) {
+			downs = append(downs, l)
+		}
+	}
+	if len(downs) != 1 || downs[0].Num("process") != -1 {
+		t.Errorf("backend down lines %v, want one, from the supervisor", downs)
+	}
+
+	// A process started now begins from the current state.
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	again, ok := r.waitLog(startTimeout, func(l logLine) bool {
+		return l.Msg() == "process started" && l.Num("process") == 0 && l.Num("pid") != pids[0]
+	})
+	if !ok {
+		t.Fatalf("process 0 was not restarted\nstdout:\n%s", r.stdout.text())
+	}
+	if again.Num("healthy") != 1 {
+		t.Errorf("restarted process line %v, want 1 healthy backend", again)
+	}
+	r.stop()
 }
