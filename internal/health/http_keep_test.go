@@ -90,6 +90,9 @@ func TestHTTPProbeKeepsConnection(t *testing.T) {
 		{name: "HTTP/1.0", answer: "HTTP/1.0 200 OK\r\nContent-Length: 3\r\n\r\nok\n", close: true, conns: 3},
 		{name: "no length: ends at close", answer: "HTTP/1.1 200 OK\r\n\r\nok\n", close: true, conns: 3},
 		{name: "bytes after the end", answer: "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\nHTTP/1.1 200 OK\r\n", conns: 3},
+		{name: "Transfer-Encoding beside Content-Length",
+			answer: "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nok\n\r\n0\r\n\r\n", conns: 3},
+		{name: "a header line without a colon", answer: "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nnonsense\r\n\r\n", conns: 3},
 		{name: "a body beyond maxDrain", answer: "HTTP/1.1 200 OK\r\nContent-Length: 70000\r\n\r\n" + strings.Repeat("x", 70000), conns: 3},
 	}
 	for _, tt := range tests {
@@ -242,5 +245,99 @@ func TestStopClosesKeptConnections(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("Stop left a kept connection open")
 		}
+	}
+}
+
+// TestHTTPProbeReplacesANoisyKeptConnection has the backend send a 408 on
+// the idle connection before closing it, as some servers do when their
+// keep-alive timeout runs out: the next probe must not read that as its
+// answer, whether it arrived while idle or in reply to the probe.
+func TestHTTPProbeReplacesANoisyKeptConnection(t *testing.T) {
+	const ok = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+	const timedOut = "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+	t.Run("while idle", func(t *testing.T) {
+		srv := serveKeep(t, func(c net.Conn, _, _ int) bool {
+			c.Write([]byte(ok))
+			time.Sleep(50 * time.Millisecond)
+			c.Write([]byte(timedOut))
+			return false
+		})
+		h := newHTTPCheck(newBackend(t, "http://"+srv.addr), "/health", true, newReadBufs())
+		defer h.closeIdle()
+		for i := range 3 {
+			if err := probeN(h, 1, 10*time.Second)[0]; err != nil {
+				t.Fatalf("probe %d: %v", i+1, err)
+			}
+			<-srv.closed // the 408 and the close have been sent
+		}
+		if n := srv.conns.Load(); n != 3 {
+			t.Errorf("3 probes used %d connections, want 3", n)
+		}
+	})
+	t.Run("stray bytes while idle", func(t *testing.T) {
+		srv := serveKeep(t, func(c net.Conn, _, _ int) bool {
+			c.Write([]byte(ok))
+			time.Sleep(50 * time.Millisecond)
+			c.Write([]byte("stray"))
+			return true
+		})
+		h := newHTTPCheck(newBackend(t, "http://"+srv.addr), "/health", true, newReadBufs())
+		defer h.closeIdle()
+		for i := range 3 {
+			if err := probeN(h, 1, 10*time.Second)[0]; err != nil {
+				t.Fatalf("probe %d: %v", i+1, err)
+			}
+			time.Sleep(100 * time.Millisecond) // the stray bytes have arrived
+		}
+		if n := srv.conns.Load(); n != 3 {
+			t.Errorf("3 probes used %d connections, want 3", n)
+		}
+	})
+	t.Run("in reply", func(t *testing.T) {
+		srv := serveKeep(t, func(c net.Conn, _, req int) bool {
+			if req == 1 {
+				c.Write([]byte(ok))
+				return true
+			}
+			c.Write([]byte(timedOut))
+			return false
+		})
+		h := newHTTPCheck(newBackend(t, "http://"+srv.addr), "/health", true, newReadBufs())
+		defer h.closeIdle()
+		for i, err := range probeN(h, 3, 10*time.Second) {
+			if err != nil {
+				t.Fatalf("probe %d: %v", i+1, err)
+			}
+		}
+		// 1: kept; 2: 408 on it, retried on a new one (kept); 3: 408, new.
+		if n := srv.conns.Load(); n != 3 {
+			t.Errorf("3 probes used %d connections, want 3", n)
+		}
+	})
+}
+
+// TestHTTPProbeDropsALongIdleConnection checks that a connection idle for
+// longer than maxKeptIdle is not used: something on the way may have
+// forgotten it.
+func TestHTTPProbeDropsALongIdleConnection(t *testing.T) {
+	srv := serveKeep(t, func(c net.Conn, _, _ int) bool {
+		c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"))
+		return true
+	})
+	h := newHTTPCheck(newBackend(t, "http://"+srv.addr), "/health", true, newReadBufs())
+	defer h.closeIdle()
+	if err := probeN(h, 1, 10*time.Second)[0]; err != nil {
+		t.Fatal(err)
+	}
+	c := h.idle.Load()
+	if c == nil {
+		t.Fatal("the first probe kept no connection")
+	}
+	c.idleSince = c.idleSince.Add(-maxKeptIdle - time.Second)
+	if err := probeN(h, 1, 10*time.Second)[0]; err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.conns.Load(); n != 2 {
+		t.Errorf("probes used %d connections, want a new one after the long idle", n)
 	}
 }

@@ -36,10 +36,17 @@ import (
 // timeout ran out) shows as an end of stream before any answer; the probe
 // then asks again once on a new connection, so a backend's idle timeout never
 // fails a check, and a backend that stops accepting connections fails at the
-// latest when it drops the old one. Without ReuseConnection every check opens
+// latest when it drops the old one. Before a kept connection is used it must
+// be quiet: anything the backend sent while it was idle (a 408 before
+// closing, stray bytes) means it is not fit to ask on, and it is replaced. So
+// is one idle longer than maxKeptIdle, which a firewall or NAT on the way may
+// have forgotten without a word. Without ReuseConnection every check opens
 // a new connection and sends Connection: close, as HAProxy does: that proves
 // at every check that the backend accepts connections, which a server out of
 // file descriptors stops doing while it goes on answering on old ones.
+
+// maxKeptIdle is how long a probe connection may sit idle and still be used.
+const maxKeptIdle = time.Minute
 
 // aLongTimeAgo is a deadline in the past: setting it makes blocked reads and
 // writes on a connection return at once.
@@ -63,8 +70,9 @@ type httpCheck struct {
 // probeConn is a probe's connection: raw is the TCP connection, conn the
 // one spoken over (raw itself, or TLS over it).
 type probeConn struct {
-	raw  net.Conn
-	conn net.Conn
+	raw       net.Conn
+	conn      net.Conn
+	idleSince time.Time // when it was kept
 }
 
 // errStale reports that a kept connection ended before any of the answer
@@ -108,7 +116,9 @@ func newReadBufs() *sync.Pool {
 // one turns out to be closed.
 func (h *httpCheck) probe(ctx context.Context) error {
 	if c := h.idle.Swap(nil); c != nil {
-		if err := h.ask(ctx, c, true); err != errStale {
+		if time.Since(c.idleSince) > maxKeptIdle || !quiet(c.raw) {
+			resetClose(c.raw)
+		} else if err := h.ask(ctx, c, true); err != errStale {
 			return err
 		}
 	}
@@ -171,6 +181,9 @@ func (h *httpCheck) exchange(ctx context.Context, c *probeConn, reused bool) (re
 		}
 		return false, h.fail(ctx, "reading status line", err)
 	}
+	if reused && code == 408 {
+		return false, errStale // the backend timed the idle connection out
+	}
 	if code < 200 || code > 299 {
 		return false, fmt.Errorf("health check GET %s: status %s", h.target, line[len("HTTP/1.1 "):])
 	}
@@ -185,12 +198,13 @@ func (h *httpCheck) exchange(ctx context.Context, c *probeConn, reused bool) (re
 	}
 	// Bytes beyond the end of the answer mean the backend and the probe
 	// disagree on where it ended: that connection is not asked again.
-	return h.keep && complete && !f.close && !http10 && r.r == r.w, nil
+	return h.keep && complete && !f.close && !f.odd && !http10 && r.r == r.w, nil
 }
 
 // keepIdle stores c for the next probe, or closes it if another connection
 // is stored already or the checker has stopped.
 func (h *httpCheck) keepIdle(c *probeConn) {
+	c.idleSince = time.Now()
 	if !h.idle.CompareAndSwap(nil, c) {
 		resetClose(c.raw)
 		return
@@ -206,6 +220,26 @@ func (h *httpCheck) closeIdle() {
 	if c := h.idle.Swap(nil); c != nil {
 		resetClose(c.raw)
 	}
+}
+
+// quiet reports whether nothing has arrived on an idle connection, neither
+// data nor its end, by peeking at the socket without waiting.
+func quiet(c net.Conn) bool {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return true
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var buf [1]byte
+	var perr error
+	err = rc.Read(func(fd uintptr) bool {
+		_, _, perr = syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		return true // never wait
+	})
+	return err == nil && perr == syscall.EAGAIN
 }
 
 // resetClose closes a TCP connection with a reset, after an exchange that

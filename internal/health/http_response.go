@@ -12,9 +12,11 @@ import (
 // through one small buffer. It parses only what a probe needs: the status,
 // and the three headers that say where the response ends (Content-Length,
 // Transfer-Encoding and Connection), so that a connection kept between probes
-// is left exactly at the start of the next response. It is strict where
-// being lenient would misread that end: conflicting lengths, a length beside
-// a transfer coding, or a header line that cannot be parsed fail the check.
+// is left exactly at the start of the next response. Where a response is odd
+// but readable (a length beside a transfer coding, a header line that does
+// not parse) the body is read as an HTTP client would read it and the
+// connection is not kept; a Content-Length that cannot be believed
+// (malformed, or two different values) fails the check, as in net/http.
 
 // maxDrain bounds how much of a health response body is read. The body is
 // read so that a backend that sends a 2xx head and then stalls fails the
@@ -43,6 +45,7 @@ type framing struct {
 	coded   bool  // a Transfer-Encoding header is present
 	chunked bool  // the last transfer coding is chunked
 	close   bool  // the connection ends with this response
+	odd     bool  // readable, but not to be trusted with the next response
 }
 
 // errLineTooLong reports a status or framing header line longer than the
@@ -117,7 +120,9 @@ func (r *responseReader) head() (framing, error) {
 		}
 		if len(line) == 0 {
 			if f.coded && f.length >= 0 {
-				return f, errors.New("both Transfer-Encoding and Content-Length")
+				// Transfer-Encoding wins (RFC 9112, 6.3), but a message
+				// with both is how requests are smuggled: not kept.
+				f.length, f.odd = -1, true
 			}
 			return f, nil
 		}
@@ -131,14 +136,20 @@ func (r *responseReader) head() (framing, error) {
 func (f *framing) add(line []byte) error {
 	name, value, ok := bytes.Cut(line, []byte{':'})
 	if !ok || len(name) == 0 || bytes.ContainsAny(name, " \t") {
-		return fmt.Errorf("malformed header line %q", line)
+		// No colon, a space before it, or a folded line: skipped, as
+		// lenient clients do, but the connection is not kept.
+		f.odd = true
+		return nil
 	}
 	value = bytes.Trim(value, " \t")
 	switch {
 	case asciiEqualFold(name, "Content-Length"):
 		n, ok := parseLength(value)
-		if !ok || f.length >= 0 && f.length != n {
+		if !ok {
 			return fmt.Errorf("malformed Content-Length %q", value)
+		}
+		if f.length >= 0 && f.length != n {
+			return fmt.Errorf("conflicting Content-Length values %d and %d", f.length, n)
 		}
 		f.length = n
 	case asciiEqualFold(name, "Transfer-Encoding"):
@@ -193,7 +204,7 @@ func (r *responseReader) body(code int, f framing, limit int) (complete bool, er
 func (r *responseReader) chunked(limit int) (complete bool, err error) {
 	read := 0
 	for {
-		line, err := r.line()
+		line, err := r.longLine()
 		if err != nil {
 			return false, err
 		}
@@ -219,7 +230,7 @@ func (r *responseReader) chunked(limit int) (complete bool, err error) {
 		}
 	}
 	for { // trailer fields, through the empty line
-		line, err := r.line()
+		line, err := r.longLine()
 		if err != nil {
 			return false, err
 		}
@@ -227,6 +238,18 @@ func (r *responseReader) chunked(limit int) (complete bool, err error) {
 			return true, nil
 		}
 	}
+}
+
+// longLine is line for lines whose start is all that matters, such as a
+// chunk size line with a long extension or a trailer field: of a line
+// longer than the buffer it returns as much as fits and skips the rest.
+func (r *responseReader) longLine() ([]byte, error) {
+	line, err := r.line()
+	if err != errLineTooLong {
+		return line, err
+	}
+	start := append([]byte(nil), r.buf[r.r:r.w]...)
+	return start, r.skipLine()
 }
 
 // parseChunkSize reads the hexadecimal size at the start of a chunk size
