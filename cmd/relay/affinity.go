@@ -79,19 +79,40 @@ func setThreadAffinity(s *cpuSet) error {
 }
 
 // onCPU runs start on a thread bound to cpu, so a process it starts is bound
-// to cpu too, and then restores the thread's binding.
-func onCPU(cpu int, start func() error) error {
+// to cpu too, and then restores the thread's binding. If the thread cannot
+// be bound (the CPU has left the set relay may use since it started), start
+// runs unbound and bindErr says why: a process that serves unbound is better
+// than one that never comes back while its socket takes connections.
+func onCPU(cpu int, start func() error) (bindErr, err error) {
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	defer runtime.UnlockOSThread() // not left locked: the thread must live on (Pdeathsig)
 	old, err := threadAffinity()
 	if err != nil {
-		return err
+		return err, start()
 	}
 	var one cpuSet
 	one[cpu/64] = 1 << (cpu % 64)
 	if err := setThreadAffinity(&one); err != nil {
-		return fmt.Errorf("binding to CPU %d: %w", cpu, err)
+		return fmt.Errorf("binding to CPU %d: %w", cpu, err), start()
 	}
 	defer setThreadAffinity(&old)
-	return start()
+	return nil, start()
+}
+
+// kernelAtLeast reports whether the running kernel is major.minor or newer.
+func kernelAtLeast(major, minor int) bool {
+	var u syscall.Utsname
+	if syscall.Uname(&u) != nil {
+		return false
+	}
+	var b []byte
+	for _, c := range u.Release {
+		if c == 0 {
+			break
+		}
+		b = append(b, byte(c))
+	}
+	var ma, mi int
+	fmt.Sscanf(string(b), "%d.%d", &ma, &mi)
+	return ma > major || ma == major && mi >= minor
 }

@@ -73,6 +73,9 @@ func threadsFor(cfg *config.Config) int {
 	if cfg.Workers > 0 {
 		return cfg.Workers
 	}
+	if cfg.CPUAffinity && processCount(cfg) > 1 {
+		return 1 // each process is bound to one core
+	}
 	if n := processCount(cfg); n > 1 {
 		return max(1, runtime.NumCPU()/n)
 	}
@@ -136,6 +139,9 @@ func reusePortSockets(addr string, n int, cpus []int) ([]*os.File, string, error
 				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, soReusePort, 1)
 				if serr == nil && cpus != nil {
 					serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, soIncomingCPU, cpus[i%len(cpus)])
+					if serr != nil {
+						serr = fmt.Errorf("cpu_affinity: SO_INCOMING_CPU: %w", serr)
+					}
 				}
 			})
 			if err != nil {
@@ -206,6 +212,13 @@ func supervise(cfg *config.Config, args []string, demo bool, stdout, stderr io.W
 	if cfg.CPUAffinity {
 		if cpus, err = allowedCPUs(); err != nil {
 			return fmt.Errorf("cpu_affinity: %w", err)
+		}
+		if n < len(cpus) {
+			log.Warn("cpu_affinity binds each process to one core: relay uses only as many cores as processes",
+				"processes", n, "cores", len(cpus))
+		}
+		if !kernelAtLeast(6, 2) {
+			log.Warn("cpu_affinity: this kernel ignores SO_INCOMING_CPU for SO_REUSEPORT sockets before Linux 6.2; processes are bound, connections spread by hash")
 		}
 	}
 	sockets, addr, err := reusePortSockets(cfg.Listen, n, cpus)
@@ -351,7 +364,11 @@ func (s *supervisor) start(i int) (<-chan error, error) {
 	// If the supervisor dies, its processes drain and stop too.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	if s.cpus != nil {
-		err = onCPU(s.cpus[i%len(s.cpus)], cmd.Start)
+		cpu := s.cpus[i%len(s.cpus)]
+		var bindErr error
+		if bindErr, err = onCPU(cpu, cmd.Start); bindErr != nil && err == nil {
+			s.log.Warn("process runs unbound: cpu_affinity could not bind it", "process", i, "cpu", cpu, "err", bindErr)
+		}
 	} else {
 		err = cmd.Start()
 	}

@@ -300,8 +300,8 @@ func TestProcessesCPUAffinity(t *testing.T) {
 	}
 	bs := newBackends(t, 2)
 	r, started := startRelay(t, "", "-config", writeConfig(t, "processes: 2\ncpu_affinity: true\n"+backendsYAML(urlsOf(bs))))
-	if on, _ := started["cpu_affinity"].(bool); !on {
-		t.Fatalf("started line %v, want cpu_affinity true", started)
+	if on, _ := started["cpu_affinity"].(bool); !on || started.Num("workers") != 1 {
+		t.Fatalf("started line %v, want cpu_affinity true and workers 1", started)
 	}
 	pids := childPIDs(t, r, 2)
 	for i, pid := range pids {
@@ -327,14 +327,14 @@ func TestProcessesCPUAffinity(t *testing.T) {
 	for i, cpu := range cpus[:2] {
 		const n = 8
 		var conns []net.Conn
-		err := onCPU(cpu, func() error { // the handshake is sent, and on loopback received, on cpu
+		bindErr, _ := onCPU(cpu, func() error { // the handshake is sent, and on loopback received, on cpu
 			for k := range n {
 				conns = append(conns, rawGet(t, r.addr, fmt.Sprintf("/cpu%d/%d", cpu, k)))
 			}
 			return nil
 		})
-		if err != nil {
-			t.Fatal(err)
+		if bindErr != nil {
+			t.Fatal(bindErr)
 		}
 		if got := clientConns(t, pids[i], port); got != n {
 			t.Errorf("the process on CPU %d holds %d of the %d connections made from it", cpu, got, n)
@@ -358,24 +358,6 @@ func statusField(status, name string) string {
 		}
 	}
 	return ""
-}
-
-// kernelAtLeast reports whether the running kernel is major.minor or newer.
-func kernelAtLeast(major, minor int) bool {
-	var u syscall.Utsname
-	if syscall.Uname(&u) != nil {
-		return false
-	}
-	var b []byte
-	for _, c := range u.Release {
-		if c == 0 {
-			break
-		}
-		b = append(b, byte(c))
-	}
-	var ma, mi int
-	fmt.Sscanf(string(b), "%d.%d", &ma, &mi)
-	return ma > major || ma == major && mi >= minor
 }
 
 // TestProcessesShareOneHealthView checks that with several processes the
