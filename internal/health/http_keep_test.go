@@ -275,10 +275,12 @@ func TestHTTPProbeReplacesANoisyKeptConnection(t *testing.T) {
 		}
 	})
 	t.Run("stray bytes while idle", func(t *testing.T) {
+		strayed := make(chan struct{}, 3)
 		srv := serveKeep(t, func(c net.Conn, _, _ int) bool {
 			c.Write([]byte(ok))
 			time.Sleep(50 * time.Millisecond)
 			c.Write([]byte("stray"))
+			strayed <- struct{}{}
 			return true
 		})
 		h := newHTTPCheck(newBackend(t, "http://"+srv.addr), "/health", true, newReadBufs())
@@ -287,7 +289,8 @@ func TestHTTPProbeReplacesANoisyKeptConnection(t *testing.T) {
 			if err := probeN(h, 1, 10*time.Second)[0]; err != nil {
 				t.Fatalf("probe %d: %v", i+1, err)
 			}
-			time.Sleep(100 * time.Millisecond) // the stray bytes have arrived
+			<-strayed
+			time.Sleep(20 * time.Millisecond) // loopback delivery of what was written
 		}
 		if n := srv.conns.Load(); n != 3 {
 			t.Errorf("3 probes used %d connections, want 3", n)
