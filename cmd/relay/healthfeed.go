@@ -112,9 +112,7 @@ func (h *healthFeed) attach(i int) (*os.File, error) {
 		snap = appendUpdate(snap, b, b.Healthy())
 	}
 	f.queue <- append(snap, '\n')
-	if old := h.feeds[i]; old != nil {
-		old.end()
-	}
+	h.dropLocked(i)
 	h.feeds[i] = f
 	return r, nil
 }
@@ -123,6 +121,11 @@ func (h *healthFeed) attach(i int) (*os.File, error) {
 func (h *healthFeed) detach(i int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.dropLocked(i)
+}
+
+// dropLocked ends and forgets the feed of process i, if any; h.mu is held.
+func (h *healthFeed) dropLocked(i int) {
 	if f := h.feeds[i]; f != nil {
 		f.end()
 		delete(h.feeds, i)
@@ -140,8 +143,7 @@ func (h *healthFeed) changed(b *backend.Backend, healthy bool) {
 		case f.queue <- msg:
 		default:
 			h.log.Error("process fell behind on health updates; its feed is closed so it restarts", "process", i)
-			f.end()
-			delete(h.feeds, i)
+			h.dropLocked(i)
 		}
 	}
 }

@@ -76,7 +76,8 @@ type probeConn struct {
 }
 
 // errStale reports that a kept connection ended before any of the answer
-// arrived: the backend closed it while it was idle.
+// arrived, or was answered 408: the backend closed or timed it out while it
+// was idle, and the probe asks again on a new one.
 var errStale = errors.New("kept connection closed by the backend")
 
 // newHTTPCheck builds the probe of b: GET path sent to b's address with the

@@ -48,8 +48,8 @@ type framing struct {
 	odd     bool  // readable, but not to be trusted with the next response
 }
 
-// errLineTooLong reports a status or framing header line longer than the
-// read buffer; a health endpoint has no reason to send one.
+// errLineTooLong reports a line longer than the read buffer where the whole
+// line matters (the status line); a health endpoint has no reason to send one.
 var errLineTooLong = errors.New("line too long")
 
 // finalStatus returns the status code and the whole status line of the final
@@ -101,22 +101,20 @@ func parseStatusLine(line []byte) (code int, ok bool) {
 
 // head reads the header lines after a status line through the empty line
 // that ends them, and returns what they say about the body. Lines longer
-// than the buffer are skipped unless they are framing headers.
+// than the buffer are skipped, and fail the check if they are framing
+// headers.
 func (r *responseReader) head() (framing, error) {
 	f := framing{length: -1}
 	for {
-		line, err := r.line()
-		if err == errLineTooLong {
-			if isFraming(r.buf[r.r:r.w]) {
-				return f, fmt.Errorf("header %.30q... longer than %d bytes", r.buf[r.r:r.w], readBufSize)
-			}
-			if err := r.skipLine(); err != nil {
-				return f, err
-			}
-			continue
-		}
+		line, cut, err := r.longLine()
 		if err != nil {
 			return f, err
+		}
+		if cut {
+			if isFraming(line) {
+				return f, fmt.Errorf("header %.30q... longer than %d bytes", line, readBufSize)
+			}
+			continue
 		}
 		if len(line) == 0 {
 			if f.coded && f.length >= 0 {
@@ -204,7 +202,7 @@ func (r *responseReader) body(code int, f framing, limit int) (complete bool, er
 func (r *responseReader) chunked(limit int) (complete bool, err error) {
 	read := 0
 	for {
-		line, err := r.longLine()
+		line, _, err := r.longLine()
 		if err != nil {
 			return false, err
 		}
@@ -230,7 +228,7 @@ func (r *responseReader) chunked(limit int) (complete bool, err error) {
 		}
 	}
 	for { // trailer fields, through the empty line
-		line, err := r.longLine()
+		line, _, err := r.longLine()
 		if err != nil {
 			return false, err
 		}
@@ -240,16 +238,17 @@ func (r *responseReader) chunked(limit int) (complete bool, err error) {
 	}
 }
 
-// longLine is line for lines whose start is all that matters, such as a
-// chunk size line with a long extension or a trailer field: of a line
-// longer than the buffer it returns as much as fits and skips the rest.
-func (r *responseReader) longLine() ([]byte, error) {
-	line, err := r.line()
+// longLine is line for lines whose start is all that matters: header
+// fields other than the framing ones, a chunk size line with a long
+// extension, a trailer field. Of a line longer than the buffer it returns as
+// much as fits, with cut set, and skips the rest.
+func (r *responseReader) longLine() (line []byte, cut bool, err error) {
+	line, err = r.line()
 	if err != errLineTooLong {
-		return line, err
+		return line, false, err
 	}
 	start := append([]byte(nil), r.buf[r.r:r.w]...)
-	return start, r.skipLine()
+	return start, true, r.skipLine()
 }
 
 // parseChunkSize reads the hexadecimal size at the start of a chunk size
