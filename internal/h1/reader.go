@@ -3,9 +3,7 @@ package h1
 import (
 	"bytes"
 	"io"
-	"os"
 	"sync"
-	"syscall"
 
 	"relay/internal/rawio"
 )
@@ -23,12 +21,9 @@ type Reader struct {
 
 	// With a pool, the buffer goes back to it whenever it is empty and
 	// the socket has nothing to read (see fillIdle).
-	pool   *BufferPool
-	bufp   *[]byte // the pool's handle of buf, when buf came from the pool
-	raw    syscall.RawConn
-	fillFn func(fd uintptr) bool
-	rn     int
-	rerr   error
+	pool *BufferPool
+	bufp *[]byte     // the pool's handle of buf, when buf came from the pool
+	sock *rawio.Conn // rd, when it is a raw socket that can read into a lent buffer
 }
 
 // NewReader returns a Reader over rd with an initial buffer of size bytes
@@ -46,16 +41,13 @@ func NewReader(rd io.Reader, size, max int) *Reader {
 // NewPooledReader returns a Reader over rd whose buffer comes from pool and
 // goes back to it whenever the buffer is empty and rd has nothing to read,
 // so an idle keep-alive connection holds no buffer at all. The buffer grows
-// beyond the pool's size, up to max, for a large head. When rd is a socket
-// (syscall.Conn) the buffer goes back by itself while rd has nothing to
-// read; otherwise the caller gives it back with Release.
+// beyond the pool's size, up to max, for a large head. When rd is a raw
+// socket (a *rawio.Conn over one) the buffer goes back by itself while rd
+// has nothing to read; otherwise the caller gives it back with Release.
 func NewPooledReader(rd io.Reader, pool *BufferPool, maxHead int) *Reader {
 	r := &Reader{rd: rd, max: max(maxHead, pool.size), pool: pool}
-	if sc, ok := rd.(syscall.Conn); ok {
-		if raw, err := sc.SyscallConn(); err == nil {
-			r.raw = raw
-			r.fillFn = r.readSocket
-		}
+	if c, ok := rd.(*rawio.Conn); ok && c.Raw() {
+		r.sock = c
 	}
 	return r
 }
@@ -110,7 +102,7 @@ func (r *Reader) Read(p []byte) (int, error) {
 
 // fill reads at least one more byte into the buffer, compacting it first.
 func (r *Reader) fill() error {
-	if r.raw != nil && r.r == r.w {
+	if r.sock != nil && r.r == r.w {
 		return r.fillIdle()
 	}
 	if r.buf == nil {
@@ -274,40 +266,25 @@ func (r *Reader) take() {
 	r.buf = *r.bufp
 }
 
-// fillIdle reads into an empty buffer through the raw socket: it tries a
-// read and, when there is nothing to read, hands the buffer back to the pool
-// before waiting, taking one again once the socket is readable. The system
-// calls are the same as a plain read's: a failed read, a wait, a read.
+// fillIdle reads into an empty buffer through the raw socket, which gives
+// the buffer back to the pool while it waits for bytes (rawio.Conn.ReadLent).
 func (r *Reader) fillIdle() error {
 	r.r, r.w, r.scanned = 0, 0, 0
-	r.rn, r.rerr = 0, nil
-	if err := r.raw.Read(r.fillFn); err != nil {
-		return err
-	}
-	if r.rerr != nil {
-		return os.NewSyscallError("read", r.rerr)
-	}
-	if r.rn == 0 {
-		return io.EOF
-	}
-	r.w = r.rn
-	return nil
+	n, err := r.sock.ReadLent((*lender)(r))
+	r.w = n
+	return err
 }
 
-// readSocket is fillIdle's raw read callback, bound once per Reader so
-// reading allocates nothing.
-func (r *Reader) readSocket(fd uintptr) bool {
+// lender is the Reader as the socket sees it while it waits: a buffer to
+// borrow and give back. A conversion, so reading allocates nothing.
+type lender Reader
+
+func (l *lender) Borrow() []byte {
+	r := (*Reader)(l)
 	if r.buf == nil {
 		r.take()
 	}
-	n, errno := rawio.Read(fd, r.buf)
-	if errno == syscall.EAGAIN {
-		r.Release()
-		return false
-	}
-	if errno != 0 {
-		r.rerr = errno
-	}
-	r.rn = n
-	return true
+	return r.buf
 }
+
+func (l *lender) GiveBack() { (*Reader)(l).Release() }

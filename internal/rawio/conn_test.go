@@ -1,0 +1,232 @@
+package rawio
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const ioTimeout = 10 * time.Second
+
+// tcpPair returns the two ends of a loopback TCP connection, the first
+// wrapped in a Conn.
+func tcpPair(t *testing.T) (*Conn, net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			accepted <- nil
+			return
+		}
+		accepted <- c
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer := <-accepted
+	if peer == nil {
+		t.Fatal("accept failed")
+	}
+	s := NewConn(c)
+	if !s.Raw() {
+		t.Fatal("a TCP connection must use raw system calls")
+	}
+	t.Cleanup(func() { s.Close(); peer.Close() })
+	return s, peer
+}
+
+func TestConnReadWrite(t *testing.T) {
+	s, peer := tcpPair(t)
+	s.SetDeadline(time.Now().Add(ioTimeout))
+	peer.SetDeadline(time.Now().Add(ioTimeout))
+
+	// A write larger than the socket buffers completes through the
+	// poller's wait for writability while the peer drains it.
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<18) // 4 MiB
+	got := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(io.LimitReader(peer, int64(len(big))))
+		got <- b
+	}()
+	n, err := s.Write(big)
+	if err != nil || n != len(big) {
+		t.Fatalf("Write = %d, %v; want %d, nil", n, err, len(big))
+	}
+	if b := <-got; !bytes.Equal(b, big) {
+		t.Fatalf("peer received %d bytes, not the %d written", len(b), len(big))
+	}
+
+	// A read waits in the poller until bytes arrive.
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		peer.Write([]byte("hello"))
+	}()
+	buf := make([]byte, 16)
+	n, err = s.Read(buf)
+	if err != nil || string(buf[:n]) != "hello" {
+		t.Fatalf("Read = %q, %v; want \"hello\"", buf[:n], err)
+	}
+
+	// The peer's close reads as io.EOF.
+	peer.Close()
+	if n, err = s.Read(buf); n != 0 || err != io.EOF {
+		t.Fatalf("Read after peer close = %d, %v; want 0, io.EOF", n, err)
+	}
+}
+
+func TestConnReadDeadline(t *testing.T) {
+	s, _ := tcpPair(t)
+	s.SetReadDeadline(time.Now().Add(30 * time.Millisecond))
+	start := time.Now()
+	_, err := s.Read(make([]byte, 8))
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Read past its deadline = %v; want os.ErrDeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("deadline fired after %v", d)
+	}
+}
+
+func TestConnWriteToResetPeer(t *testing.T) {
+	s, peer := tcpPair(t)
+	// Closing with unread data makes the peer answer with a reset.
+	peer.(*net.TCPConn).SetLinger(0)
+	peer.Close()
+	s.SetWriteDeadline(time.Now().Add(ioTimeout))
+	var err error
+	for i := 0; i < 100 && err == nil; i++ {
+		_, err = s.Write([]byte("data after the peer is gone\n"))
+		time.Sleep(time.Millisecond)
+	}
+	if !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE) {
+		t.Fatalf("Write to a reset connection = %v; want a connection loss (ECONNRESET or EPIPE)", err)
+	}
+}
+
+func TestConnNotASocket(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	s := NewConn(a)
+	if s.Raw() {
+		t.Fatal("net.Pipe has no descriptor; Conn must fall back to its methods")
+	}
+	go b.Write([]byte("pipe"))
+	buf := make([]byte, 8)
+	n, err := s.Read(buf)
+	if err != nil || string(buf[:n]) != "pipe" {
+		t.Fatalf("Read = %q, %v", buf[:n], err)
+	}
+}
+
+// TestConnWriteThenRead sends a request and reads the answer in one call,
+// over a socket and over a connection that is not one.
+func TestConnWriteThenRead(t *testing.T) {
+	s, peer := tcpPair(t)
+	pipeA, pipeB := net.Pipe()
+	t.Cleanup(func() { pipeA.Close(); pipeB.Close() })
+	for _, tt := range []struct {
+		name string
+		c    *Conn
+		peer net.Conn
+	}{
+		{"socket", s, peer},
+		{"pipe", NewConn(pipeA), pipeB},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.c.SetDeadline(time.Now().Add(ioTimeout))
+			tt.peer.SetDeadline(time.Now().Add(ioTimeout))
+			go func() {
+				buf := make([]byte, 4)
+				if _, err := io.ReadFull(tt.peer, buf); err == nil && string(buf) == "ping" {
+					tt.peer.Write([]byte("pong"))
+				}
+			}()
+			buf := make([]byte, 16)
+			n, err := tt.c.WriteThenRead([]byte("ping"), buf)
+			if err != nil || string(buf[:n]) != "pong" {
+				t.Fatalf("WriteThenRead = %q, %v; want \"pong\"", buf[:n], err)
+			}
+		})
+	}
+}
+
+// TestConnWriteThenReadLargeRequest writes a request larger than the
+// socket buffers: the rest goes out through the poller before the read.
+func TestConnWriteThenReadLargeRequest(t *testing.T) {
+	s, peer := tcpPair(t)
+	s.SetDeadline(time.Now().Add(ioTimeout))
+	peer.SetDeadline(time.Now().Add(ioTimeout))
+	big := bytes.Repeat([]byte("x"), 8<<20)
+	go func() {
+		if n, err := io.CopyN(io.Discard, peer, int64(len(big))); err == nil && n == int64(len(big)) {
+			peer.Write([]byte("done"))
+		}
+	}()
+	buf := make([]byte, 16)
+	n, err := s.WriteThenRead(big, buf)
+	if err != nil || string(buf[:n]) != "done" {
+		t.Fatalf("WriteThenRead of 8 MiB = %q, %v; want \"done\"", buf[:n], err)
+	}
+}
+
+// lender counts how often its buffer is handed out and given back.
+type lender struct {
+	buf            []byte
+	borrows, backs int
+}
+
+func (l *lender) Borrow() []byte {
+	if l.buf == nil {
+		l.buf = make([]byte, 16)
+		l.borrows++
+	}
+	return l.buf
+}
+
+func (l *lender) GiveBack() { l.buf = nil; l.backs++ }
+
+// TestConnReadLentGivesBufferBackWhileWaiting checks the promise idle
+// connections rely on: while nothing has arrived, the buffer is returned.
+func TestConnReadLentGivesBufferBackWhileWaiting(t *testing.T) {
+	s, peer := tcpPair(t)
+	s.SetDeadline(time.Now().Add(ioTimeout))
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		peer.Write([]byte("late"))
+	}()
+	l := &lender{}
+	n, err := s.ReadLent(l)
+	if err != nil || string(l.buf[:n]) != "late" {
+		t.Fatalf("ReadLent = %d, %v", n, err)
+	}
+	if l.backs == 0 || l.borrows < 2 {
+		t.Fatalf("buffer borrowed %d and given back %d times; want it given back while waiting and borrowed again", l.borrows, l.backs)
+	}
+	// Bytes already there: no wait, nothing given back.
+	peer.Write([]byte("now"))
+	time.Sleep(20 * time.Millisecond)
+	backs := l.backs
+	if n, err := s.ReadLent(l); err != nil || string(l.buf[:n]) != "now" {
+		t.Fatalf("ReadLent = %q, %v", l.buf[:n], err)
+	}
+	if l.backs != backs {
+		t.Fatal("the buffer was given back although bytes were waiting")
+	}
+	peer.Close()
+	if n, err := s.ReadLent(l); n != 0 || err != io.EOF {
+		t.Fatalf("ReadLent after close = %d, %v; want 0, io.EOF", n, err)
+	}
+}
