@@ -61,6 +61,10 @@ const (
 	// client connection could pin a large buffer.
 	MinHeaderBytes      = 1024
 	MaxHeaderBytesLimit = 1 << 20
+	// MaxRetries bounds retries: a request is tried on at most eight
+	// backends (the first try and seven retries), which is what the
+	// forwarding core remembers in order not to try one twice.
+	MaxRetries = 7
 )
 
 // Backend is one upstream server as configured.

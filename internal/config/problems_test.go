@@ -104,6 +104,8 @@ func TestProblems(t *testing.T) {
 
 		// Other numbers.
 		{"retries negative", y("retries: -1", "backends:", b1), 1, "retries", "must not be negative, got -1"},
+		{"retries beyond the tries remembered", y("retries: 8", "backends:", b1), 1, "retries", "must be between 0 and 7, got 8"},
+		{"retries near MaxInt", y("retries: 9223372036854775807", "backends:", b1), 1, "retries", "must be between 0 and 7, got 9223372036854775807"},
 		{"workers negative", y("workers: -2", "backends:", b1), 1, "workers", "must not be negative, got -2"},
 		{"processes negative", y("processes: -1", "backends:", b1), 1, "processes", "must not be negative, got -1"},
 		{"processes too many", y("processes: 1000", "backends:", b1), 1, "processes", "must be between 0 and 256, got 1000"},

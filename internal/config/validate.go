@@ -110,7 +110,7 @@ func (c *Config) check(errs *Errors, opts Options) {
 
 	intRange("max_idle_conns_per_backend", c.MaxIdleConnsPerBackend, 0, maxInt)
 	intRange("max_connections", c.MaxConnections, 1, maxInt)
-	intRange("retries", c.Retries, 0, maxInt)
+	intRange("retries", c.Retries, 0, MaxRetries)
 	intRange("workers", c.Workers, 0, maxInt)
 	intRange("processes", c.Processes, 0, MaxProcesses)
 	if c.CPUAffinity && c.Processes == 1 {
