@@ -1,6 +1,14 @@
 // Package backend holds one upstream server: its fixed identity (URL, weight)
-// and the runtime state that requests and health checks share through atomics
-// (healthy, in-flight requests, passive failure counters).
+// and the runtime state that requests, health checks and operators share
+// through atomics: the conditions that decide whether it may be picked, and
+// its counters (in flight, served, failures).
+//
+// Each condition has one owner and is set and cleared only by it: failing
+// active checks (the health checker), ejected until a time (the circuit
+// breaker), draining and disabled (the operator), effective weight (slow
+// start, the operator). Available combines them, in one place, into "may be
+// picked now", so a passing health check can no longer undo an ejection or
+// a drain.
 //
 // A Backend outlives snapshots and reloads: pickers are rebuilt around the same
 // *Backend values, so least-connection counts and failure history carry over.
@@ -26,10 +34,14 @@ type Backend struct {
 	// Weight is the relative share of traffic, at least 1.
 	Weight int
 
-	healthy  atomic.Bool
-	inFlight atomic.Int64
-	served   atomic.Uint64
-	failures atomic.Uint64
+	// blocked has one bit per condition that keeps the backend out of
+	// rotation, so Available is one atomic load while none is set.
+	blocked      atomic.Uint32
+	ejectedUntil atomic.Int64 // Unix nanoseconds; meaningful while ejected is set
+	weight       atomic.Int64 // effective weight
+	inFlight     atomic.Int64
+	served       atomic.Uint64
+	failures     atomic.Uint64
 }
 
 // New returns a backend for u with the given weight. It starts healthy
@@ -50,16 +62,9 @@ func New(u *url.URL, weight int) (*Backend, error) {
 		}
 	}
 	b := &Backend{URL: u, Name: u.Scheme + "://" + u.Host, Addr: net.JoinHostPort(host, port), Weight: weight}
-	b.healthy.Store(true)
+	b.weight.Store(int64(weight))
 	return b, nil
 }
-
-// Healthy reports whether the backend may take traffic.
-func (b *Backend) Healthy() bool { return b.healthy.Load() }
-
-// SetHealthy records the health state and reports whether it changed, so
-// callers log and rebuild snapshots only on transitions.
-func (b *Backend) SetHealthy(ok bool) (changed bool) { return b.healthy.Swap(ok) != ok }
 
 // InFlight is the number of requests currently forwarded to the backend.
 func (b *Backend) InFlight() int64 { return b.inFlight.Load() }

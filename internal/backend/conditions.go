@@ -1,0 +1,137 @@
+package backend
+
+import (
+	"strings"
+	"time"
+)
+
+// The conditions that keep a backend out of rotation, one bit each.
+const (
+	failing  uint32 = 1 << iota // failing active health checks
+	ejected                     // ejected until ejectedUntil
+	draining                    // no new requests; in-flight ones finish
+	disabled                    // taken out by an operator
+)
+
+// Available reports whether the backend may be picked now: no condition
+// keeps it out. It runs on every pick: while no condition is set it is one
+// atomic load, and only an ejection reads the clock. An ejection whose time
+// has passed no longer counts, without anyone having to clear it.
+func (b *Backend) Available() bool {
+	f := b.blocked.Load()
+	if f == 0 {
+		return true
+	}
+	return f == ejected && time.Now().UnixNano() >= b.ejectedUntil.Load()
+}
+
+// set raises or clears bit and reports whether that changed it.
+func (b *Backend) set(bit uint32, on bool) (changed bool) {
+	if on {
+		return b.blocked.Or(bit)&bit == 0
+	}
+	return b.blocked.And(^bit)&bit != 0
+}
+
+// Healthy reports whether the backend passes its active health checks.
+// It says nothing of the other conditions: Available does.
+func (b *Backend) Healthy() bool { return b.blocked.Load()&failing == 0 }
+
+// SetHealthy records the active checks' verdict and reports whether it
+// changed, so callers log only transitions. It touches no other condition.
+func (b *Backend) SetHealthy(ok bool) (changed bool) { return b.set(failing, !ok) }
+
+// Eject keeps the backend out of rotation until the given time, as a
+// circuit breaker or outlier detection does, and reports whether it was not
+// ejected before. Ejecting an ejected backend moves its end.
+func (b *Backend) Eject(until time.Time) (changed bool) {
+	was := !b.EjectedUntil().IsZero()
+	b.ejectedUntil.Store(until.UnixNano())
+	b.set(ejected, true)
+	return !was
+}
+
+// EjectedUntil returns when the current ejection ends, or the zero time
+// when the backend is not ejected or its ejection has run out.
+func (b *Backend) EjectedUntil() time.Time {
+	if b.blocked.Load()&ejected == 0 {
+		return time.Time{}
+	}
+	until := time.Unix(0, b.ejectedUntil.Load())
+	if !time.Now().Before(until) {
+		return time.Time{}
+	}
+	return until
+}
+
+// Restore ends an ejection early and reports whether there was one.
+func (b *Backend) Restore() (changed bool) { return b.set(ejected, false) }
+
+// Draining reports whether the backend takes no new requests.
+func (b *Backend) Draining() bool { return b.blocked.Load()&draining != 0 }
+
+// SetDraining starts or ends a drain: no new requests go to the backend,
+// the ones in flight finish. It reports whether that changed.
+func (b *Backend) SetDraining(on bool) (changed bool) { return b.set(draining, on) }
+
+// Disabled reports whether an operator took the backend out.
+func (b *Backend) Disabled() bool { return b.blocked.Load()&disabled != 0 }
+
+// SetDisabled takes the backend out of rotation, or puts it back, for an
+// operator, and reports whether that changed.
+func (b *Backend) SetDisabled(on bool) (changed bool) { return b.set(disabled, on) }
+
+// EffectiveWeight is the weight algorithms that weigh load at pick time
+// (least-conn, p2c) use: the configured Weight unless slow start or an
+// operator set another.
+func (b *Backend) EffectiveWeight() int { return int(b.weight.Load()) }
+
+// SetEffectiveWeight sets the effective weight, at least 1: a backend that
+// must take no new requests is drained, not weighted to zero.
+func (b *Backend) SetEffectiveWeight(w int) { b.weight.Store(int64(max(w, 1))) }
+
+// State is a copy of a backend's conditions at one moment, for logs, the
+// admin API and the supervisor's channel.
+type State struct {
+	Healthy         bool
+	EjectedUntil    time.Time // zero when not ejected
+	Draining        bool
+	Disabled        bool
+	EffectiveWeight int
+}
+
+// State returns the backend's conditions now.
+func (b *Backend) State() State {
+	return State{
+		Healthy:         b.Healthy(),
+		EjectedUntil:    b.EjectedUntil(),
+		Draining:        b.Draining(),
+		Disabled:        b.Disabled(),
+		EffectiveWeight: b.EffectiveWeight(),
+	}
+}
+
+// Available reports whether the state lets the backend be picked.
+func (s State) Available() bool {
+	return s.Healthy && s.EjectedUntil.IsZero() && !s.Draining && !s.Disabled
+}
+
+// Reason says why a backend in this state may not be picked, or "" when it
+// may: "failing health checks", "ejected until 15:04:05", "draining",
+// "disabled", joined with "; " when several hold.
+func (s State) Reason() string {
+	var why []string
+	if !s.Healthy {
+		why = append(why, "failing health checks")
+	}
+	if !s.EjectedUntil.IsZero() {
+		why = append(why, "ejected until "+s.EjectedUntil.Format(time.TimeOnly))
+	}
+	if s.Draining {
+		why = append(why, "draining")
+	}
+	if s.Disabled {
+		why = append(why, "disabled")
+	}
+	return strings.Join(why, "; ")
+}
