@@ -1,9 +1,14 @@
 // Package balance chooses a backend for each request. Each algorithm is one
-// file holding a Picker built for one fixed slice of available backends; the
-// registry maps configuration names to constructors.
+// file holding a Picker built for one fixed slice of backends, a pool's
+// members; the registry maps configuration names to algorithms.
 //
-// Pickers never see health: the proxy rebuilds a picker from the healthy
-// backends whenever membership changes, and requests use it without locks.
+// A picker is built once per membership change (a backend added, removed or
+// reweighted) and used by requests without locks. Whether a member may be
+// picked now (backend.Available: health, ejection, drain...) and whether this
+// request has tried it already is the Filter's to say, at pick time: a
+// backend going out or coming back costs no rebuild. Each algorithm skips
+// what the filter refuses in its own fair way, so the share of a backend
+// that is out spreads over the others instead of falling on one of them.
 package balance
 
 import (
@@ -17,10 +22,50 @@ import (
 
 // Picker picks one backend for a request. key is the request's hash key (the
 // client address hash for ip-hash); algorithms that do not hash ignore it.
-// Pick returns nil only when the picker holds no backends. Pick must be safe
-// for concurrent use and must not allocate.
+// Pick returns a backend f allows, or nil when it finds none. Pick must be
+// safe for concurrent use and must not allocate.
+//
+// f is passed by value: a pointer to the caller's filter, passed through an
+// interface method, would make it escape and cost an allocation per request.
 type Picker interface {
-	Pick(key uint64) *backend.Backend
+	Pick(key uint64, f Filter) *backend.Backend
+}
+
+// MaxAttempts bounds the backends one request may be tried on, the first
+// try included; a Filter remembers that many.
+const MaxAttempts = 8
+
+// Filter says which backends a pick may return: those that may be picked
+// now (backend.Available) and that this request has not tried yet. The zero
+// value allows every available backend.
+type Filter struct {
+	tried [MaxAttempts]*backend.Backend
+	n     int
+}
+
+// Add remembers a backend the request was tried on; beyond MaxAttempts it
+// is ignored.
+func (f *Filter) Add(b *backend.Backend) {
+	if f.n < len(f.tried) {
+		f.tried[f.n] = b
+		f.n++
+	}
+}
+
+// Tried is how many backends were added.
+func (f *Filter) Tried() int { return f.n }
+
+// Allows reports whether a pick may return b.
+func (f *Filter) Allows(b *backend.Backend) bool {
+	if !b.Available() {
+		return false
+	}
+	for _, t := range f.tried[:f.n] {
+		if t == b {
+			return false
+		}
+	}
+	return true
 }
 
 // Options carries what some algorithms need besides the backends.
@@ -41,33 +86,51 @@ func (o Options) randN() func(n int) int {
 	return rand.IntN
 }
 
-// Constructor builds a Picker for a fixed slice of backends. Build never
-// passes an empty slice, so a new algorithm may assume at least one backend
-// (the built-in constructors also accept none and return a picker that
-// always returns nil). The picker must copy bs rather than keep the caller's
-// slice, which may be reused.
+// Constructor builds a Picker for a fixed slice of backends, a pool's
+// members; weights are read here, so a weight change is a membership
+// change. The built-in constructors accept an empty slice and return a
+// picker that always returns nil. The picker must copy bs rather than keep
+// the caller's slice, which may be reused.
 type Constructor func(bs []*backend.Backend, o Options) Picker
 
-// registry maps every accepted algorithm name, aliases included, to its
-// constructor. Adding an algorithm is one file plus one line here.
-var registry = map[string]Constructor{
-	"round-robin":          NewRoundRobin,
-	"roundrobin":           NewRoundRobin,
-	"weighted-round-robin": NewWeightedRoundRobin,
-	"random":               NewRandom,
-	"least-conn":           NewLeastConn,
-	"leastconn":            NewLeastConn,
-	"ip-hash":              NewIPHash,
-	"p2c":                  NewP2C,
+// Algorithm is what the rest of relay needs to know about an algorithm.
+type Algorithm struct {
+	// Name is the canonical name.
+	Name string
+	// New builds the algorithm's picker.
+	New Constructor
+	// HashesClient says Pick's key must be a hash of the client address
+	// (HashAddr); other algorithms ignore the key, so callers need not
+	// compute it.
+	HashesClient bool
 }
 
-// Lookup returns the constructor registered under name.
-func Lookup(name string) (Constructor, error) {
-	c, ok := registry[name]
+var (
+	roundRobinAlg = Algorithm{Name: "round-robin", New: NewRoundRobin}
+	leastConnAlg  = Algorithm{Name: "least-conn", New: NewLeastConn}
+)
+
+// registry maps every accepted algorithm name, aliases included, to its
+// algorithm. Adding an algorithm is one file plus one line here.
+var registry = map[string]Algorithm{
+	"round-robin":          roundRobinAlg,
+	"roundrobin":           roundRobinAlg,
+	"weighted-round-robin": {Name: "weighted-round-robin", New: NewWeightedRoundRobin},
+	"random":               {Name: "random", New: NewRandom},
+	"least-conn":           leastConnAlg,
+	"leastconn":            leastConnAlg,
+	"ip-hash":              {Name: "ip-hash", New: NewIPHash, HashesClient: true},
+	"p2c":                  {Name: "p2c", New: NewP2C},
+}
+
+// Lookup returns the algorithm registered under name; aliases give their
+// canonical algorithm.
+func Lookup(name string) (Algorithm, error) {
+	a, ok := registry[name]
 	if !ok {
-		return nil, fmt.Errorf("unknown algorithm %q (known: %s)", name, strings.Join(Names(), ", "))
+		return Algorithm{}, fmt.Errorf("unknown algorithm %q (known: %s)", name, strings.Join(Names(), ", "))
 	}
-	return c, nil
+	return a, nil
 }
 
 // Names lists every registered algorithm name, aliases included, sorted.
@@ -83,14 +146,14 @@ func Names() []string {
 // Build constructs the picker registered under name for bs. An empty bs gives
 // a picker that always returns nil.
 func Build(name string, bs []*backend.Backend, o Options) (Picker, error) {
-	c, err := Lookup(name)
+	a, err := Lookup(name)
 	if err != nil {
 		return nil, err
 	}
 	if len(bs) == 0 {
 		return empty{}, nil
 	}
-	return c(bs, o), nil
+	return a.New(bs, o), nil
 }
 
 // clone copies bs so that a picker never sees later changes to the caller's
@@ -101,4 +164,19 @@ func clone(bs []*backend.Backend) []*backend.Backend {
 
 type empty struct{}
 
-func (empty) Pick(uint64) *backend.Backend { return nil }
+func (empty) Pick(uint64, Filter) *backend.Backend { return nil }
+
+// scan returns the first backend f allows, starting at bs[start] and
+// wrapping around: the fallback when drawing or stepping found none.
+func scan(bs []*backend.Backend, start int, f *Filter) *backend.Backend {
+	for i := range bs {
+		j := start + i
+		if j >= len(bs) {
+			j -= len(bs)
+		}
+		if f.Allows(bs[j]) {
+			return bs[j]
+		}
+	}
+	return nil
+}

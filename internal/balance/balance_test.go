@@ -34,13 +34,16 @@ func TestRegistry(t *testing.T) {
 	for _, alg := range algorithms {
 		for _, name := range append([]string{alg.name}, alg.aliases...) {
 			want = append(want, name)
-			c, err := Lookup(name)
+			a, err := Lookup(name)
 			if err != nil {
 				t.Errorf("Lookup(%q): %v", name, err)
 				continue
 			}
-			if !sameFunc(c, alg.build) {
-				t.Errorf("Lookup(%q) returned the wrong constructor", name)
+			if !sameFunc(a.New, alg.build) || a.Name != alg.name {
+				t.Errorf("Lookup(%q) returned %q with the wrong constructor", name, a.Name)
+			}
+			if a.HashesClient != (alg.name == "ip-hash") {
+				t.Errorf("Lookup(%q).HashesClient = %v; only ip-hash hashes the client", name, a.HashesClient)
 			}
 		}
 	}
@@ -72,7 +75,7 @@ func TestBuild(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if b := p.Pick(mixKey(1)); b == nil || !contains(bs, b) {
+			if b := p.Pick(mixKey(1), Filter{}); b == nil || !contains(bs, b) {
 				t.Errorf("Pick = %v, want one of the pool", b)
 			}
 			empty, err := Build(name, nil, Options{})
@@ -80,7 +83,7 @@ func TestBuild(t *testing.T) {
 				t.Fatal(err)
 			}
 			for k := range 5 {
-				if b := empty.Pick(mixKey(k)); b != nil {
+				if b := empty.Pick(mixKey(k), Filter{}); b != nil {
 					t.Errorf("Build with no backends: Pick returned %s", short(b))
 				}
 			}
@@ -89,7 +92,7 @@ func TestBuild(t *testing.T) {
 	// Build shields new algorithms from empty slices; the built-in
 	// constructors, being exported, cope with them too.
 	for _, alg := range algorithms {
-		if b := alg.build(nil, Options{}).Pick(1); b != nil {
+		if b := alg.build(nil, Options{}).Pick(1, Filter{}); b != nil {
 			t.Errorf("%s constructor with no backends: Pick returned %s", alg.name, short(b))
 		}
 	}
@@ -118,7 +121,7 @@ func TestConcurrentPicks(t *testing.T) {
 			for g := range goroutines {
 				wg.Go(func() {
 					for i := range picks {
-						b := p.Pick(mixKey(g*picks + i))
+						b := p.Pick(mixKey(g*picks+i), Filter{})
 						if !contains(bs, b) {
 							errs <- "picked a backend outside the pool"
 							return
@@ -152,7 +155,7 @@ func TestConcurrentPicks(t *testing.T) {
 		for range goroutines {
 			wg.Go(func() {
 				for range picks {
-					p.Pick(0)
+					p.Pick(0, Filter{})
 				}
 			})
 		}
@@ -161,10 +164,10 @@ func TestConcurrentPicks(t *testing.T) {
 		// one advanced the same number of times on a single goroutine.
 		ref := newSmooth(bs)
 		for range goroutines * picks {
-			ref.Pick(0)
+			ref.Pick(0, Filter{})
 		}
 		for i := range 100 {
-			if got, want := p.Pick(0), ref.Pick(0); got != want {
+			if got, want := p.Pick(0, Filter{}), ref.Pick(0, Filter{}); got != want {
 				t.Fatalf("pick %d after the concurrent run: %s, want %s", i, short(got), short(want))
 			}
 		}
@@ -178,13 +181,13 @@ func TestPickAllocs(t *testing.T) {
 			bs := equalPool(t, n)
 			p := alg.build(bs, Options{})
 			key := uint64(0)
-			if a := testing.AllocsPerRun(1000, func() { key += 0x9e3779b97f4a7c15; p.Pick(key) }); a != 0 {
+			if a := testing.AllocsPerRun(1000, func() { key += 0x9e3779b97f4a7c15; p.Pick(key, Filter{}) }); a != 0 {
 				t.Errorf("%s n=%d: %v allocations per pick, want 0", alg.name, n, a)
 			}
 		}
 	}
 	loop := NewWeightedRoundRobin(pool(t, maxCycle, 1), Options{})
-	if a := testing.AllocsPerRun(1000, func() { loop.Pick(0) }); a != 0 {
+	if a := testing.AllocsPerRun(1000, func() { loop.Pick(0, Filter{}) }); a != 0 {
 		t.Errorf("weighted-round-robin loop: %v allocations per pick, want 0", a)
 	}
 	addr := netip.MustParseAddr("2001:db8::7")

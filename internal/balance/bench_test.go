@@ -17,7 +17,7 @@ func BenchmarkPick(b *testing.B) {
 				key := uint64(0)
 				for b.Loop() {
 					key += 0x9e3779b97f4a7c15
-					p.Pick(key)
+					p.Pick(key, Filter{})
 				}
 			})
 		}

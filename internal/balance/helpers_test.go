@@ -55,7 +55,7 @@ func short(b *backend.Backend) string {
 func counts(p Picker, picks int, key func(i int) uint64) map[*backend.Backend]int {
 	got := make(map[*backend.Backend]int)
 	for i := range picks {
-		got[p.Pick(key(i))]++
+		got[p.Pick(key(i), Filter{})]++
 	}
 	return got
 }

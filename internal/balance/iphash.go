@@ -48,6 +48,15 @@ const (
 // backend's share is within 4% of its due at ten backends, 8% at a hundred
 // and 21% at a thousand, where classic Maglev is within one slot.
 //
+// A backend that may not be picked now (failing checks, ejected, drained) or
+// that this request already tried stays in the table; its keys follow their
+// own fallback order instead: lookups at a fixed sequence of rehashes of the
+// key, until one lands on an allowed backend. So the keys of a backend that
+// is out spread over all the others in proportion to their weights, as with
+// Maglev's preference lists, keys of the others do not move, and when it
+// comes back its keys return; and no table is rebuilt when availability
+// changes.
+//
 // The order of bs does not matter: equal times are settled by Name. The one
 // change that remaps every key is the table growing or shrinking, which
 // happens only when the pool crosses 655, 1,310, 2,621... backends.
@@ -79,7 +88,28 @@ type ipHash struct {
 	table []int32
 }
 
-func (p *ipHash) Pick(key uint64) *backend.Backend {
+func (p *ipHash) Pick(key uint64, f Filter) *backend.Backend {
+	if b := p.lookup(key); f.Allows(b) {
+		return b
+	}
+	// The key's fallback order: further lookups from a sequence of
+	// rehashes of the key. The same key always falls back the same way,
+	// and every lookup lands on a backend in proportion to its share.
+	s := splitMix(key)
+	for range fallbacks {
+		if b := p.lookup(s.next()); f.Allows(b) {
+			return b
+		}
+	}
+	return scan(p.bs, int(key%uint64(len(p.bs))), &f)
+}
+
+// fallbacks bounds the rehashed lookups before a pick scans; with half the
+// backends refused, all of them miss once in 2^32 picks.
+const fallbacks = 32
+
+// lookup returns the owner of key's slot.
+func (p *ipHash) lookup(key uint64) *backend.Backend {
 	// The high word of key*M is key scaled into [0, M): uniform for a
 	// well-mixed key and cheaper than a division.
 	slot, _ := bits.Mul64(key, uint64(len(p.table)))

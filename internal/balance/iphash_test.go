@@ -14,7 +14,7 @@ const hashKeys = 100000
 func mapping(p Picker) []*backend.Backend {
 	m := make([]*backend.Backend, hashKeys)
 	for i := range m {
-		m[i] = p.Pick(mixKey(i))
+		m[i] = p.Pick(mixKey(i), Filter{})
 	}
 	return m
 }

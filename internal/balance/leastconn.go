@@ -8,7 +8,7 @@ import (
 )
 
 // NewLeastConn returns a picker that chooses the backend with the fewest
-// requests in flight per unit of weight, as nginx's least_conn does: a
+// requests in flight per unit of effective weight, as nginx's least_conn does: a
 // weight-3 backend with 3 requests counts as loaded as a weight-1 backend
 // with 1. With equal weights this is plain fewest-in-flight. Ties are broken
 // uniformly at random, seeded from o.Rand.
@@ -16,7 +16,8 @@ import (
 // Counts come from backend.InFlight, which the proxy raises with Acquire
 // right after the pick, so a burst of concurrent picks sees each other's load
 // instead of piling onto the same idle backend. A pick reads every backend's
-// counter; for large pools p2c is the cheaper choice.
+// counter; for large pools p2c is the cheaper choice. Backends the filter
+// refuses are passed over.
 func NewLeastConn(bs []*backend.Backend, o Options) Picker {
 	if len(bs) == 0 {
 		return empty{}
@@ -29,17 +30,26 @@ type leastConn struct {
 	rand func(n int) int
 }
 
-func (p *leastConn) Pick(uint64) *backend.Backend {
-	best := p.bs[0]
-	bestLoad := best.InFlight()
+func (p *leastConn) Pick(_ uint64, f Filter) *backend.Backend {
+	var best *backend.Backend
+	var bestLoad, bestWeight int64
 	ties := uint64(1)
 	var tie splitMix
-	for _, b := range p.bs[1:] {
-		load := b.InFlight()
-		switch {
-		case lessLoaded(b, load, best, bestLoad):
-			best, bestLoad, ties = b, load, 1
-		case !lessLoaded(best, bestLoad, b, load):
+	for _, b := range p.bs {
+		if !f.Allows(b) {
+			continue
+		}
+		// Load per unit of weight, compared by cross-multiplying: exact,
+		// and each backend's counters are read once.
+		load, weight := b.InFlight(), int64(b.EffectiveWeight())
+		if best == nil {
+			best, bestLoad, bestWeight = b, load, weight
+			continue
+		}
+		switch l, r := load*bestWeight, bestLoad*weight; {
+		case l < r:
+			best, bestLoad, bestWeight, ties = b, load, weight, 1
+		case l == r:
 			// Reservoir sampling: the k-th equally loaded backend replaces
 			// the choice with probability 1/k, which leaves each of them
 			// chosen with equal probability in one pass and no allocation.
@@ -51,7 +61,7 @@ func (p *leastConn) Pick(uint64) *backend.Backend {
 			}
 			ties++
 			if hi, _ := bits.Mul64(tie.next(), ties); hi == 0 {
-				best, bestLoad = b, load
+				best, bestLoad, bestWeight = b, load, weight
 			}
 		}
 	}
@@ -71,8 +81,8 @@ func (s *splitMix) next() uint64 {
 }
 
 // lessLoaded reports whether a, with aLoad requests in flight, is less loaded
-// per unit of weight than b with bLoad. Cross-multiplying keeps the
-// comparison exact without division.
+// per unit of effective weight than b with bLoad. Cross-multiplying keeps
+// the comparison exact without division.
 func lessLoaded(a *backend.Backend, aLoad int64, b *backend.Backend, bLoad int64) bool {
-	return aLoad*int64(b.Weight) < bLoad*int64(a.Weight)
+	return aLoad*int64(b.EffectiveWeight()) < bLoad*int64(a.EffectiveWeight())
 }

@@ -38,7 +38,7 @@ func TestLeastConnPicksMin(t *testing.T) {
 			load(bs, tt.inFlight...)
 			p := NewLeastConn(bs, Options{Rand: seeded(3)})
 			for range 20 {
-				if got := short(p.Pick(0)); got != tt.want {
+				if got := short(p.Pick(0, Filter{})); got != tt.want {
 					t.Fatalf("picked %s, want %s", got, tt.want)
 				}
 			}
@@ -67,7 +67,7 @@ func TestLeastConnTies(t *testing.T) {
 			p := NewLeastConn(bs, Options{Rand: seeded(seed)})
 			var s []byte
 			for range 64 {
-				s = append(s, short(p.Pick(0))...)
+				s = append(s, short(p.Pick(0, Filter{}))...)
 			}
 			return string(s)
 		}
@@ -85,7 +85,7 @@ func TestLeastConnTies(t *testing.T) {
 			t.Fatal("Rand called without a tie")
 			return 0
 		}})
-		if got := short(p.Pick(0)); got != "b" {
+		if got := short(p.Pick(0, Filter{})); got != "b" {
 			t.Errorf("picked %s, want b", got)
 		}
 	})
@@ -130,7 +130,7 @@ func simulateLoad(p Picker, bs []*backend.Backend, serviceTicks []int, clients, 
 		}
 		active = kept
 		for len(active) < clients {
-			b := p.Pick(0)
+			b := p.Pick(0, Filter{})
 			b.Acquire()
 			served[idx[b]]++
 			active = append(active, request{b: b, done: now + serviceTicks[idx[b]]})

@@ -3,8 +3,9 @@ package balance
 import "relay/internal/backend"
 
 // NewP2C returns a power-of-two-choices picker: it draws two distinct
-// backends uniformly with o.Rand and takes the one with fewer requests in
-// flight per unit of weight (on a tie, the first drawn). Unlike least-conn it
+// backends the filter allows, uniformly with o.Rand, and takes the one with
+// fewer requests in flight per unit of effective weight (on a tie, the
+// first drawn). Unlike least-conn it
 // reads two counters instead of all of them, so a pick costs the same at
 // 1,000 backends as at 3, and the randomness keeps a burst of simultaneous
 // picks from all landing on the single least-loaded backend.
@@ -20,21 +21,52 @@ type p2c struct {
 	rand func(n int) int
 }
 
-func (p *p2c) Pick(uint64) *backend.Backend {
+func (p *p2c) Pick(_ uint64, f Filter) *backend.Backend {
 	n := len(p.bs)
-	if n == 1 {
-		return p.bs[0]
+	i := p.draw(n, -1, &f)
+	if i < 0 {
+		return nil
 	}
-	i := p.rand(n)
-	// Drawing from n-1 and stepping over i gives a uniform second choice
-	// that is never the first.
-	j := p.rand(n - 1)
-	if j >= i {
-		j++
+	a := p.bs[i]
+	j := p.draw(n, i, &f)
+	if j < 0 {
+		return a // the only one allowed
 	}
-	a, b := p.bs[i], p.bs[j]
+	b := p.bs[j]
 	if lessLoaded(b, b.InFlight(), a, a.InFlight()) {
 		return b
 	}
 	return a
+}
+
+// draw returns the index of a backend f allows other than not, drawn
+// uniformly, or -1 when there is none. After a few refused draws it scans
+// from a random start.
+func (p *p2c) draw(n, not int, f *Filter) int {
+	if not >= 0 && n == 1 {
+		return -1
+	}
+	for range redraws {
+		var i int
+		if not < 0 {
+			i = p.rand(n)
+		} else {
+			// Drawing from n-1 and stepping over not gives a uniform
+			// choice that is never not.
+			if i = p.rand(n - 1); i >= not {
+				i++
+			}
+		}
+		if f.Allows(p.bs[i]) {
+			return i
+		}
+	}
+	start := p.rand(n)
+	for k := range n {
+		i := (start + k) % n
+		if i != not && f.Allows(p.bs[i]) {
+			return i
+		}
+	}
+	return -1
 }

@@ -40,7 +40,7 @@ func TestP2CPrefersLowerInFlight(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			bs := pool(t, tt.weights...)
 			load(bs, tt.inFlight...)
-			if got := short(NewP2C(bs, Options{Rand: script(t, tt.draws...)}).Pick(0)); got != tt.want {
+			if got := short(NewP2C(bs, Options{Rand: script(t, tt.draws...)}).Pick(0, Filter{})); got != tt.want {
 				t.Errorf("picked %s, want %s", got, tt.want)
 			}
 		})
@@ -59,7 +59,7 @@ func TestP2CDistinctChoices(t *testing.T) {
 			load(bs, inFlight...)
 			second := make(map[*backend.Backend]bool)
 			for draw := range n - 1 {
-				got := NewP2C(bs, Options{Rand: script(t, first, draw)}).Pick(0)
+				got := NewP2C(bs, Options{Rand: script(t, first, draw)}).Pick(0, Filter{})
 				if got == bs[first] {
 					t.Fatalf("n=%d: draws %d, %d chose %s twice", n, first, draw, short(got))
 				}

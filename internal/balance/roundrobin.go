@@ -9,10 +9,11 @@ import (
 // NewRoundRobin returns a picker that hands requests to bs in order, one
 // each, ignoring weights and keys.
 //
-// Because the picker only ever holds available backends, a backend that
-// leaves simply drops out of the cycle and its share spreads evenly over the
-// rest, instead of falling on its neighbour as it would if dead backends were
-// skipped at pick time.
+// A backend the filter refuses is skipped, and the shared position advances
+// on every probe, skipped ones included: the next request starts after the
+// backend that was skipped to, so a backend that is out has its share spread
+// evenly over the rest (with a b c d and b out: a c d a c d) instead of
+// doubling its neighbour's.
 func NewRoundRobin(bs []*backend.Backend, _ Options) Picker {
 	if len(bs) == 0 {
 		return empty{}
@@ -25,8 +26,19 @@ type roundRobin struct {
 	bs   []*backend.Backend
 }
 
-func (p *roundRobin) Pick(uint64) *backend.Backend {
-	// A 64-bit counter never wraps in practice, so the cycle never jumps.
-	n := p.next.Add(1) - 1
-	return p.bs[n%uint64(len(p.bs))]
+func (p *roundRobin) Pick(_ uint64, f Filter) *backend.Backend {
+	return step(&p.next, p.bs, &f)
+}
+
+// step takes the next backend of seq that f allows, advancing the shared
+// position once per probe, and gives up after one full turn.
+func step(next *atomic.Uint64, seq []*backend.Backend, f *Filter) *backend.Backend {
+	n := uint64(len(seq))
+	for range seq {
+		// A 64-bit counter never wraps in practice, so the cycle never jumps.
+		if b := seq[(next.Add(1)-1)%n]; f.Allows(b) {
+			return b
+		}
+	}
+	return nil
 }

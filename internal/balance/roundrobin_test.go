@@ -23,7 +23,7 @@ func TestRoundRobinOrder(t *testing.T) {
 			want := strings.Fields(tt.want)
 			var got []string
 			for range want {
-				got = append(got, short(p.Pick(0)))
+				got = append(got, short(p.Pick(0, Filter{})))
 			}
 			if strings.Join(got, " ") != tt.want {
 				t.Errorf("picks = %v, want %v", got, want)
@@ -53,7 +53,7 @@ func TestRoundRobinCopiesSlice(t *testing.T) {
 	p := NewRoundRobin(bs, Options{})
 	a := bs[0]
 	bs[0] = bs[1]
-	if got := p.Pick(0); got != a {
+	if got := p.Pick(0, Filter{}); got != a {
 		t.Errorf("first pick = %s after caller changed its slice, want a", short(got))
 	}
 }

@@ -25,8 +25,11 @@ const (
 //
 // The sequence repeats after sum(weights)/gcd(weights) picks, so when that
 // cycle is small it is computed once here and Pick is a lock-free table
-// lookup; otherwise Pick runs nginx's O(N) loop under a mutex. A new picker starts a fresh cycle: a backend that was out of
-// rotation accumulated nothing meanwhile and gets no burst when it returns.
+// lookup; otherwise Pick runs nginx's O(N) loop under a mutex. A backend the
+// filter refuses has its turns skipped, and the position moves on with every
+// probe, so the others keep their proportions among themselves (5,1,1 with
+// b out: a gets 5 picks for c's 1) and a backend that returns gets no burst:
+// it accumulated nothing while it was out.
 func NewWeightedRoundRobin(bs []*backend.Backend, _ Options) Picker {
 	if len(bs) == 0 {
 		return empty{}
@@ -82,11 +85,18 @@ func (s *smooth) next() int {
 	return best
 }
 
-func (s *smooth) Pick(uint64) *backend.Backend {
+func (s *smooth) Pick(_ uint64, f Filter) *backend.Backend {
 	s.mu.Lock()
-	i := s.next()
-	s.mu.Unlock()
-	return s.bs[i]
+	defer s.mu.Unlock()
+	// A refused backend's turns pass to whoever comes next in the
+	// schedule; after a few, a scan from the schedule's position finds
+	// any allowed backend however heavy the refused ones are.
+	for range 2 * len(s.bs) {
+		if b := s.bs[s.next()]; f.Allows(b) {
+			return b
+		}
+	}
+	return scan(s.bs, s.next(), &f)
 }
 
 // table runs one full cycle of s. After total picks every backend has been
@@ -105,9 +115,8 @@ type smoothTable struct {
 	seq  []*backend.Backend
 }
 
-func (p *smoothTable) Pick(uint64) *backend.Backend {
-	n := p.next.Add(1) - 1
-	return p.seq[n%uint64(len(p.seq))]
+func (p *smoothTable) Pick(_ uint64, f Filter) *backend.Backend {
+	return step(&p.next, p.seq, &f)
 }
 
 func gcd(a, b int64) int64 {

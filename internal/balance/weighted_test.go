@@ -25,7 +25,7 @@ func TestWeightedSequence(t *testing.T) {
 			want := strings.Fields(tt.want)
 			got := make([]string, len(want))
 			for i := range got {
-				got[i] = short(p.Pick(0))
+				got[i] = short(p.Pick(0, Filter{}))
 			}
 			if strings.Join(got, " ") != tt.want {
 				t.Errorf("picks = %v, want %v", got, want)
@@ -44,7 +44,7 @@ func checkWindows(t *testing.T, p Picker, bs []*backend.Backend) {
 	}
 	picks := make([]*backend.Backend, 3*window)
 	for i := range picks {
-		picks[i] = p.Pick(0)
+		picks[i] = p.Pick(0, Filter{})
 	}
 	in := make(map[*backend.Backend]int)
 	for i, b := range picks {
@@ -91,7 +91,7 @@ func TestWeightedTableMatchesLoop(t *testing.T) {
 		table := newSmooth(bs).table()
 		loop := newSmooth(bs)
 		for i := range 500 {
-			if a, b := table.Pick(0), loop.Pick(0); a != b {
+			if a, b := table.Pick(0, Filter{}), loop.Pick(0, Filter{}); a != b {
 				t.Fatalf("weights %v pick %d: table %s, loop %s", weights, i, short(a), short(b))
 			}
 		}
@@ -115,7 +115,7 @@ func TestWeightedNoBurstOnReturn(t *testing.T) {
 	bs := pool(t, 1, 1, 5)
 	without := NewWeightedRoundRobin(bs[:2], Options{})
 	for range 1001 {
-		without.Pick(0)
+		without.Pick(0, Filter{})
 	}
 	with := NewWeightedRoundRobin(bs, Options{})
 	got := counts(with, 7, noKey)
@@ -128,7 +128,7 @@ func TestWeightedNoBurstOnReturn(t *testing.T) {
 	with = NewWeightedRoundRobin(bs, Options{})
 	var seq []string
 	for range 7 {
-		seq = append(seq, short(with.Pick(0)))
+		seq = append(seq, short(with.Pick(0, Filter{})))
 	}
 	if got := strings.Join(seq, " "); got != "c c a c b c c" {
 		t.Errorf("first cycle after return = %s, want c c a c b c c", got)
