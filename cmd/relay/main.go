@@ -208,29 +208,14 @@ func serve(cfg *config.Config, demo bool, sp *servingProcess, stdout io.Writer) 
 	if err != nil {
 		return err
 	}
-	idle := cfg.MaxIdleConnsPerBackend
-	if idle == 0 {
-		idle = -1 // the file's 0 keeps none; the proxy's 0 means its default
-	}
 	var access *logging.AccessLog
 	if cfg.AccessLog {
 		access = logging.NewAccessLog(out)
 		defer access.Close()
 	}
-	p, err := proxy.New(proxy.Config{
-		Algorithm:         cfg.Algorithm,
-		Retries:           cfg.Retries,
-		ConnectTimeout:    cfg.ConnectTimeout,
-		ResponseTimeout:   cfg.ResponseTimeout,
-		HeaderTimeout:     cfg.ClientHeaderTimeout,
-		IdleTimeout:       cfg.IdleTimeout,
-		MaxIdlePerBackend: idle,
-		MaxHeaderBytes:    cfg.MaxHeaderBytes,
-		MaxConnections:    cfg.MaxConnections,
-		TrustedProxies:    cfg.TrustedProxies,
-		AccessLog:         access,
-		Logger:            log,
-	}, bs)
+	pcfg := proxy.ConfigFrom(cfg)
+	pcfg.AccessLog, pcfg.Logger = access, log
+	p, err := proxy.New(pcfg, bs)
 	if err != nil {
 		return err
 	}
@@ -238,7 +223,9 @@ func serve(cfg *config.Config, demo bool, sp *servingProcess, stdout io.Writer) 
 	if sp != nil {
 		// The supervisor checks the backends for every process; the pool
 		// starts from its snapshot.
-		err := followHealth(sp.health, bs, p.Rebuild, func(err error) {
+		// A transition takes effect on the backend itself: pickers read
+		// its state at every pick.
+		err := followHealth(sp.health, bs, func() {}, func(err error) {
 			log.Error("health feed from the supervisor ended; stopping so that it restarts this process", "err", err)
 			syscall.Kill(os.Getpid(), syscall.SIGTERM)
 		})
@@ -246,7 +233,7 @@ func serve(cfg *config.Config, demo bool, sp *servingProcess, stdout io.Writer) 
 			return err
 		}
 	} else {
-		checker, err := newChecker(cfg, bs, func(*backend.Backend, bool) { p.Rebuild() }, log)
+		checker, err := newChecker(cfg, bs, nil, log)
 		if err != nil {
 			return err
 		}
@@ -254,7 +241,6 @@ func serve(cfg *config.Config, demo bool, sp *servingProcess, stdout io.Writer) 
 		stopChecks := checkFirst(cfg, checker)
 		defer stopChecks()
 	}
-	p.Rebuild()
 
 	var ln net.Listener
 	if sp != nil {

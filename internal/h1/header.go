@@ -364,3 +364,11 @@ func valueEnd(b []byte) int {
 	}
 	return i
 }
+
+// MarkHopByHop marks hop-by-hop fields Hop as parsing a head does, for a
+// front door that builds Fields from another protocol's request. It
+// reports whether Connection asks for a protocol upgrade.
+func MarkHopByHop(fields []Field) (upgrade bool) {
+	_, _, upgrade = markHop(fields)
+	return upgrade
+}

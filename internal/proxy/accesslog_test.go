@@ -29,7 +29,6 @@ func TestAccessLogHasOneLinePerRequest(t *testing.T) {
 	get(t, c, r.url+"/missing")
 	post(t, c, r.url+"/upload", "12345678")
 	a.b.SetHealthy(false)
-	r.p.Rebuild()
 	get(t, c, r.url+"/none")
 
 	// Lines are logged once the response is out; Shutdown waits for every

@@ -35,12 +35,16 @@ func benchRequestPath(b *testing.B, algorithm string, n int) {
 		}
 		bs = append(bs, be)
 	}
-	p, err := New(Config{
+	cfg := withDefaults(Config{
 		Algorithm: algorithm,
 		Dial: func(context.Context, string, string) (net.Conn, error) {
 			return &memUpstream{resp: resp}, nil
 		},
-	}, bs)
+	})
+	// The benchmark runs connections without Serve, so it takes no
+	// connection slots and must not give any back.
+	cfg.MaxConnections = 0
+	p, err := New(cfg, bs)
 	if err != nil {
 		b.Fatal(err)
 	}

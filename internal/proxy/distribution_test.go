@@ -1,10 +1,12 @@
 package proxy
 
 import (
+	"io"
 	"net/http"
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -56,7 +58,6 @@ func TestRandomNeverPicksBackendOutOfRotation(t *testing.T) {
 	c := newHTTPBackend(t, "c", 1, nil)
 	r := startRelay(t, Config{Algorithm: "random"}, backendsOf(a, b, c)...)
 	b.b.SetHealthy(false)
-	r.p.Rebuild()
 	got := sequence(t, newClient(t, 1, ""), r.url+"/", 60)
 	if strings.Contains(got, "b") {
 		t.Errorf("random picked the backend out of rotation: %q", got)
@@ -190,5 +191,69 @@ func TestIPHashUsesForwardedForOnlyFromTrustedPeers(t *testing.T) {
 				t.Errorf("20 forwarded addresses reached %d backends; want spread %v", len(used), tt.spread)
 			}
 		})
+	}
+}
+
+// TestIPHashRetrySpreadsAFailedBackendsClients: when a backend fails while
+// still in rotation, each of its clients is retried on that client's next
+// choice, so they spread over the other backends (as with Maglev's fallback
+// order) instead of all landing on one, and clients of other backends do
+// not move.
+func TestIPHashRetrySpreadsAFailedBackendsClients(t *testing.T) {
+	var failing atomic.Bool
+	a := newHTTPBackend(t, "a", 1, func(w http.ResponseWriter, r *http.Request) {
+		if failing.Load() {
+			// Drop the connection before any response byte: a GET is
+			// retried on another backend.
+			if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				c.Close()
+			}
+			return
+		}
+		io.WriteString(w, "a")
+	})
+	hbs := []*httpBackend{a, newHTTPBackend(t, "b", 1, nil), newHTTPBackend(t, "c", 1, nil), newHTTPBackend(t, "d", 1, nil)}
+	trusted := []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+	r := startRelay(t, Config{Algorithm: "ip-hash", TrustedProxies: trusted}, backendsOf(hbs...)...)
+	c := newClient(t, 4, "")
+	ask := func(i int) result {
+		req, _ := http.NewRequest("GET", r.url+"/", nil)
+		req.Header.Set("X-Forwarded-For", netip.AddrFrom4([4]byte{10, 9, byte(i >> 8), byte(i)}).String())
+		return do(t, c, req)
+	}
+	const clients = 240
+	before := make([]string, clients)
+	for i := range clients {
+		before[i] = ask(i).backend
+	}
+	failing.Store(true)
+	moved := map[string]int{}
+	for i := range clients {
+		res := ask(i)
+		if res.status != 200 {
+			t.Fatalf("client %d: status %d, want 200 from a retry", i, res.status)
+		}
+		switch {
+		case before[i] != "a" && res.backend != before[i]:
+			t.Errorf("client %d moved from %s to %s although %s did not fail", i, before[i], res.backend, before[i])
+		case before[i] == "a":
+			if res.backend == "a" {
+				t.Fatalf("client %d was answered by the failing backend", i)
+			}
+			moved[res.backend]++
+			if again := ask(i).backend; again != res.backend {
+				t.Errorf("client %d fell back to %s, then to %s: its next choice must be stable", i, res.backend, again)
+			}
+		}
+	}
+	t.Logf("a's clients after it failed: %v", moved)
+	n := moved["b"] + moved["c"] + moved["d"]
+	if n < 30 {
+		t.Fatalf("only %d of %d clients were on a; the test needs more", n, clients)
+	}
+	for _, name := range []string{"b", "c", "d"} {
+		if moved[name] < n/8 {
+			t.Errorf("%s took %d of a's %d clients; want them spread over b, c and d", name, moved[name], n)
+		}
 	}
 }

@@ -55,7 +55,6 @@ func TestNoHealthyBackendGives503AtOnceAndRecovers(t *testing.T) {
 	}
 	a.b.SetHealthy(false)
 	b.b.SetHealthy(false)
-	r.p.Rebuild()
 	if n := len(r.p.Available()); n != 0 {
 		t.Fatalf("%d backends available after all went unhealthy", n)
 	}
@@ -79,7 +78,6 @@ func TestNoHealthyBackendGives503AtOnceAndRecovers(t *testing.T) {
 	}
 
 	b.b.SetHealthy(true)
-	r.p.Rebuild()
 	for i := 0; i < 3; i++ {
 		if res := get(t, cl, r.url+"/"); res.status != 200 || res.backend != "b" {
 			t.Errorf("after recovery: status %d from %q, want 200 from b", res.status, res.backend)

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"relay/internal/backend"
+	"relay/internal/config"
 )
 
 // ioTimeout bounds every blocking read or write a test makes on a raw
@@ -261,6 +262,41 @@ func (r *testRelay) serveResult(t *testing.T) error {
 // startRelay starts a proxy over bs on 127.0.0.1 and shuts it down when the
 // test ends.
 func startRelay(t *testing.T, cfg Config, bs ...*backend.Backend) *testRelay {
+	t.Helper()
+	return startRelayExactly(t, withDefaults(cfg), bs...)
+}
+
+// withDefaults fills cfg's unset fields with relay's defaults, so a test
+// names only the settings it is about. A test that needs a setting at
+// zero builds its Config with withDefaults and then sets it.
+func withDefaults(cfg Config) Config {
+	d := ConfigFrom(config.Default())
+	set := func(v *int, def int) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	setD := func(v *time.Duration, def time.Duration) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	if cfg.Algorithm == "" {
+		cfg.Algorithm = d.Algorithm
+	}
+	set(&cfg.Retries, d.Retries)
+	set(&cfg.MaxIdlePerBackend, d.MaxIdlePerBackend)
+	set(&cfg.MaxHeaderBytes, d.MaxHeaderBytes)
+	set(&cfg.MaxConnections, d.MaxConnections)
+	setD(&cfg.ConnectTimeout, d.ConnectTimeout)
+	setD(&cfg.ResponseTimeout, d.ResponseTimeout)
+	setD(&cfg.HeaderTimeout, d.HeaderTimeout)
+	setD(&cfg.IdleTimeout, d.IdleTimeout)
+	return cfg
+}
+
+// startRelayExactly is startRelay with cfg taken as it is.
+func startRelayExactly(t *testing.T, cfg Config, bs ...*backend.Backend) *testRelay {
 	t.Helper()
 	p, err := New(cfg, bs)
 	if err != nil {

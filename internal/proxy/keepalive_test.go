@@ -270,7 +270,9 @@ func TestStrayBytesAfterResponseEndReuse(t *testing.T) {
 			}
 		}
 	})
-	r := startRelay(t, Config{Retries: -1}, rb.b)
+	cfg := withDefaults(Config{})
+	cfg.Retries = 0
+	r := startRelayExactly(t, cfg, rb.b)
 	c, br := dialRelay(t, r)
 	write(t, c, "HEAD /h HTTP/1.1\r\nHost: x\r\n\r\n")
 	if resp, _ := readResponse(t, br, "HEAD"); resp.StatusCode != 200 {

@@ -170,6 +170,6 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 		}
 		s.mu.Unlock()
 	}
-	p.closeIdle()
+	p.core.CloseIdle()
 	return err
 }

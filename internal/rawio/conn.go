@@ -55,6 +55,9 @@ func NewConn(c net.Conn) *Conn {
 	return s
 }
 
+// NetConn returns the wrapped connection.
+func (s *Conn) NetConn() net.Conn { return s.Conn }
+
 // Raw reports whether reads and writes are raw system calls on a socket.
 func (s *Conn) Raw() bool { return s.raw != nil }
 

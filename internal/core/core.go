@@ -1,0 +1,157 @@
+// Package core is relay's forwarding core: what happens to a request
+// between a front door that received it and the backend that answers it,
+// whatever protocol the client spoke.
+//
+// A front door (relay's HTTP/1.1 server in package proxy, the http.Handler
+// in package handler) turns what arrived into an Exchange: a request view,
+// a body and a Responder to answer through. Core.Forward then runs the same
+// steps for every front door:
+//
+//	route   the pool that serves the request (today: the default pool)
+//	pick    a backend the pool's algorithm chooses among those that may
+//	        be picked (backend.Available) and that the request has not tried
+//	forward the request over the pool's upstream connections, HTTP/1.1
+//	retry   on another backend, only when that is safe
+//	account in-flight and failure counts, the access log
+//
+// and answers through the Responder: the backend's response, or relay's
+// own 502, 503 or 504. The core knows nothing of the client's wire format;
+// the upstream side is relay's own HTTP/1.1 engine (package h1).
+package core
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"time"
+
+	"relay/internal/backend"
+	"relay/internal/h1"
+	"relay/internal/logging"
+)
+
+// Config holds what the core needs besides its pools.
+type Config struct {
+	// TrustedProxies are the peers whose X-Forwarded-* fields are kept and
+	// whose X-Forwarded-For decides the client address for hashing.
+	TrustedProxies []netip.Prefix
+	// AccessLog receives one entry per request; nil turns access logs off.
+	AccessLog *logging.AccessLog
+	// Logger receives errors and events; nil discards them.
+	Logger *slog.Logger
+}
+
+// Core forwards requests to pools of backends. Create it with New and give
+// it pools with AddPool; it is safe for concurrent use.
+type Core struct {
+	cfg          Config
+	upstreamBufs *h1.BufferPool // read buffers of upstream connections
+
+	mu    sync.Mutex
+	pools map[string]*Pool
+	// def serves every request until routes exist. Routing will be a table
+	// of (match, pool) in front of the pools, consulted in route.
+	def *Pool
+}
+
+// New returns a core with no pools.
+func New(cfg Config) *Core {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Core{cfg: cfg, upstreamBufs: h1.NewBufferPool(upstreamBufSize), pools: make(map[string]*Pool)}
+}
+
+// AddPool creates the pool pc describes over bs. The first pool added is
+// the default pool, which serves every request for now.
+func (c *Core) AddPool(pc PoolConfig, bs []*backend.Backend) (*Pool, error) {
+	p, err := newPool(c, pc)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pools[pc.Name] != nil {
+		return nil, fmt.Errorf("pool %q is defined twice", pc.Name)
+	}
+	c.pools[pc.Name] = p
+	if c.def == nil {
+		c.def = p
+	}
+	p.SetBackends(bs)
+	return p, nil
+}
+
+// Pool returns the pool named name, or nil.
+func (c *Core) Pool(name string) *Pool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pools[name]
+}
+
+// CloseIdle closes every pooled upstream connection of every pool.
+func (c *Core) CloseIdle() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.pools {
+		p.closeIdle()
+	}
+}
+
+// NewPeer works out what the core needs of a client connection from its
+// address; tls says whether the client connected over TLS.
+func (c *Core) NewPeer(addr netip.AddrPort, tls bool) Peer {
+	addr = netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port())
+	p := Peer{Addr: addr, Text: addr.Addr().AppendTo(nil), Trusted: c.trusts(addr.Addr()), Proto: protoHTTP}
+	if tls {
+		p.Proto = protoHTTPS
+	}
+	return p
+}
+
+var (
+	protoHTTP  = []byte("http")
+	protoHTTPS = []byte("https")
+)
+
+// route returns the pool that serves x.
+func (c *Core) route(*Exchange) *Pool { return c.def }
+
+// Forward serves the request in x: it picks backends from x's pool and
+// tries the request on them until one answers or retrying is no longer
+// safe, answers the client through x.Door, and accounts for the request.
+func (c *Core) Forward(x *Exchange) Outcome {
+	var start time.Time
+	n := len(x.Req.Method)
+	if c.cfg.AccessLog != nil {
+		start = time.Now()
+		// The head's bytes may be overwritten once body bytes are read.
+		x.logLine = append(append(x.logLine[:0], x.Req.Method...), x.Req.Target...)
+	}
+	o := c.route(x).forward(x)
+	if c.cfg.AccessLog != nil {
+		e := logging.Entry{
+			Time: start, Client: x.Peer.Addr, Method: x.logLine[:n], Path: x.logLine[n:],
+			Status: o.Status, Duration: time.Since(start), BytesIn: o.In, BytesOut: o.Out,
+		}
+		if o.Backend != nil {
+			e.Backend = o.Backend.Name
+		}
+		c.cfg.AccessLog.Log(&e)
+	}
+	return o
+}
+
+// LogRejected writes the access log line of a request a front door refused
+// before its head could be parsed: method and path are unknown.
+func (c *Core) LogRejected(peer *Peer, status int) {
+	if c.cfg.AccessLog == nil {
+		return
+	}
+	c.cfg.AccessLog.Log(&logging.Entry{Time: time.Now(), Client: peer.Addr, Status: status})
+}
+
+// Logger is where the core and its front doors log.
+func (c *Core) Logger() *slog.Logger { return c.cfg.Logger }

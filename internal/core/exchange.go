@@ -1,0 +1,111 @@
+package core
+
+import (
+	"net"
+	"net/netip"
+
+	"relay/internal/backend"
+	"relay/internal/h1"
+)
+
+// Exchange is one request on its way through the core, and the state the
+// core keeps for it. A front door fills the exported fields for each request
+// and hands the Exchange to Core.Forward; it may reuse one Exchange for the
+// requests of a connection, which is how the HTTP/1.1 front door forwards
+// without allocating.
+type Exchange struct {
+	// Req is the request head as the front door parsed it: method, target,
+	// Host, the end-to-end fields (hop-by-hop ones marked Hop) and how its
+	// body is framed. The core forwards it over HTTP/1.1 whatever protocol
+	// the client spoke. The core marks the client's X-Forwarded-* fields Hop
+	// as it replaces them.
+	Req *h1.Request
+	// Body is the request body; nil when the request has none.
+	Body Body
+	// Door answers the client.
+	Door Responder
+	// Peer is the client as the front door sees it.
+	Peer *Peer
+
+	// What the core builds and reads for the request, kept so a
+	// connection's next request reuses the memory.
+	head     []byte // the upstream request head, with inline body bytes
+	inline   int64  // body bytes carried in head
+	prepared bool   // head is built for this request
+	streamed bool   // body bytes were read from the client: no replay
+	resp     h1.Response
+	respBody ResponseBody
+	logLine  []byte // method and target, for the access log
+}
+
+// Peer is a client connection's address, worked out once per connection.
+type Peer struct {
+	// Addr is the client's address and port; IPv4-mapped IPv6 addresses
+	// are unmapped.
+	Addr netip.AddrPort
+	// Text is Addr's address as text, for X-Forwarded-For.
+	Text []byte
+	// Trusted reports that the peer is one of the trusted proxies, whose
+	// X-Forwarded-* fields are kept.
+	Trusted bool
+	// Proto is the scheme the client used: "http" or "https".
+	Proto []byte
+}
+
+// Body is a request body as a front door delivers it.
+type Body interface {
+	// Read reads the next body bytes; io.EOF at the end. The front door
+	// bounds each wait for the client.
+	Read(p []byte) (int, error)
+	// Prefix returns body bytes that are already in memory and consumes
+	// them, so they can go out with the head in one write; it is called
+	// once, before any Read, and may return nil.
+	Prefix() []byte
+	// Done reports whether the body has been read to its end.
+	Done() bool
+	// Trailers returns the raw trailer field lines of a chunked body once
+	// Read has returned io.EOF.
+	Trailers() []byte
+}
+
+// Responder is the front door's side of an exchange: everything the core
+// sends the client goes through it, so the core never writes a wire format
+// of the client's.
+type Responder interface {
+	// Continue asks the client for its body (Expect: 100-continue). The
+	// core calls it once, before it first reads a body it streams.
+	Continue() error
+	// Interim passes on an informational (1xx) response other than 100
+	// Continue; a front door that cannot send one drops it.
+	Interim(resp *h1.Response) error
+	// Respond sends the response head in resp and then its body, first
+	// body.Prefix() and then what body reads until io.EOF. It returns the
+	// body bytes sent, the error reading body (the backend failed) and the
+	// error writing to the client.
+	Respond(resp *h1.Response, body *ResponseBody) (n int64, rerr, werr error)
+	// Tunnel completes a protocol switch (101): it sends resp, then
+	// early, the bytes that arrived behind the backend's head, and copies
+	// bytes both ways between the client and up until either side closes.
+	// It returns the bytes sent to the client. up is closed afterwards.
+	Tunnel(resp *h1.Response, up net.Conn, early []byte) int64
+	// Error answers with relay's own error response.
+	Error(status int, msg string) error
+}
+
+// Outcome is what became of a request: the status the client got (499
+// when it went away first), the backend that answered, if any, and the
+// body bytes received from the client and sent to it.
+type Outcome struct {
+	Status  int
+	Backend *backend.Backend
+	In, Out int64
+}
+
+// bodySent reports whether the request body has been read to its end, so
+// the upstream connection is positioned at the end of the request.
+func (x *Exchange) bodySent() bool { return x.Body == nil || x.Body.Done() }
+
+// replayable reports whether the request can be sent again: nothing of its
+// body has been streamed from the client, so every byte sent so far is
+// still held in x.head.
+func (x *Exchange) replayable() bool { return !x.streamed }

@@ -1,0 +1,113 @@
+package core
+
+import (
+	"bytes"
+	"net/netip"
+
+	"relay/internal/balance"
+	"relay/internal/h1"
+)
+
+// trusts reports whether a peer is a configured trusted proxy.
+func (c *Core) trusts(a netip.Addr) bool {
+	for _, pfx := range c.cfg.TrustedProxies {
+		if pfx.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// appendForwarded writes X-Forwarded-For, -Proto and -Host, and marks the
+// client's own copies Hop so they are not forwarded twice. It runs after
+// hop-by-hop fields were marked, so a client cannot make relay drop these
+// by naming them in Connection. A client's values are kept only when it is
+// a trusted proxy; from anyone else they would be forgeries.
+func (x *Exchange) appendForwarded(c *Core, out []byte) []byte {
+	fields := x.Req.Fields
+	trusted := x.Peer.Trusted
+	var proto, host []byte
+	out = append(out, "X-Forwarded-For: "...)
+	for i := range fields {
+		f := &fields[i]
+		switch {
+		case len(f.Name) < 15 || len(f.Name) > 17 || (f.Name[0]|0x20) != 'x':
+			continue
+		case f.Is("x-forwarded-for"):
+			if trusted && !f.Hop && len(f.Value) > 0 {
+				out = append(out, f.Value...)
+				out = append(out, ", "...)
+			}
+		case f.Is("x-forwarded-proto"):
+			if trusted && !f.Hop {
+				proto = f.Value
+			}
+		case f.Is("x-forwarded-host"):
+			if trusted && !f.Hop {
+				host = f.Value
+			}
+		default:
+			continue
+		}
+		f.Hop = true
+	}
+	out = append(out, x.Peer.Text...)
+	out = append(out, '\r', '\n')
+	if proto == nil {
+		proto = x.Peer.Proto
+	}
+	out = h1.AppendField(out, xfProto, proto)
+	if host == nil {
+		host = x.Req.Host
+	}
+	if host != nil {
+		out = h1.AppendField(out, xfHost, host)
+	}
+	return out
+}
+
+var (
+	xfProto = []byte("X-Forwarded-Proto")
+	xfHost  = []byte("X-Forwarded-Host")
+)
+
+// hashKey is the hash key of the request: a hash of the client address.
+// Behind trusted proxies the client is the rightmost X-Forwarded-For entry
+// that is not itself a trusted proxy; entries further left were written by
+// parties relay cannot vouch for.
+func (x *Exchange) hashKey(c *Core) uint64 {
+	addr := x.Peer.Addr.Addr()
+	if x.Peer.Trusted {
+		if a, ok := x.forwardedClient(c); ok {
+			addr = a
+		}
+	}
+	return balance.HashAddr(addr)
+}
+
+func (x *Exchange) forwardedClient(c *Core) (netip.Addr, bool) {
+	fields := x.Req.Fields
+	for i := len(fields) - 1; i >= 0; i-- {
+		if !fields[i].Is("x-forwarded-for") {
+			continue
+		}
+		list := fields[i].Value
+		for len(list) > 0 {
+			var item []byte
+			if j := bytes.LastIndexByte(list, ','); j >= 0 {
+				item, list = bytes.TrimSpace(list[j+1:]), list[:j]
+			} else {
+				item, list = bytes.TrimSpace(list), nil
+			}
+			a, err := netip.ParseAddr(string(item))
+			if err != nil {
+				return netip.Addr{}, false
+			}
+			a = a.Unmap()
+			if !c.trusts(a) {
+				return a, true
+			}
+		}
+	}
+	return netip.Addr{}, false
+}

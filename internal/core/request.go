@@ -1,0 +1,96 @@
+package core
+
+import (
+	"errors"
+
+	"relay/internal/backend"
+	"relay/internal/h1"
+)
+
+// errClientBody marks a failure to read the request body from the client.
+var errClientBody = errors.New("reading request body from client")
+
+// maxInlineBody is the largest request body prefix copied into the request
+// head's buffer so head and body go out in one write.
+const maxInlineBody = 16 << 10
+
+// prepare builds the request as the backend will see it: request line,
+// Host, the client's end-to-end fields, X-Forwarded-*, framing, and the
+// body bytes the front door already holds. The rest of the body is left for
+// send to stream. b supplies Host for HTTP/1.0 clients that sent none,
+// since HTTP/1.1 requires it.
+func (x *Exchange) prepare(c *Core, b *backend.Backend) {
+	req := x.Req
+	x.inline = 0
+	out := h1.AppendRequestLine(x.head[:0], req.Method, req.Target)
+	if req.Host != nil {
+		out = h1.AppendField(out, hostField, req.Host)
+	} else {
+		out = h1.AppendFieldString(out, "Host", b.URL.Host)
+	}
+	out = x.appendForwarded(c, out)
+	out = h1.AppendForwardFields(out, req.Fields)
+	if req.Upgrade {
+		out = append(out, "Connection: Upgrade\r\n"...)
+		out = h1.AppendField(out, upgradeField, req.UpgradeProto)
+	}
+	switch {
+	case req.Chunked:
+		out = append(out, "Transfer-Encoding: chunked\r\n"...)
+	case req.ContentLength > 0:
+		out = h1.AppendContentLength(out, req.ContentLength)
+	case needsLength(req.Method):
+		// Some servers refuse a POST without a length (411).
+		out = append(out, "Content-Length: 0\r\n"...)
+	}
+	out = append(out, '\r', '\n')
+	if x.Body != nil && !req.Chunked {
+		// Prefix is at most the body and at most what fits one write.
+		if p := x.Body.Prefix(); len(p) > 0 {
+			out = append(out, p...)
+			x.inline = int64(len(p))
+		}
+	}
+	x.head = out
+	x.prepared = true
+}
+
+var (
+	hostField    = []byte("Host")
+	upgradeField = []byte("Upgrade")
+)
+
+func needsLength(method []byte) bool {
+	switch string(method) {
+	case "POST", "PUT", "PATCH":
+		return true
+	}
+	return false
+}
+
+// send writes the prepared request to u and streams the rest of the body
+// from the client. in counts body bytes sent. A client-side failure is
+// wrapped in errClientBody.
+func (x *Exchange) send(u *upstream) (in int64, err error) {
+	if x.bodySent() {
+		// Head and body are complete in x.head: write them inside the
+		// wait for the response (see upstream.Read).
+		u.send(x.head)
+		return x.inline, nil
+	}
+	if _, err := u.conn.Write(x.head); err != nil {
+		return 0, err
+	}
+	if x.Req.Expect100 && !x.streamed {
+		if err := x.Door.Continue(); err != nil {
+			return 0, errors.Join(errClientBody, err)
+		}
+	}
+	x.streamed = true
+	n, rerr, werr := h1.CopyBody(u.conn, x.Body, x.Req.Chunked)
+	in = x.inline + n
+	if rerr != nil {
+		return in, errors.Join(errClientBody, rerr)
+	}
+	return in, werr
+}

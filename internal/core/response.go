@@ -1,0 +1,54 @@
+package core
+
+import (
+	"time"
+
+	"relay/internal/h1"
+)
+
+// ResponseBody is a backend's response body as a front door reads it to
+// send it on. Every wait for the backend is bounded by the pool's response
+// timeout.
+type ResponseBody struct {
+	u       *upstream
+	body    h1.Body
+	kind    h1.BodyKind
+	length  int64
+	timeout time.Duration
+}
+
+func (r *ResponseBody) reset(u *upstream, resp *h1.Response, timeout time.Duration) {
+	r.u, r.kind, r.length, r.timeout = u, resp.Body, resp.ContentLength, timeout
+	r.body.Reset(u.br, resp.Body, resp.ContentLength)
+}
+
+// Prefix returns the body bytes that arrived with the head and consumes
+// them, so a front door can send them in the same write as the head. Only
+// a body of known length has one; the bytes are valid until the next Read.
+func (r *ResponseBody) Prefix() []byte {
+	if r.kind != h1.BodyLength {
+		return nil
+	}
+	k := min(int64(r.u.br.Buffered()), r.length)
+	p := r.u.br.Peek()[:k]
+	r.u.br.Discard(int(k))
+	r.body.Reset(r.u.br, h1.BodyLength, r.length-k)
+	return p
+}
+
+// Read reads the next body bytes; io.EOF at the end.
+func (r *ResponseBody) Read(p []byte) (int, error) {
+	r.u.conn.SetReadDeadline(time.Now().Add(r.timeout))
+	return r.body.Read(p)
+}
+
+// Done reports whether the body has been read to its end.
+func (r *ResponseBody) Done() bool { return r.body.Done() }
+
+// Trailers returns a chunked body's raw trailer lines after its end.
+func (r *ResponseBody) Trailers() []byte { return r.body.Trailers() }
+
+// Kind says how the backend framed the body: a front door that must send
+// it otherwise (chunked to an HTTP/1.1 client when the backend closes the
+// connection to end it, say) needs to know.
+func (r *ResponseBody) Kind() h1.BodyKind { return r.kind }

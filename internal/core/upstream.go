@@ -1,0 +1,148 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	"relay/internal/backend"
+	"relay/internal/h1"
+	"relay/internal/rawio"
+)
+
+// upstreamBufSize is the read buffer of an upstream connection: large enough
+// for a typical response head plus a small body in one read.
+const upstreamBufSize = 8 << 10
+
+// maxResponseHead caps a response head from a backend.
+const maxResponseHead = 64 << 10
+
+// poolIdleTimeout is how long an idle upstream connection may wait in the
+// pool. It is shorter than the keep-alive timeouts of common servers (nginx
+// 75 s, Apache 5 s is the exception), so relay rarely reuses a connection the
+// backend is about to close.
+const poolIdleTimeout = 30 * time.Second
+
+// upstream is one keep-alive connection to a backend.
+type upstream struct {
+	conn   *rawio.Conn
+	br     *h1.Reader
+	idleAt time.Time
+	// pending is a request to write at the next Read.
+	pending []byte
+}
+
+// conns holds idle connections to one backend, most recently used first
+// (LIFO keeps few connections warm and lets the rest age out).
+type conns struct {
+	b      *backend.Backend
+	cfg    *PoolConfig
+	bufs   *h1.BufferPool
+	mu     sync.Mutex
+	idle   []*upstream
+	closed bool
+}
+
+func newConns(b *backend.Backend, cfg *PoolConfig, bufs *h1.BufferPool) *conns {
+	return &conns{b: b, cfg: cfg, bufs: bufs}
+}
+
+// get returns an idle connection, or dials a new one. reused reports which,
+// since a reused connection may have been closed by the backend meanwhile.
+func (p *conns) get(now time.Time) (u *upstream, reused bool, err error) {
+	p.mu.Lock()
+	for len(p.idle) > 0 {
+		u = p.idle[len(p.idle)-1]
+		p.idle[len(p.idle)-1] = nil
+		p.idle = p.idle[:len(p.idle)-1]
+		if now.Sub(u.idleAt) < poolIdleTimeout {
+			p.mu.Unlock()
+			return u, true, nil
+		}
+		u.conn.Close()
+	}
+	p.mu.Unlock()
+	u, err = p.dial()
+	return u, false, err
+}
+
+func (p *conns) dial() (*upstream, error) {
+	var (
+		c   net.Conn
+		err error
+	)
+	if p.cfg.Dial != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ConnectTimeout)
+		c, err = p.cfg.Dial(ctx, "tcp", p.b.Addr)
+		cancel()
+	} else {
+		d := net.Dialer{Timeout: p.cfg.ConnectTimeout}
+		c, err = d.Dial("tcp", p.b.Addr)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("backend %q: %w", p.b.Name, err)
+	}
+	u := &upstream{conn: rawio.NewConn(c)}
+	u.br = h1.NewPooledReader(u, p.bufs, maxResponseHead)
+	return u, nil
+}
+
+// put returns a connection whose last response was read to its end.
+func (p *conns) put(u *upstream, now time.Time) {
+	u.idleAt = now
+	// An idle connection holds no buffer: with many backends, buffers taken
+	// from one shared pool stay warm in the CPU cache, where one buffer per
+	// connection would not.
+	u.br.Release()
+	p.mu.Lock()
+	if p.closed || len(p.idle) >= p.cfg.MaxIdlePerBackend {
+		p.mu.Unlock()
+		u.conn.Close()
+		return
+	}
+	p.idle = append(p.idle, u)
+	p.mu.Unlock()
+}
+
+// close closes idle connections and makes later puts close theirs.
+func (p *conns) close() {
+	p.mu.Lock()
+	idle := p.idle
+	p.idle, p.closed = nil, true
+	p.mu.Unlock()
+	for _, u := range idle {
+		u.conn.Close()
+	}
+}
+
+// send queues a complete request to be written by the next Read, inside the
+// wait for the response (rawio.Conn.WriteThenRead).
+func (u *upstream) send(b []byte) { u.pending = b }
+
+// Read fills the response buffer, writing a pending request first.
+func (u *upstream) Read(p []byte) (int, error) {
+	if u.pending == nil {
+		return u.conn.Read(p)
+	}
+	req := u.pending
+	u.pending = nil
+	return u.conn.WriteThenRead(req, p)
+}
+
+// alive reports whether an idle connection is still open and quiet: the
+// backend has neither closed it nor sent anything unasked. Used before
+// sending a request that must not be sent twice. A connection relay cannot
+// peek at (see rawio.Quiet) does not count as alive, so such a request gets
+// a new connection rather than risk a closed one.
+func (u *upstream) alive() bool { return rawio.Quiet(u.conn.Conn) }
+
+// isConnLoss reports errors that mean the connection was closed or reset.
+func isConnLoss(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, h1.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}

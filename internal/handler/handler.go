@@ -1,0 +1,260 @@
+// Package handler is a front door for Go's net/http servers: an
+// http.Handler over relay's forwarding core. Whatever the server speaks to
+// the client (HTTP/1.1, or HTTP/2 with or without TLS), the core picks,
+// forwards over its HTTP/1.1 upstream connections, retries and accounts
+// exactly as it does for relay's own HTTP/1.1 front door (package proxy).
+//
+// This door trades speed for reach: net/http allocates per request where
+// relay's own engine does not, so relay serves HTTP/1.1 with package proxy
+// and uses this door where net/http is the only way in (HTTP/2).
+//
+// What net/http does itself: it answers Expect: 100-continue when the body
+// is first read, reads chunked request bodies, and frames responses. A
+// request body of unknown length goes upstream chunked. Request trailers
+// are not forwarded; response trailers are not passed on.
+package handler
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync"
+
+	"relay/internal/core"
+	"relay/internal/h1"
+)
+
+// Handler forwards every request it serves through a core.
+type Handler struct {
+	core *core.Core
+}
+
+// New returns a Handler over c.
+func New(c *core.Core) *Handler { return &Handler{core: c} }
+
+// exchanges recycles the per-request state, whose buffers grow to fit the
+// requests seen.
+var exchanges = sync.Pool{New: func() any { return new(exchange) }}
+
+// exchange is one request through this door: the core's Exchange, the
+// request view built from the *http.Request, and the Responder answering
+// through the http.ResponseWriter.
+type exchange struct {
+	x    core.Exchange
+	req  h1.Request
+	peer core.Peer
+	body body
+	w    http.ResponseWriter
+	r    *http.Request
+	// abort is set when the response was cut short: the client must see a
+	// broken response, not a complete wrong one.
+	abort bool
+}
+
+// ServeHTTP forwards r through the core.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	e := exchanges.Get().(*exchange)
+	defer func() {
+		*e = exchange{req: h1.Request{Fields: e.req.Fields[:0]}, x: e.x}
+		e.x.Req, e.x.Body, e.x.Door, e.x.Peer = nil, nil, nil, nil
+		exchanges.Put(e)
+	}()
+	e.w, e.r = w, r
+	addr, _ := netip.ParseAddrPort(r.RemoteAddr)
+	e.peer = h.core.NewPeer(addr, r.TLS != nil)
+	e.view(r)
+	e.x.Req, e.x.Door, e.x.Peer = &e.req, e, &e.peer
+	if e.req.HasBody() {
+		e.body = body{rc: r.Body}
+		e.x.Body = &e.body
+	}
+	h.core.Forward(&e.x)
+	if e.abort {
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// view fills the request view the core reads from r.
+func (e *exchange) view(r *http.Request) {
+	req := &e.req
+	req.Method = []byte(r.Method)
+	req.Target = []byte(r.URL.RequestURI())
+	if r.Method == http.MethodOptions && r.RequestURI == "*" {
+		req.Target = []byte("*")
+	}
+	req.Minor = 1
+	if r.Host != "" {
+		req.Host = []byte(r.Host)
+	}
+	fields := req.Fields[:0]
+	for name, values := range r.Header {
+		for _, v := range values {
+			fields = append(fields, h1.Field{Name: []byte(name), Value: []byte(v)})
+		}
+	}
+	req.Upgrade = h1.MarkHopByHop(fields) && r.ProtoMajor == 1
+	for i := range fields {
+		switch {
+		case fields[i].Is("expect"):
+			fields[i].Hop = true // net/http answered it
+		case req.Upgrade && fields[i].Is("upgrade"):
+			req.UpgradeProto = fields[i].Value
+		}
+	}
+	req.Fields = fields
+	req.ContentLength = r.ContentLength
+	switch {
+	case r.Body == nil || r.Body == http.NoBody:
+		req.ContentLength = 0
+	case r.ContentLength < 0:
+		req.Chunked = true
+	}
+}
+
+// body is the request body as the core reads it.
+type body struct {
+	rc   io.ReadCloser
+	done bool
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err == io.EOF {
+		b.done = true
+	}
+	return n, err
+}
+
+func (b *body) Prefix() []byte   { return nil }
+func (b *body) Done() bool       { return b.done }
+func (b *body) Trailers() []byte { return nil }
+
+// Continue does nothing: net/http sends 100 Continue when the body is
+// first read.
+func (e *exchange) Continue() error { return nil }
+
+// Interim sends an informational response (103 Early Hints and the like)
+// and leaves the header map as it was for the final response.
+func (e *exchange) Interim(resp *h1.Response) error {
+	hdr := e.w.Header()
+	saved := hdr.Clone()
+	copyFields(hdr, resp.Fields)
+	e.w.WriteHeader(resp.Status)
+	for k := range hdr {
+		delete(hdr, k)
+	}
+	for k, v := range saved {
+		hdr[k] = v
+	}
+	return nil
+}
+
+// Respond sends the backend's response through the ResponseWriter,
+// flushing as body bytes arrive so streamed responses stream.
+func (e *exchange) Respond(resp *h1.Response, rb *core.ResponseBody) (n int64, rerr, werr error) {
+	hdr := e.w.Header()
+	copyFields(hdr, resp.Fields)
+	if resp.ContentLength >= 0 && resp.Status >= 200 && resp.Status != 204 && resp.Status != 304 {
+		hdr.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+	}
+	e.w.WriteHeader(resp.Status)
+	fw := flushWriter{w: e.w, rc: http.NewResponseController(e.w)}
+	if p := rb.Prefix(); len(p) > 0 {
+		k, err := fw.Write(p)
+		n += int64(k)
+		if err != nil {
+			e.abort = true
+			return n, nil, err
+		}
+	}
+	if !rb.Done() {
+		k, rerr, werr := h1.CopyBody(&fw, rb, false)
+		n += k
+		if rerr != nil || werr != nil {
+			e.abort = true
+			return n, rerr, werr
+		}
+	}
+	return n, nil, nil
+}
+
+// Tunnel takes the client connection over from net/http (HTTP/1.1 only:
+// the view never asks for an upgrade over HTTP/2) and copies bytes both
+// ways.
+func (e *exchange) Tunnel(resp *h1.Response, up net.Conn, early []byte) int64 {
+	client, brw, err := http.NewResponseController(e.w).Hijack()
+	if err != nil {
+		e.Error(http.StatusBadGateway, "cannot take over the connection for the protocol switch")
+		return 0
+	}
+	defer client.Close()
+	out := h1.AppendStatusLine(nil, 101, resp.Reason)
+	out = h1.AppendForwardFields(out, resp.Fields)
+	out = append(out, "Connection: Upgrade\r\n"...)
+	for i := range resp.Fields {
+		if resp.Fields[i].Is("upgrade") {
+			out = h1.AppendField(out, []byte("Upgrade"), resp.Fields[i].Value)
+		}
+	}
+	out = append(append(out, '\r', '\n'), early...)
+	if _, err := client.Write(out); err != nil {
+		return 0
+	}
+	if k := brw.Reader.Buffered(); k > 0 {
+		pending, _ := brw.Reader.Peek(k)
+		if _, err := up.Write(pending); err != nil {
+			return 0
+		}
+	}
+	sent := make(chan int64, 1)
+	go func() {
+		n, _ := io.Copy(client, up)
+		client.Close()
+		sent <- n
+	}()
+	io.Copy(up, client)
+	up.Close()
+	return <-sent
+}
+
+// Error answers with relay's own error response, worded as the HTTP/1.1
+// door words it.
+func (e *exchange) Error(status int, msg string) error {
+	hdr := e.w.Header()
+	hdr.Set("Content-Type", "text/plain; charset=utf-8")
+	text := h1.StatusText(status) + ": " + msg + "\n"
+	hdr.Set("Content-Length", strconv.Itoa(len(text)))
+	e.w.WriteHeader(status)
+	_, err := io.WriteString(e.w, text)
+	return err
+}
+
+// copyFields adds the fields to be forwarded to hdr.
+func copyFields(hdr http.Header, fields []h1.Field) {
+	for i := range fields {
+		if f := &fields[i]; !f.Hop {
+			hdr.Add(string(f.Name), string(f.Value))
+		}
+	}
+}
+
+// flushWriter flushes after every write, so bytes reach the client as the
+// backend sends them.
+type flushWriter struct {
+	w  io.Writer
+	rc *http.ResponseController
+}
+
+func (f *flushWriter) Write(p []byte) (int, error) {
+	n, err := f.w.Write(p)
+	if err == nil {
+		err = f.rc.Flush()
+		if errors.Is(err, http.ErrNotSupported) {
+			err = nil
+		}
+	}
+	return n, err
+}

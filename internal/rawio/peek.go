@@ -1,0 +1,50 @@
+package rawio
+
+import (
+	"net"
+	"syscall"
+)
+
+// Quiet reports whether nothing has arrived on an idle connection, neither
+// data nor its end: a non-blocking one-byte MSG_PEEK on its socket, which
+// consumes nothing and never waits. relay asks before it reuses a kept
+// connection for something that must not be lost to a connection the peer
+// closed while it sat idle (a request that must not be sent twice, a health
+// probe).
+//
+// A connection that wraps a socket (crypto/tls.Conn, through its NetConn
+// method, and anything else that offers one) is unwrapped to the socket
+// underneath, so for TLS a pending record (a close_notify alert, a late
+// session ticket) or the peer's FIN counts as not quiet, as it should: the
+// connection is not known to be where it was left.
+//
+// The fallback for a connection with no socket anywhere underneath (an
+// in-memory connection, a custom dialer's): Quiet cannot look, and answers
+// false, "not known to be quiet", so the caller opens a new connection
+// rather than risk one that may be closed.
+func Quiet(c net.Conn) bool {
+	for {
+		if sc, ok := c.(syscall.Conn); ok {
+			return peekQuiet(sc)
+		}
+		w, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return false
+		}
+		c = w.NetConn()
+	}
+}
+
+func peekQuiet(sc syscall.Conn) bool {
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var buf [1]byte
+	var perr error
+	err = raw.Read(func(fd uintptr) bool {
+		_, _, perr = syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		return true // never wait
+	})
+	return err == nil && perr == syscall.EAGAIN
+}
