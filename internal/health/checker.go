@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -17,21 +18,25 @@ import (
 // len(backends)/maxParallel × Timeout.
 const maxParallel = 256
 
-// Checker runs active health checks over a fixed set of backends. Build one
-// with New, call CheckAll once before serving, then Run; Stop ends it. A
-// Checker runs once: after Stop, build a new one (for example on reload; the
-// health state lives on the backends and carries over).
+// Checker runs active health checks over a set of backends that can change
+// while it runs (Add, Remove, Set). Build one with New, call CheckAll once
+// before serving, then Run; Stop ends it. A Checker runs once: after Stop,
+// build a new one (the health state lives on the backends and carries over).
 type Checker struct {
 	cfg      Config
-	targets  []*target
 	onChange func(b *backend.Backend, healthy bool)
 	probe    Probe // from WithProbe; nil means the built-in probe of cfg.Type
 	clock    Clock
 	randN    func(n int64) int64
 	log      *slog.Logger
+	bufs     *sync.Pool // answer readers of HTTP probes
 
-	mu      sync.Mutex // guards started and cancel
+	mu      sync.Mutex         // guards targets, order, started, stopped and ctx
+	targets map[string]*target // by backend name
+	order   []*target          // in the order they were added, so start offsets replay
 	started bool
+	stopped bool
+	ctx     context.Context // the loops' context once Run has started them
 	cancel  context.CancelFunc
 	loops   sync.WaitGroup
 }
@@ -40,19 +45,24 @@ type Checker struct {
 // serializes recording, so CheckAll and a loop never interleave on one
 // backend, and onChange sees one backend's transitions in order.
 type target struct {
-	b      *backend.Backend
-	probe  func(ctx context.Context) error
-	close  func() // closes what the probe keeps between runs; may be nil
-	mu     sync.Mutex
-	passes int
-	fails  int
+	probe func(ctx context.Context) error
+	close func() // closes what the probe keeps between runs; may be nil
+
+	mu      sync.Mutex
+	b       *backend.Backend // the backend's current value (Set may replace it)
+	passes  int
+	fails   int
+	removed bool // Remove has run: report nothing more
+
+	cancel context.CancelFunc // stops this target's loop; nil before it runs
+	done   chan struct{}      // closed when its loop has exited
 }
 
 // New returns a Checker for bs. onChange, which may be nil, is called after
 // each transition with the backend's new state, before the transition is
 // logged, so a logged transition has taken effect; it is called from the probe
 // loops, so calls for different backends may run concurrently, and it must not
-// call Stop. New reports every invalid Config field at once.
+// call Stop, Add, Remove or Set. New reports every invalid Config field at once.
 func New(cfg Config, bs []*backend.Backend, onChange func(b *backend.Backend, healthy bool), opts ...Option) (*Checker, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -60,7 +70,7 @@ func New(cfg Config, bs []*backend.Backend, onChange func(b *backend.Backend, he
 	}
 	c := &Checker{
 		cfg:      cfg,
-		targets:  make([]*target, len(bs)),
+		targets:  make(map[string]*target, len(bs)),
 		onChange: onChange,
 		clock:    realClock{},
 		randN:    rand.Int64N,
@@ -69,25 +79,67 @@ func New(cfg Config, bs []*backend.Backend, onChange func(b *backend.Backend, he
 	for _, o := range opts {
 		o(c)
 	}
-	var bufs *sync.Pool
 	if c.probe == nil && cfg.Type == TypeHTTP {
-		bufs = newReadBufs()
+		c.bufs = newReadBufs()
 	}
-	for i, b := range bs {
-		t := &target{b: b}
-		switch {
-		case c.probe != nil:
-			probe := c.probe
-			t.probe = func(ctx context.Context) error { return probe(ctx, b) }
-		case cfg.Type == TypeTCP:
-			t.probe = func(ctx context.Context) error { return tcpProbe(ctx, b) }
-		default:
-			h := newHTTPCheck(b, cfg.Path, cfg.ReuseConnection, bufs)
-			t.probe, t.close = h.probe, h.closeIdle
+	for _, b := range bs {
+		if c.targets[b.Name] == nil {
+			c.addLocked(c.newTarget(b))
 		}
-		c.targets[i] = t
 	}
 	return c, nil
+}
+
+// newTarget builds the target of b with the configured probe.
+func (c *Checker) newTarget(b *backend.Backend) *target {
+	t := &target{b: b}
+	switch {
+	case c.probe != nil:
+		probe := c.probe
+		t.probe = func(ctx context.Context) error { return probe(ctx, t.backend()) }
+	case c.cfg.Type == TypeTCP:
+		t.probe = func(ctx context.Context) error { return tcpProbe(ctx, b) }
+	default:
+		h := newHTTPCheck(b, c.cfg.Path, c.cfg.ReuseConnection, c.bufs)
+		t.probe, t.close = h.probe, h.closeIdle
+	}
+	return t
+}
+
+// addLocked records t; c.mu is held or c is not shared yet.
+func (c *Checker) addLocked(t *target) {
+	c.targets[t.b.Name] = t
+	c.order = append(c.order, t)
+}
+
+// dropLocked forgets t; c.mu is held.
+func (c *Checker) dropLocked(name string, t *target) {
+	delete(c.targets, name)
+	c.order = slices.DeleteFunc(c.order, func(x *target) bool { return x == t })
+}
+
+// backend returns the target's current backend value.
+func (t *target) backend() *backend.Backend {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.b
+}
+
+// list returns the current targets.
+func (c *Checker) list() []*target {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.order)
+}
+
+// Targets returns the backends the checker probes now.
+func (c *Checker) Targets() []*backend.Backend {
+	ts := c.list()
+	bs := make([]*backend.Backend, len(ts))
+	for i, t := range ts {
+		bs[i] = t.backend()
+	}
+	return bs
 }
 
 // CheckAll probes every backend once, several at a time, and returns when all
@@ -98,7 +150,7 @@ func New(cfg Config, bs []*backend.Backend, onChange func(b *backend.Backend, he
 func (c *Checker) CheckAll(ctx context.Context) {
 	sem := make(chan struct{}, maxParallel)
 	var wg sync.WaitGroup
-	for _, t := range c.targets {
+	for _, t := range c.list() {
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
@@ -122,11 +174,100 @@ func (c *Checker) Run(ctx context.Context) {
 		return
 	}
 	c.started = true
-	ctx, c.cancel = context.WithCancel(ctx)
-	starts, step := startGrid(len(c.targets), c.cfg.Interval)
-	for _, t := range c.targets {
-		offset := time.Duration(c.randN(starts)) * step
-		c.loops.Go(func() { c.loop(ctx, t, offset) })
+	c.ctx, c.cancel = context.WithCancel(ctx)
+	starts, step := startGrid(len(c.order), c.cfg.Interval)
+	for _, t := range c.order {
+		c.startLocked(t, time.Duration(c.randN(starts))*step, false)
+	}
+}
+
+// startLocked starts t's loop; c.mu is held and the checker runs. A target
+// added at runtime is probed at once, its first result deciding alone as in
+// CheckAll, so a dead backend added to a running relay leaves rotation
+// within one probe rather than after Fall intervals.
+func (c *Checker) startLocked(t *target, offset time.Duration, first bool) {
+	ctx, cancel := context.WithCancel(c.ctx)
+	t.cancel, t.done = cancel, make(chan struct{})
+	c.loops.Go(func() {
+		defer close(t.done)
+		if first {
+			c.check(ctx, t, 1, 1)
+		}
+		c.loop(ctx, t, offset)
+	})
+}
+
+// Add starts checking b, if no backend of its name is checked already. When
+// the checker runs, b is probed at once and then on its own loop.
+func (c *Checker) Add(b *backend.Backend) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.targets[b.Name] != nil {
+		return
+	}
+	t := c.newTarget(b)
+	c.addLocked(t)
+	if c.started && !c.stopped {
+		c.startLocked(t, c.cfg.Interval, true)
+	}
+}
+
+// Remove stops checking the backend named like b: its loop ends, a probe in
+// flight is cancelled, its kept connection is closed, and no transition of
+// it is reported once Remove has returned.
+func (c *Checker) Remove(b *backend.Backend) {
+	c.mu.Lock()
+	t := c.targets[b.Name]
+	if t != nil {
+		c.dropLocked(b.Name, t)
+	}
+	c.mu.Unlock()
+	if t == nil {
+		return
+	}
+	c.retire(t)
+}
+
+// retire stops a target that is no longer in c.targets.
+func (c *Checker) retire(t *target) {
+	t.mu.Lock()
+	t.removed = true
+	t.mu.Unlock()
+	if t.cancel != nil {
+		t.cancel()
+		<-t.done
+	}
+	if t.close != nil {
+		t.close()
+	}
+}
+
+// Set makes bs the checked backends, matched by name: new ones are added,
+// missing ones removed, and the others keep their run of passes and
+// failures, following the new Backend value when reload built one.
+func (c *Checker) Set(bs []*backend.Backend) {
+	want := make(map[string]*backend.Backend, len(bs))
+	for _, b := range bs {
+		want[b.Name] = b
+	}
+	c.mu.Lock()
+	var gone []*target
+	for name, t := range c.targets {
+		if b, ok := want[name]; ok {
+			t.mu.Lock()
+			t.b = b
+			t.mu.Unlock()
+			continue
+		}
+		gone = append(gone, t)
+		c.dropLocked(name, t)
+	}
+	c.mu.Unlock()
+	for _, t := range gone {
+		c.retire(t)
+	}
+	for _, b := range bs {
+		c.Add(b)
 	}
 }
 
@@ -135,14 +276,14 @@ func (c *Checker) Run(ctx context.Context) {
 // more than once, and before Run.
 func (c *Checker) Stop() {
 	c.mu.Lock()
-	c.started = true // a Run after Stop must not start loops nobody will stop
+	c.started, c.stopped = true, true // a Run after Stop must not start loops nobody will stop
 	cancel := c.cancel
 	c.mu.Unlock()
 	if cancel != nil {
 		cancel()
 	}
 	c.loops.Wait()
-	for _, t := range c.targets {
+	for _, t := range c.list() {
 		if t.close != nil {
 			t.close()
 		}
@@ -183,12 +324,15 @@ func (c *Checker) check(ctx context.Context, t *target, rise, fall int) {
 }
 
 // record counts one result and flips the backend when a threshold is reached.
-// The state is the backend's own flag, not a copy kept here, so a transition
-// is reported only when the flag really changed, even if something else
-// (passive failure detection, an operator) flips it too.
+// The state is the backend's own condition, not a copy kept here, so a
+// transition is reported only when it really changed (with several
+// processes, the supervisor's feed sets the same condition).
 func (c *Checker) record(t *target, err error, rise, fall int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.removed {
+		return
+	}
 	if err == nil {
 		t.fails = 0
 		t.passes = min(t.passes+1, rise)

