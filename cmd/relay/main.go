@@ -7,7 +7,7 @@
 //
 // Flags override the file. SIGINT and SIGTERM drain in-flight requests and
 // exit; SIGHUP reopens (rotates) the log file. With processes: N relay runs
-// N serving processes under a supervisor (processes.go).
+// N serving processes under a supervisor (internal/supervisor).
 package main
 
 import (
@@ -18,17 +18,20 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"runtime"
 	"strings"
 	"syscall"
+	"time"
 
 	"relay/internal/backend"
 	"relay/internal/balance"
 	"relay/internal/config"
 	"relay/internal/logging"
 	"relay/internal/proxy"
+	"relay/internal/supervisor"
 )
 
 // flags are the command line settings.
@@ -92,7 +95,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	cfg, err := loadConfig(f)
+	// A serving process runs the configuration its supervisor loaded,
+	// whatever the file says now.
+	sp, err := supervisor.Inherited()
+	if err != nil {
+		fmt.Fprintln(stderr, "relay:", err)
+		return 1
+	}
+	var src supervisor.ConfigSource
+	if sp != nil {
+		src = sp.Config
+	} else if src, err = readSource(f); err != nil {
+		fmt.Fprintln(stderr, err)
+		fmt.Fprintln(stderr, "relay: refusing to start")
+		return 1
+	}
+	cfg, err := parseConfig(f, src)
+	if err == nil {
+		err = supervisor.CheckPlatform(cfg)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		if f.check {
@@ -109,13 +130,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s: ok (%d backends, %s)\n", name, len(cfg.Backends), cfg.Algorithm)
 		return 0
 	}
-	sp, err := inherited()
-	if err != nil {
-		fmt.Fprintln(stderr, "relay:", err)
-		return 1
-	}
-	if sp == nil && processCount(cfg) > 1 {
-		err = supervise(cfg, args, f.demo, stdout, stderr)
+	if sp == nil && supervisor.ProcessCount(cfg) > 1 {
+		err = supervise(cfg, src, args, f.demo, stdout, stderr)
 	} else {
 		err = serve(cfg, f.demo && sp == nil, sp, stdout)
 	}
@@ -126,35 +142,39 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// loadConfig reads the file named by -config, config.yml when it exists, the
-// embedded demo configuration for -demo, or nothing, and lays the flags over it.
-func loadConfig(f *flags) (*config.Config, error) {
-	opts := config.Options{Algorithms: balance.Names()}
+// readSource reads the configuration named by -config, config.yml when it
+// exists, or the embedded demo configuration for -demo. With none of them
+// it returns an empty source: the flags alone must say enough.
+func readSource(f *flags) (supervisor.ConfigSource, error) {
 	path := f.config
 	if path == "" && !f.demo {
 		if _, err := os.Stat("config.yml"); err == nil {
 			path = "config.yml"
 		}
 	}
-	if f.demo && path == "" {
-		cfg, err := config.Parse(demoConfig, "demo.yml", opts)
-		if err != nil {
-			return nil, err
-		}
-		return cfg, cfg.Apply(f.overlay, opts)
+	switch {
+	case f.demo && path == "":
+		return supervisor.ConfigSource{Generation: 1, Name: "demo.yml", Data: demoConfig}, nil
+	case path == "":
+		return supervisor.ConfigSource{Generation: 1}, nil
 	}
-	if path == "" {
-		// No file: the flags alone must say enough, -backends above all.
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return supervisor.ConfigSource{}, fmt.Errorf("read config: %w", err)
+	}
+	return supervisor.ConfigSource{Generation: 1, Name: path, Data: data}, nil
+}
+
+// parseConfig parses src and lays the flags over it.
+func parseConfig(f *flags, src supervisor.ConfigSource) (*config.Config, error) {
+	opts := config.Options{Algorithms: balance.Names()}
+	if src.Name == "" {
 		cfg := config.Default()
 		return cfg, cfg.Apply(f.overlay, opts)
 	}
-	return config.LoadOverlay(path, f.overlay, opts)
+	return config.ParseOverlay(src.Data, src.Name, f.overlay, opts)
 }
 
-// serve runs relay until SIGINT or SIGTERM: the whole of it, or with sp
-// one of the serving processes a supervisor started, which serves on the
-// socket it inherited and writes its log lines to stdout for the
-// supervisor to copy.
 // buildBackends makes the configured backends, all healthy until checked.
 func buildBackends(cfg *config.Config) ([]*backend.Backend, error) {
 	bs := make([]*backend.Backend, 0, len(cfg.Backends))
@@ -168,7 +188,37 @@ func buildBackends(cfg *config.Config) ([]*backend.Backend, error) {
 	return bs, nil
 }
 
-func serve(cfg *config.Config, demo bool, sp *servingProcess, stdout io.Writer) error {
+// supervise runs relay as the supervisor of its serving processes.
+func supervise(cfg *config.Config, src supervisor.ConfigSource, args []string, demo bool, stdout, stderr io.Writer) error {
+	logOut, out, log, err := openLog(cfg, cfg.LogFile, stdout, true)
+	if err != nil {
+		return err
+	}
+	defer logOut.Close()
+	bs, err := buildBackends(cfg)
+	if err != nil {
+		return err
+	}
+	opts := supervisor.Options{
+		Config: cfg, Source: src, Args: args,
+		Log: log, Out: out, ErrOut: &supervisor.LockedWriter{W: stderr},
+		Rotate:   func() { rotateLog(log, logOut) },
+		Backends: bs,
+		StartChecks: func(onChange func(*backend.Backend, bool)) (func(), error) {
+			return startChecks(cfg, bs, onChange, log)
+		},
+	}
+	if demo {
+		opts.Demo = func() (func(), error) { return startDemoBackends(log) }
+	}
+	return supervisor.Run(opts)
+}
+
+// serve runs relay until SIGINT or SIGTERM: the whole of it, or with sp
+// one of the serving processes a supervisor started, which serves on the
+// socket it inherited, follows the supervisor's channel and writes its log
+// lines to stdout for the supervisor to copy.
+func serve(cfg *config.Config, demo bool, sp *supervisor.Process, stdout io.Writer) error {
 	// Signals first: one that arrives while the backends are probed is
 	// handled once relay serves, instead of killing it (SIGHUP's default).
 	sigs := make(chan os.Signal, 4)
@@ -180,7 +230,7 @@ func serve(cfg *config.Config, demo bool, sp *servingProcess, stdout io.Writer) 
 		// anyway, instead of dying of SIGPIPE.
 		signal.Ignore(syscall.SIGPIPE)
 	}
-	if n := threadsFor(cfg); n > 0 {
+	if n := supervisor.ThreadsFor(cfg); n > 0 {
 		runtime.GOMAXPROCS(n)
 	}
 	logFile := cfg.LogFile
@@ -193,7 +243,7 @@ func serve(cfg *config.Config, demo bool, sp *servingProcess, stdout io.Writer) 
 	}
 	defer logOut.Close()
 	if sp != nil {
-		log = log.With("process", sp.index)
+		log = log.With("process", sp.Index)
 	}
 
 	if demo {
@@ -222,29 +272,32 @@ func serve(cfg *config.Config, demo bool, sp *servingProcess, stdout io.Writer) 
 
 	if sp != nil {
 		// The supervisor checks the backends for every process; the pool
-		// starts from its snapshot.
-		// A transition takes effect on the backend itself: pickers read
-		// its state at every pick.
-		err := followHealth(sp.health, bs, func() {}, func(err error) {
-			log.Error("health feed from the supervisor ended; stopping so that it restarts this process", "err", err)
-			syscall.Kill(os.Getpid(), syscall.SIGTERM)
+		// starts from its snapshot. A transition takes effect on the
+		// backend itself: pickers read its state at every pick.
+		err := sp.Follow(bs, supervisor.Updates{
+			Membership: func(ms []supervisor.Member) []*backend.Backend { return applyMembership(p, ms, log) },
+			Ended: func(err error) {
+				log.Error("channel from the supervisor ended; stopping so that it restarts this process", "err", err)
+				syscall.Kill(os.Getpid(), syscall.SIGTERM)
+			},
 		})
 		if err != nil {
 			return err
 		}
+		stopCounters := sp.ReportCounters(time.Second, p.Backends)
+		defer stopCounters()
 	} else {
-		checker, err := newChecker(cfg, bs, nil, log)
+		// One probe round before serving, so the pool starts accurate.
+		stopChecks, err := startChecks(cfg, bs, nil, log)
 		if err != nil {
 			return err
 		}
-		// One probe round before serving, so the pool starts accurate.
-		stopChecks := checkFirst(cfg, checker)
 		defer stopChecks()
 	}
 
 	var ln net.Listener
 	if sp != nil {
-		ln = sp.ln
+		ln = sp.Listener
 		log.Info("process started", "pid", os.Getpid(), "healthy", len(p.Available()), "workers", runtime.GOMAXPROCS(0))
 	} else {
 		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
@@ -260,7 +313,7 @@ func serve(cfg *config.Config, demo bool, sp *servingProcess, stdout io.Writer) 
 	served := make(chan error, 1)
 	go func() { served <- p.Serve(ln) }()
 	if sp != nil {
-		sp.serving()
+		sp.Serving()
 	}
 	for {
 		select {
@@ -284,6 +337,35 @@ func serve(cfg *config.Config, demo bool, sp *servingProcess, stdout io.Writer) 
 	}
 }
 
+// applyMembership makes ms the pool's backends, keeping the Backend (and
+// with it the state) of every backend that stays with the same weight.
+func applyMembership(p *proxy.Proxy, ms []supervisor.Member, log *slog.Logger) []*backend.Backend {
+	cur := make(map[string]*backend.Backend)
+	for _, b := range p.Backends() {
+		cur[b.Name] = b
+	}
+	next := make([]*backend.Backend, 0, len(ms))
+	for _, m := range ms {
+		u, err := url.Parse(m.URL)
+		if err != nil {
+			log.Error("membership from the supervisor: bad backend URL; keeping the current backends", "url", m.URL, "err", err)
+			return p.Backends()
+		}
+		b, err := backend.New(u, m.Weight)
+		if err != nil {
+			log.Error("membership from the supervisor: bad backend; keeping the current backends", "url", m.URL, "err", err)
+			return p.Backends()
+		}
+		if old := cur[b.Name]; old != nil && old.Weight == b.Weight {
+			b = old
+		}
+		next = append(next, b)
+	}
+	p.SetBackends(next)
+	log.Info("backends changed", "backends", len(next))
+	return next
+}
+
 // openLog opens relay's log: file, or stdout when file is "", and a logger
 // at the configured level writing to it (through a lock when several
 // writers share it), then raises the open-file limit, warning through
@@ -302,10 +384,10 @@ func openLog(cfg *config.Config, file string, stdout io.Writer, locked bool) (lo
 		out = logOut
 	}
 	if locked {
-		out = &lockedWriter{w: out}
+		out = &supervisor.LockedWriter{W: out}
 	}
 	log = logging.NewLogger(out, level)
-	raiseFileLimit(log, cfg.MaxConnections)
+	supervisor.RaiseFileLimit(log, cfg.MaxConnections)
 	return logOut, out, log, nil
 }
 

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -15,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"relay/internal/supervisor"
 )
 
 // childPIDs waits for the "process started" line of each of n serving
@@ -226,7 +230,7 @@ func TestProcessEnvironmentWithoutSupervisor(t *testing.T) {
 	b := newBackend(t, nil)
 	cfg := writeConfig(t, backendsYAML([]string{b.url}))
 	cmd := exec.Command(relayBin, "-config", cfg)
-	cmd.Env = append(os.Environ(), envProcess+"=0")
+	cmd.Env = append(os.Environ(), "RELAY_PROCESS"+"=0")
 	var stderrBuf strings.Builder
 	cmd.Stderr = &stderrBuf
 	cmd.WaitDelay = exitTimeout
@@ -235,8 +239,8 @@ func TestProcessEnvironmentWithoutSupervisor(t *testing.T) {
 	if err != nil && code == -1 {
 		t.Fatal(err)
 	}
-	if code != 1 || !strings.Contains(stderr, envProcess) || !strings.Contains(stderr, "not a listening socket") {
-		t.Fatalf("exit %d, stderr %q: want 1 and a message naming %s", code, stderr, envProcess)
+	if code != 1 || !strings.Contains(stderr, "RELAY_PROCESS") || !strings.Contains(stderr, "not a listening socket") {
+		t.Fatalf("exit %d, stderr %q: want 1 and a message naming %s", code, stderr, "RELAY_PROCESS")
 	}
 }
 
@@ -291,7 +295,7 @@ func TestProcessesDrainWhenTheSupervisorDies(t *testing.T) {
 // process.
 func TestProcessesCPUAffinity(t *testing.T) {
 	t.Parallel()
-	cpus, err := allowedCPUs()
+	cpus, err := supervisor.AllowedCPUs()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,14 +324,14 @@ func TestProcessesCPUAffinity(t *testing.T) {
 			}
 		}
 	}
-	if !kernelAtLeast(6, 2) {
+	if !supervisor.KernelAtLeast(6, 2) {
 		t.Skip("the kernel picks SO_REUSEPORT sockets by SO_INCOMING_CPU since Linux 6.2")
 	}
 	_, port, _ := net.SplitHostPort(r.addr)
 	for i, cpu := range cpus[:2] {
 		const n = 8
 		var conns []net.Conn
-		bindErr, _ := onCPU(cpu, func() error { // the handshake is sent, and on loopback received, on cpu
+		bindErr, _ := supervisor.OnCPU(cpu, func() error { // the handshake is sent, and on loopback received, on cpu
 			for k := range n {
 				conns = append(conns, rawGet(t, r.addr, fmt.Sprintf("/cpu%d/%d", cpu, k)))
 			}
@@ -434,4 +438,35 @@ func TestProcessesShareOneHealthView(t *testing.T) {
 		t.Errorf("restarted process line %v, want 1 healthy backend", again)
 	}
 	r.stop()
+}
+
+// TestRestartedProcessRunsTheSupervisorsConfiguration: a serving process
+// started again after a crash runs the configuration the supervisor
+// loaded, sent over its channel, not the file as it reads now, so the
+// processes never disagree on what they serve.
+func TestRestartedProcessRunsTheSupervisorsConfiguration(t *testing.T) {
+	t.Parallel()
+	bs := newBackends(t, 2)
+	cfg := writeConfig(t, "processes: 2\n"+backendsYAML([]string{bs[0].url}))
+	r, _ := startRelay(t, "", "-config", cfg)
+	pids := childPIDs(t, r, 2)
+	// The file now names the other backend only.
+	if err := os.WriteFile(cfg, []byte("processes: 2\n"+backendsYAML([]string{bs[1].url})), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.waitLog(startTimeout, func(l logLine) bool {
+		return l.Msg() == "process started" && l.Num("process") == 0 && l.Num("pid") != pids[0]
+	}); !ok {
+		t.Fatalf("process 0 was not restarted\nstdout:\n%s", r.stdout.text())
+	}
+	// New connections reach both processes (all 24 on one: 2^-23).
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	for i := range 24 {
+		if code, body := get(t, c, r.url("/n"+strconv.Itoa(i))); code != 200 || body != bs[0].hello {
+			t.Fatalf("request %d: %d %q, want 200 from the backend the supervisor loaded (%q)", i, code, body, bs[0].hello)
+		}
+	}
 }

@@ -120,3 +120,10 @@ func trimYAMLPrefix(s string) string {
 	rest, _ := strings.CutPrefix(s, "yaml: ")
 	return rest
 }
+
+// ParseOverlay is Parse with the flags in o laid over the file, as
+// LoadOverlay does for a file it reads itself. A serving process uses it on
+// the configuration its supervisor loaded.
+func ParseOverlay(data []byte, path string, o Overlay, opts Options) (*Config, error) {
+	return parse(data, path, o, opts)
+}

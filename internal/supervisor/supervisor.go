@@ -1,37 +1,11 @@
-package main
-
-// Several serving processes, as nginx runs worker_processes.
-//
-// With processes: N (N > 1) the relay the user started becomes a supervisor
-// that serves nothing itself. It binds N listening sockets to the listen
-// address with SO_REUSEPORT, so the kernel spreads new connections over them
-// by a hash of the client's address and port, and starts N copies of its own
-// executable with the same arguments. Each copy inherits one socket as file
-// descriptor 3, a pipe to say "serving" on as descriptor 4, the supervisor's
-// health feed as descriptor 5 (healthfeed.go: the supervisor runs the active
-// checks once for all), and pipes for its standard output and error, and
-// serves on its own: its own Go runtime, connection pools and balancer state.
-//
-// Why processes and not only threads: relay's engine spends most of its CPU
-// in system calls, and one Go process with one scheduler thread does that
-// most cheaply; with two threads the runtime spends CPU waking and spinning
-// the second one. One single-threaded process per core keeps the cheap
-// shape and still uses every core (BENCHMARKS.md has the figures).
-//
-// The supervisor keeps the sockets open, so connections that arrive while a
-// serving process restarts wait in that socket's queue instead of failing.
-// It owns the log file too: serving processes write JSON lines to their
-// standard output, and the supervisor copies them to the log in whole
-// lines, so lines never interleave and size rotation has one writer.
+package supervisor
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -41,148 +15,73 @@ import (
 	"syscall"
 	"time"
 
+	"relay/internal/backend"
 	"relay/internal/config"
 )
 
-const (
-	// envProcess carries a serving process's index; the supervisor sets it.
-	envProcess = "RELAY_PROCESS"
-	// A serving process inherits its listening socket and its readiness
-	// pipe as these descriptors (ExtraFiles start at 3).
-	listenFD = 3
-	readyFD  = 4
-	// soReusePort is SO_REUSEPORT on Linux; the syscall package lacks it.
-	soReusePort = 0xf
-	// restartDelay spaces restarts of a serving process that died, so one
-	// that fails at once does not spin.
-	restartDelay = time.Second
-)
+// restartDelay spaces restarts of a serving process that died, so one that
+// fails at once does not spin.
+const restartDelay = time.Second
 
-// processCount resolves the processes setting: 0 means one per core.
-func processCount(cfg *config.Config) int {
+// ProcessCount resolves the processes setting: 0 means one per core.
+func ProcessCount(cfg *config.Config) int {
 	if cfg.Processes == 0 {
 		return runtime.NumCPU()
 	}
 	return cfg.Processes
 }
 
-// threadsFor resolves the workers setting for a serving process: the
+// ThreadsFor resolves the workers setting for a serving process: the
 // configured count, or with several processes the cores shared among them.
 // 0 leaves the Go runtime's default (every core) alone.
-func threadsFor(cfg *config.Config) int {
+func ThreadsFor(cfg *config.Config) int {
 	if cfg.Workers > 0 {
 		return cfg.Workers
 	}
-	if cfg.CPUAffinity && processCount(cfg) > 1 {
+	if cfg.CPUAffinity && ProcessCount(cfg) > 1 {
 		return 1 // each process is bound to one core
 	}
-	if n := processCount(cfg); n > 1 {
+	if n := ProcessCount(cfg); n > 1 {
 		return max(1, runtime.NumCPU()/n)
 	}
 	return 0
 }
 
-// servingProcess is what a process started by the supervisor inherits.
-type servingProcess struct {
-	index  int
-	ln     net.Listener
-	ready  *os.File
-	health *os.File // the supervisor's health feed
-}
-
-// inherited returns the socket and readiness pipe the supervisor handed
-// this process, or nil when relay was started directly.
-func inherited() (*servingProcess, error) {
-	v, ok := os.LookupEnv(envProcess)
-	if !ok {
-		return nil, nil
-	}
-	const hint = "it is set by relay for the processes it starts; unset it to start relay directly"
-	index, err := strconv.Atoi(v)
-	if err != nil || index < 0 {
-		return nil, fmt.Errorf("%s=%q is not a process number; %s", envProcess, v, hint)
-	}
-	f := os.NewFile(listenFD, "listener")
-	ln, err := net.FileListener(f)
-	f.Close()
-	if err != nil {
-		return nil, fmt.Errorf("%s is set but descriptor %d is not a listening socket (%v); %s", envProcess, listenFD, err, hint)
-	}
-	return &servingProcess{index: index, ln: ln, ready: os.NewFile(readyFD, "ready"), health: os.NewFile(healthFD, "health")}, nil
-}
-
-// serving tells the supervisor this process accepts connections now.
-func (sp *servingProcess) serving() {
-	sp.ready.Write([]byte{'\n'})
-	sp.ready.Close()
-}
-
-// reusePortSockets binds n listening sockets to addr that share it through
-// SO_REUSEPORT and returns them as files for children to inherit, with the
-// address they are bound to. A plain bind comes first, so an address that is
-// already in use, by anyone, is refused rather than silently shared; it also
-// resolves port 0. With cpus, socket i asks for the connections arriving on
-// CPU cpus[i] (SO_INCOMING_CPU).
-func reusePortSockets(addr string, n int, cpus []int) ([]*os.File, string, error) {
-	probe, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, "", fmt.Errorf("listen on %s: %w", addr, err)
-	}
-	addr = probe.Addr().String()
-	probe.Close()
-
-	files := make([]*os.File, 0, n)
-	for i := range n {
-		lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-			var serr error
-			err := c.Control(func(fd uintptr) {
-				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, soReusePort, 1)
-				if serr == nil && cpus != nil {
-					serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, soIncomingCPU, cpus[i%len(cpus)])
-					if serr != nil {
-						serr = fmt.Errorf("cpu_affinity: SO_INCOMING_CPU: %w", serr)
-					}
-				}
-			})
-			if err != nil {
-				return err
-			}
-			return serr
-		}}
-		ln, err := lc.Listen(context.Background(), "tcp", addr)
-		if err != nil {
-			closeFiles(files)
-			return nil, "", fmt.Errorf("listen on %s: %w", addr, err)
-		}
-		f, err := ln.(*net.TCPListener).File() // a duplicate descriptor
-		ln.Close()
-		if err != nil {
-			closeFiles(files)
-			return nil, "", fmt.Errorf("listen on %s: %w", addr, err)
-		}
-		files = append(files, f)
-	}
-	return files, addr, nil
-}
-
-func closeFiles(files []*os.File) {
-	for _, f := range files {
-		f.Close()
-	}
+// Options is what Run needs from the command.
+type Options struct {
+	// Config is the configuration the supervisor loaded; Source is where
+	// it came from, handed to every serving process.
+	Config *config.Config
+	Source ConfigSource
+	// Args are relay's command-line arguments, given to every process.
+	Args []string
+	// Log is the supervisor's logger. Out is where the processes' log
+	// lines go, in whole lines (Log writes there too, through the same
+	// lock); ErrOut gets their standard error. Rotate reopens the log
+	// file on SIGHUP.
+	Log    *slog.Logger
+	Out    io.Writer
+	ErrOut io.Writer
+	Rotate func()
+	// Backends are the configured backends, which the supervisor checks.
+	// StartChecks builds the active checks with onChange as their
+	// callback, runs a first round and starts them; stop ends them.
+	Backends    []*backend.Backend
+	StartChecks func(onChange func(b *backend.Backend, healthy bool)) (stop func(), err error)
+	// Demo, when set, starts the demo backends before the processes.
+	Demo func() (stop func(), err error)
 }
 
 // supervisor starts the serving processes, restarts one that dies, copies
 // their output, and stops them all on SIGINT or SIGTERM.
 type supervisor struct {
+	opts    Options
 	cfg     *config.Config
 	log     *slog.Logger
-	out     io.Writer // whole lines only; shared with log
-	errOut  io.Writer
 	exe     string
-	args    []string
 	sockets []*os.File
 	cpus    []int // with cpu_affinity, the CPUs processes are bound to
-	feed    *healthFeed
+	links   *links
 	procs   []*exec.Cmd // nil while not running
 	exited  chan exited
 	copiers sync.WaitGroup // copyLines of every process started
@@ -194,30 +93,29 @@ type exited struct {
 	err   error
 }
 
-// supervise runs relay as a supervisor of processCount(cfg) serving
-// processes until SIGINT or SIGTERM.
-func supervise(cfg *config.Config, args []string, demo bool, stdout, stderr io.Writer) error {
+// Run runs relay as a supervisor of ProcessCount serving processes until
+// SIGINT or SIGTERM.
+func Run(opts Options) error {
 	runtime.GOMAXPROCS(1) // it copies log lines and waits, nothing more
-	n := processCount(cfg)
-	logOut, out, log, err := openLog(cfg, cfg.LogFile, stdout, true)
-	if err != nil {
+	cfg, log := opts.Config, opts.Log
+	n := ProcessCount(cfg)
+	if err := CheckPlatform(cfg); err != nil {
 		return err
 	}
-	defer logOut.Close()
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("cannot find relay's own executable to start its processes: %w", err)
 	}
 	var cpus []int // with cpu_affinity, process i runs on cpus[i%len(cpus)]
 	if cfg.CPUAffinity {
-		if cpus, err = allowedCPUs(); err != nil {
+		if cpus, err = AllowedCPUs(); err != nil {
 			return fmt.Errorf("cpu_affinity: %w", err)
 		}
 		if n < len(cpus) {
 			log.Warn("cpu_affinity binds each process to one core: relay uses only as many cores as processes",
 				"processes", n, "cores", len(cpus))
 		}
-		if !kernelAtLeast(6, 2) {
+		if !KernelAtLeast(6, 2) {
 			log.Warn("cpu_affinity: this kernel ignores SO_INCOMING_CPU for SO_REUSEPORT sockets before Linux 6.2; processes are bound, connections spread by hash")
 		}
 	}
@@ -226,8 +124,8 @@ func supervise(cfg *config.Config, args []string, demo bool, stdout, stderr io.W
 		return err
 	}
 	defer closeFiles(sockets)
-	if demo {
-		stop, err := startDemoBackends(log)
+	if opts.Demo != nil {
+		stop, err := opts.Demo()
 		if err != nil {
 			return err
 		}
@@ -240,21 +138,15 @@ func supervise(cfg *config.Config, args []string, demo bool, stdout, stderr io.W
 	defer signal.Stop(sigs)
 
 	// The supervisor checks the backends once for every process.
-	bs, err := buildBackends(cfg)
+	lk := newLinks(opts.Backends, opts.Source, log)
+	stopChecks, err := opts.StartChecks(lk.healthChanged)
 	if err != nil {
 		return err
 	}
-	feed := newHealthFeed(bs, log)
-	checker, err := newChecker(cfg, bs, feed.changed, log)
-	if err != nil {
-		return err
-	}
-	stopChecks := checkFirst(cfg, checker)
 	defer stopChecks()
 
 	s := &supervisor{
-		cfg: cfg, log: log, out: out, errOut: &lockedWriter{w: stderr},
-		exe: exe, args: args, sockets: sockets, cpus: cpus, feed: feed,
+		opts: opts, cfg: cfg, log: log, exe: exe, sockets: sockets, cpus: cpus, links: lk,
 		procs:  make([]*exec.Cmd, n),
 		exited: make(chan exited, n),
 	}
@@ -268,14 +160,14 @@ func supervise(cfg *config.Config, args []string, demo bool, stdout, stderr io.W
 		return err
 	}
 	log.Info("relay started", "listen", addr, "algorithm", cfg.Algorithm,
-		"backends", len(cfg.Backends), "processes", n, "workers", threadsFor(cfg), "cpu_affinity", cpus != nil)
+		"backends", len(cfg.Backends), "processes", n, "workers", ThreadsFor(cfg), "cpu_affinity", cpus != nil)
 
 	restart := make(chan int, n)
 	for {
 		select {
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
-				rotateLog(log, logOut)
+				opts.Rotate()
 				continue
 			}
 			log.Info("shutting down", "signal", sig.String(), "window", cfg.ShutdownTimeout.String(), "processes", s.running())
@@ -291,7 +183,7 @@ func supervise(cfg *config.Config, args []string, demo bool, stdout, stderr io.W
 				continue
 			}
 			s.procs[e.index] = nil
-			s.feed.detach(e.index)
+			s.links.detach(e.index)
 			log.Error("process exited; restarting it", "process", e.index, "pid", e.cmd.Process.Pid,
 				"err", exitReason(e.err), "after", restartDelay.String())
 			time.AfterFunc(restartDelay, func() { restart <- e.index })
@@ -318,8 +210,10 @@ func (s *supervisor) startAll(sigs <-chan os.Signal) error {
 		}
 		readies[i] = ready
 	}
-	// A serving process reads the health snapshot before it serves.
-	timeout := time.NewTimer(s.cfg.HealthCheck.Timeout + 10*time.Second)
+	// A serving process reads its configuration and the health snapshot
+	// before it serves.
+	wait := s.cfg.HealthCheck.Timeout + 10*time.Second
+	timeout := time.NewTimer(wait)
 	defer timeout.Stop()
 	for i := 0; i < len(readies); {
 		select {
@@ -333,7 +227,7 @@ func (s *supervisor) startAll(sigs <-chan os.Signal) error {
 				return errInterrupted
 			}
 		case <-timeout.C:
-			return fmt.Errorf("process %d did not start within %v", i, s.cfg.HealthCheck.Timeout+10*time.Second)
+			return fmt.Errorf("process %d did not start within %v", i, wait)
 		}
 	}
 	return nil
@@ -351,22 +245,22 @@ func (s *supervisor) start(i int) (<-chan error, error) {
 		}
 		pipes[k], pipes[k+1] = r, w
 	}
-	health, err := s.feed.attach(i)
+	channel, err := s.links.attach(i)
 	if err != nil {
 		closeFiles(pipes[:])
 		return nil, fmt.Errorf("process %d: %w", i, err)
 	}
-	defer health.Close() // the child holds its own copy
-	cmd := exec.Command(s.exe, s.args...)
+	defer channel.Close() // the child holds its own copy
+	cmd := exec.Command(s.exe, s.opts.Args...)
 	cmd.Env = append(os.Environ(), envProcess+"="+strconv.Itoa(i))
 	cmd.Stdout, cmd.Stderr = pipes[1], pipes[3]
-	cmd.ExtraFiles = []*os.File{s.sockets[i], pipes[5], health} // descriptors 3, 4 and 5
+	cmd.ExtraFiles = []*os.File{s.sockets[i], pipes[5], channel} // descriptors 3, 4 and 5
 	// If the supervisor dies, its processes drain and stop too.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	cmd.SysProcAttr = dieWithParent()
 	if s.cpus != nil {
 		cpu := s.cpus[i%len(s.cpus)]
 		var bindErr error
-		if bindErr, err = onCPU(cpu, cmd.Start); bindErr != nil && err == nil {
+		if bindErr, err = OnCPU(cpu, cmd.Start); bindErr != nil && err == nil {
 			s.log.Warn("process runs unbound: cpu_affinity could not bind it", "process", i, "cpu", cpu, "err", bindErr)
 		}
 	} else {
@@ -375,12 +269,12 @@ func (s *supervisor) start(i int) (<-chan error, error) {
 	closeFiles([]*os.File{pipes[1], pipes[3], pipes[5]}) // the child holds its own copies
 	if err != nil {
 		closeFiles([]*os.File{pipes[0], pipes[2], pipes[4]})
-		s.feed.detach(i)
+		s.links.detach(i)
 		return nil, fmt.Errorf("process %d: %w", i, err)
 	}
 	s.procs[i] = cmd
-	s.copiers.Go(func() { copyLines(s.out, pipes[0]) })
-	s.copiers.Go(func() { copyLines(s.errOut, pipes[2]) })
+	s.copiers.Go(func() { copyLines(s.opts.Out, pipes[0]) })
+	s.copiers.Go(func() { copyLines(s.opts.ErrOut, pipes[2]) })
 	ready := make(chan error, 1)
 	go func() {
 		defer pipes[4].Close()
@@ -422,6 +316,7 @@ func (s *supervisor) stopAll() {
 		case e := <-s.exited:
 			if s.procs[e.index] == e.cmd {
 				s.procs[e.index] = nil
+				s.links.detach(e.index)
 			}
 		case <-kill.C:
 			for i, c := range s.procs {
@@ -441,6 +336,14 @@ func exitReason(err error) string {
 		return "exited with status 0"
 	}
 	return err.Error()
+}
+
+func closeFiles(files []*os.File) {
+	for _, f := range files {
+		if f != nil {
+			f.Close()
+		}
+	}
 }
 
 // copyLines copies r to w until r ends, in writes of whole lines, so the
@@ -472,14 +375,15 @@ func copyLines(w io.Writer, r *os.File) {
 	}
 }
 
-// lockedWriter serializes writes from the copiers and the logger.
-type lockedWriter struct {
+// LockedWriter serializes writes from the process output copiers and the
+// supervisor's own logger, which share one destination.
+type LockedWriter struct {
 	mu sync.Mutex
-	w  io.Writer
+	W  io.Writer
 }
 
-func (l *lockedWriter) Write(p []byte) (int, error) {
+func (l *LockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.w.Write(p)
+	return l.W.Write(p)
 }

@@ -1,15 +1,15 @@
-package main
+package supervisor
 
 import (
 	"log/slog"
 	"syscall"
 )
 
-// raiseFileLimit lifts the soft open-file limit to the hard limit, as
+// RaiseFileLimit lifts the soft open-file limit to the hard limit, as
 // nginx's worker_rlimit_nofile does, and warns when even that cannot hold
 // the connection cap: each client connection needs a descriptor, plus
 // headroom for upstream connections, listeners and log files.
-func raiseFileLimit(log *slog.Logger, maxConns int) {
+func RaiseFileLimit(log *slog.Logger, maxConns int) {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		log.Warn("cannot read the open-file limit", "err", err)
@@ -22,7 +22,7 @@ func raiseFileLimit(log *slog.Logger, maxConns int) {
 		}
 	}
 	need := uint64(maxConns + 1024)
-	if maxConns > 0 && lim.Cur < need {
+	if maxConns > 0 && uint64(lim.Cur) < need {
 		log.Warn("open-file limit is too low for max_connections; raise it (ulimit -n) or lower max_connections",
 			"limit", lim.Cur, "max_connections", maxConns, "needed", need)
 	}

@@ -1,4 +1,4 @@
-package main
+package supervisor
 
 import (
 	"strings"
@@ -14,7 +14,7 @@ func TestOnCPUStartsUnboundWhenTheCPUIsGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	started := false
-	bindErr, err := onCPU(1023, func() error { started = true; return nil })
+	bindErr, err := OnCPU(1023, func() error { started = true; return nil })
 	if err != nil || !started {
 		t.Fatalf("start ran: %v, err %v; want it run without error", started, err)
 	}

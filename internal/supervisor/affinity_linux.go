@@ -1,4 +1,4 @@
-package main
+package supervisor
 
 // CPU affinity for serving processes (cpu_affinity: true).
 //
@@ -39,8 +39,8 @@ const soIncomingCPU = 49
 // cpuSet is the kernel's cpu_set_t for up to 1,024 CPUs.
 type cpuSet [16]uint64
 
-// allowedCPUs lists the CPUs the calling thread may run on, in order.
-func allowedCPUs() ([]int, error) {
+// AllowedCPUs lists the CPUs the calling thread may run on, in order.
+func AllowedCPUs() ([]int, error) {
 	s, err := threadAffinity()
 	if err != nil {
 		return nil, err
@@ -78,12 +78,12 @@ func setThreadAffinity(s *cpuSet) error {
 	return nil
 }
 
-// onCPU runs start on a thread bound to cpu, so a process it starts is bound
+// OnCPU runs start on a thread bound to cpu, so a process it starts is bound
 // to cpu too, and then restores the thread's binding. If the thread cannot
 // be bound (the CPU has left the set relay may use since it started), start
 // runs unbound and bindErr says why: a process that serves unbound is better
 // than one that never comes back while its socket takes connections.
-func onCPU(cpu int, start func() error) (bindErr, err error) {
+func OnCPU(cpu int, start func() error) (bindErr, err error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread() // not left locked: the thread must live on (Pdeathsig)
 	old, err := threadAffinity()
@@ -99,8 +99,8 @@ func onCPU(cpu int, start func() error) (bindErr, err error) {
 	return nil, start()
 }
 
-// kernelAtLeast reports whether the running kernel is major.minor or newer.
-func kernelAtLeast(major, minor int) bool {
+// KernelAtLeast reports whether the running kernel is major.minor or newer.
+func KernelAtLeast(major, minor int) bool {
 	var u syscall.Utsname
 	if syscall.Uname(&u) != nil {
 		return false

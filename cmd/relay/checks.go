@@ -1,0 +1,40 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"relay/internal/backend"
+	"relay/internal/config"
+	"relay/internal/health"
+)
+
+// newChecker builds the active health checker of bs from the configuration.
+func newChecker(cfg *config.Config, bs []*backend.Backend, onChange func(*backend.Backend, bool), log *slog.Logger) (*health.Checker, error) {
+	return health.New(health.Config{
+		Type:     cfg.HealthCheck.Type,
+		Path:     cfg.HealthCheck.Path,
+		Interval: cfg.HealthCheck.Interval,
+		Timeout:  cfg.HealthCheck.Timeout,
+		Rise:     cfg.HealthCheck.Rise,
+		Fall:     cfg.HealthCheck.Fall,
+
+		ReuseConnection: cfg.HealthCheck.ReuseConnection,
+	}, bs, onChange, health.WithLogger(log))
+}
+
+// startChecks builds the checker, probes every backend once, so the state
+// relay starts from is accurate, and then keeps checking them until stop
+// is called.
+func startChecks(cfg *config.Config, bs []*backend.Backend, onChange func(*backend.Backend, bool), log *slog.Logger) (stop func(), err error) {
+	c, err := newChecker(cfg, bs, onChange, log)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.HealthCheck.Timeout+time.Second)
+	c.CheckAll(ctx)
+	cancel()
+	c.Run(context.Background())
+	return c.Stop, nil
+}

@@ -1,0 +1,263 @@
+package supervisor
+
+import (
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"reflect"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"relay/internal/backend"
+)
+
+const ioTimeout = 10 * time.Second
+
+// socketPair returns the two ends of a Unix socket pair, the transport of
+// a real channel.
+func socketPair(t *testing.T) (a, b net.Conn) {
+	t.Helper()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := func(fd int) net.Conn {
+		f := os.NewFile(uintptr(fd), "pair")
+		defer f.Close()
+		c, err := net.FileConn(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	return conn(fds[0]), conn(fds[1])
+}
+
+func newBackends(t *testing.T, urls ...string) []*backend.Backend {
+	t.Helper()
+	bs := make([]*backend.Backend, len(urls))
+	for i, raw := range urls {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bs[i], err = backend.New(u, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return bs
+}
+
+// TestChannelRoundTrip sends every kind of message each way over a real
+// socket pair and reads back exactly what was sent.
+func TestChannelRoundTrip(t *testing.T) {
+	a, b := socketPair(t)
+	sup, proc := NewChannel(a), NewChannel(b)
+	down := []Message{
+		{Kind: KindConfig, Config: &ConfigSource{Generation: 3, Name: "relay.yml", Data: []byte("backends:\n  - url: http://127.0.0.1:8001\n")}},
+		{Kind: KindMembership, Membership: []Member{{URL: "http://127.0.0.1:8001", Weight: 2}, {URL: "http://[::1]:8002", Weight: 1}}},
+		{Kind: KindHealth, Health: &HealthUpdate{Snapshot: true, Backends: []BackendHealth{{Name: "http://127.0.0.1:8001", Up: true}, {Name: "http://[::1]:8002"}}}},
+		{Kind: KindOperator, Operator: &OperatorState{Name: "http://127.0.0.1:8001", Draining: true, Weight: 5}},
+	}
+	up := []Message{
+		{Kind: KindCounters, Counters: &ProcessCounters{Process: 1, Backends: []BackendCounters{{Name: "http://127.0.0.1:8001", Served: 12, Failures: 1, InFlight: 2}}}},
+	}
+	check := func(from, to *Channel, msgs []Message) {
+		t.Helper()
+		go func() {
+			for _, m := range msgs {
+				from.Send(m)
+			}
+		}()
+		for _, want := range msgs {
+			got, err := to.Recv()
+			if err != nil {
+				t.Fatalf("Recv: %v", err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("got %+v, want %+v", got, want)
+			}
+		}
+	}
+	check(sup, proc, down)
+	check(proc, sup, up)
+	sup.Close()
+	if _, err := proc.Recv(); err != io.EOF {
+		t.Fatalf("Recv after the other side closed: %v, want io.EOF", err)
+	}
+}
+
+// TestChannelRejectsMalformedMessages: whatever arrives broken is an error
+// that says what is wrong, and the next good message still reads.
+func TestChannelRejectsMalformedMessages(t *testing.T) {
+	tests := []struct{ line, errHas string }{
+		{"not json\n", "malformed message"},
+		{`{"kind":"reload"}` + "\n", `unknown message kind "reload"`},
+		{`{"kind":"config"}` + "\n", "without its configuration"},
+		{`{"kind":"health","health":{"backends":[{"up":true}]}}` + "\n", "backend 0 has no name"},
+		{`{"kind":"operator","operator":{"name":"x","weight":-1}}` + "\n", "weight -1 is negative"},
+		{`{"kind":"membership","membership":[{"url":"http://a:1","weight":0}]}` + "\n", "member 0"},
+		{`{"kind":"counters","counters":{},"operator":{"name":"x"}}` + "\n", "more than one payload"},
+	}
+	a, b := socketPair(t)
+	ch := NewChannel(b)
+	for _, tt := range tests {
+		go a.Write([]byte(tt.line))
+		_, err := ch.Recv()
+		if err == nil || !strings.Contains(err.Error(), tt.errHas) {
+			t.Errorf("Recv of %q: %v, want an error saying %q", tt.line, err, tt.errHas)
+		}
+	}
+	go a.Write([]byte(`{"kind":"operator","operator":{"name":"x","disabled":true}}` + "\n"))
+	if m, err := ch.Recv(); err != nil || !m.Operator.Disabled {
+		t.Fatalf("a good message after bad ones: %+v, %v", m, err)
+	}
+	go func() { a.Write([]byte(`{"kind":"oper`)); a.Close() }()
+	if _, err := ch.Recv(); err == nil || !strings.Contains(err.Error(), "closed inside a message") {
+		t.Fatalf("a message cut off: %v", err)
+	}
+}
+
+// attachProcess opens process i's channel the way the supervisor does and
+// returns the process's side of it, its configuration already read.
+func attachProcess(t *testing.T, l *links, i int) *Process {
+	t.Helper()
+	f, err := l.attach(i)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	p := &Process{Index: i, ch: NewChannel(c)}
+	m, err := p.ch.Recv()
+	if err != nil || m.Kind != KindConfig {
+		t.Fatalf("first message %+v, %v; want the configuration", m, err)
+	}
+	p.Config = *m.Config
+	return p
+}
+
+// TestProcessFollowsTheSupervisor runs both sides: a process gets the
+// configuration and the health snapshot, then transitions and operator
+// state, which land on its own backends of the same names.
+func TestProcessFollowsTheSupervisor(t *testing.T) {
+	checked := newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002")
+	checked[1].SetHealthy(false)
+	src := ConfigSource{Generation: 1, Name: "relay.yml", Data: []byte("x: 1\n")}
+	l := newLinks(checked, src, slog.New(slog.DiscardHandler))
+	p := attachProcess(t, l, 0)
+	if !reflect.DeepEqual(p.Config, src) {
+		t.Fatalf("process got configuration %+v, want %+v", p.Config, src)
+	}
+	served := newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002", "http://127.0.0.1:8003")
+	ended := make(chan error, 1)
+	if err := p.Follow(served, Updates{Ended: func(err error) { ended <- err }}); err != nil {
+		t.Fatal(err)
+	}
+	if !served[0].Healthy() || served[1].Healthy() || !served[2].Healthy() {
+		t.Fatalf("after the snapshot: %v %v %v, want up, down, up (a name the supervisor does not check is left alone)",
+			served[0].Healthy(), served[1].Healthy(), served[2].Healthy())
+	}
+	l.healthChanged(checked[1], true)
+	l.broadcast(Message{Kind: KindOperator, Operator: &OperatorState{Name: checked[0].Name, Draining: true, Weight: 4}})
+	waitFor(t, "the transition and the drain", func() bool {
+		return served[1].Healthy() && served[0].Draining() && served[0].EffectiveWeight() == 4
+	})
+	l.detach(0)
+	select {
+	case err := <-ended:
+		if err == nil || !strings.Contains(err.Error(), "closed") {
+			t.Fatalf("ended with %v", err)
+		}
+	case <-time.After(ioTimeout):
+		t.Fatal("the process did not see its channel end")
+	}
+}
+
+// TestSlowProcessLosesItsChannel: a process that stops reading cannot
+// stall the supervisor; its queue fills and it loses its channel.
+func TestSlowProcessLosesItsChannel(t *testing.T) {
+	bs := newBackends(t, "http://127.0.0.1:8001")
+	l := newLinks(bs, ConfigSource{Generation: 1}, slog.New(slog.DiscardHandler))
+	slow := attachProcess(t, l, 0) // never reads again
+	done := make(chan struct{})
+	go func() {
+		// Far more than the queue and the socket buffers hold.
+		for i := range queueLen * 40 {
+			l.healthChanged(bs[0], i%2 == 0)
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(ioTimeout):
+		t.Fatal("broadcasting blocked on a process that does not read")
+	}
+	l.mu.Lock()
+	_, slowAttached := l.byProc[0]
+	l.mu.Unlock()
+	if slowAttached {
+		t.Fatal("the slow process kept its channel")
+	}
+	// Its side ends once it reads what was buffered.
+	for {
+		if _, err := slow.ch.Recv(); err != nil {
+			break
+		}
+	}
+}
+
+// TestCountersSumOverProcesses: counters that two processes send add up in
+// the supervisor, and a process that exits keeps what it counted in the
+// totals, so they never go backwards.
+func TestCountersSumOverProcesses(t *testing.T) {
+	bs := newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002")
+	l := newLinks(bs, ConfigSource{Generation: 1}, slog.New(slog.DiscardHandler))
+	procs := []*Process{attachProcess(t, l, 0), attachProcess(t, l, 1)}
+	own := [][]*backend.Backend{newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002"), newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002")}
+	for i, n := range []int{3, 5} {
+		for range n {
+			own[i][0].Acquire()
+			own[i][0].Release()
+		}
+		own[i][1].Acquire() // one in flight each
+		own[i][1].Fail()
+	}
+	stops := make([]func(), 2)
+	for i, p := range procs {
+		stops[i] = p.ReportCounters(time.Hour, func() []*backend.Backend { return own[i] })
+	}
+	for _, stop := range stops {
+		stop() // sends the final counters
+	}
+	want := []BackendCounters{
+		{Name: "http://127.0.0.1:8001", Served: 8},
+		{Name: "http://127.0.0.1:8002", Served: 2, Failures: 2, InFlight: 2},
+	}
+	waitFor(t, "both processes' counters", func() bool { return reflect.DeepEqual(l.totals(), want) })
+	l.detach(1)
+	want[1].InFlight = 1 // only living processes have requests in flight
+	if got := l.totals(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("totals after process 1 exited: %+v, want %+v", got, want)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(ioTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}

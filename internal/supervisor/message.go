@@ -1,0 +1,141 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Kind names what a Message carries.
+type Kind string
+
+// Messages down, from the supervisor to a serving process, and up.
+const (
+	// KindConfig (down, first on every channel): the configuration the
+	// process must run.
+	KindConfig Kind = "config"
+	// KindMembership (down): the pool's backends.
+	KindMembership Kind = "membership"
+	// KindHealth (down): active-check results; the first one a process
+	// gets is a snapshot of every backend.
+	KindHealth Kind = "health"
+	// KindOperator (down): an operator's state for one backend.
+	KindOperator Kind = "operator"
+	// KindCounters (up): a process's counters.
+	KindCounters Kind = "counters"
+)
+
+// Message is one message on the channel between the supervisor and a
+// serving process. Kind says which one field is set.
+type Message struct {
+	Kind       Kind             `json:"kind"`
+	Config     *ConfigSource    `json:"config,omitempty"`
+	Membership []Member         `json:"membership,omitempty"`
+	Health     *HealthUpdate    `json:"health,omitempty"`
+	Operator   *OperatorState   `json:"operator,omitempty"`
+	Counters   *ProcessCounters `json:"counters,omitempty"`
+}
+
+// ConfigSource is a configuration as the supervisor loaded it: the file's
+// bytes and name (or the built-in demo configuration), which a process
+// parses with its own command-line flags laid over it. A process started
+// or restarted later runs exactly what the supervisor loaded, even if the
+// file has been edited since.
+type ConfigSource struct {
+	// Generation counts the configurations the supervisor has loaded,
+	// from 1.
+	Generation uint64 `json:"generation"`
+	Name       string `json:"name"`
+	Data       []byte `json:"data"`
+}
+
+// Member is one backend of the pool.
+type Member struct {
+	URL    string `json:"url"`
+	Weight int    `json:"weight"`
+}
+
+// HealthUpdate carries active-check states by backend name.
+type HealthUpdate struct {
+	// Snapshot marks the state of every backend, sent when a process
+	// attaches, as opposed to one transition.
+	Snapshot bool            `json:"snapshot,omitempty"`
+	Backends []BackendHealth `json:"backends"`
+}
+
+// BackendHealth is one backend's active-check state.
+type BackendHealth struct {
+	Name string `json:"name"`
+	Up   bool   `json:"up"`
+}
+
+// OperatorState is what an operator set for one backend.
+type OperatorState struct {
+	Name     string `json:"name"`
+	Draining bool   `json:"draining"`
+	Disabled bool   `json:"disabled"`
+	// Weight is the effective weight; 0 leaves it alone.
+	Weight int `json:"weight,omitempty"`
+}
+
+// ProcessCounters are one serving process's counters, as of when they
+// were sent. Counts only grow while the process lives.
+type ProcessCounters struct {
+	Process  int               `json:"process"`
+	Backends []BackendCounters `json:"backends"`
+}
+
+// BackendCounters are one backend's counters in one process.
+type BackendCounters struct {
+	Name     string `json:"name"`
+	Served   uint64 `json:"served"`
+	Failures uint64 `json:"failures"`
+	InFlight int64  `json:"in_flight"`
+}
+
+// validate reports what is wrong with a message received, naming it.
+func (m *Message) validate() error {
+	set := 0
+	for _, present := range []bool{m.Config != nil, m.Membership != nil, m.Health != nil, m.Operator != nil, m.Counters != nil} {
+		if present {
+			set++
+		}
+	}
+	if set > 1 {
+		return fmt.Errorf("%q message carries more than one payload", m.Kind)
+	}
+	switch m.Kind {
+	case KindConfig:
+		if m.Config == nil {
+			return errors.New(`"config" message without its configuration`)
+		}
+	case KindMembership:
+		for i, mb := range m.Membership {
+			if mb.URL == "" || mb.Weight < 1 {
+				return fmt.Errorf(`"membership" message: member %d has URL %q and weight %d`, i, mb.URL, mb.Weight)
+			}
+		}
+	case KindHealth:
+		if m.Health == nil {
+			return errors.New(`"health" message without backends`)
+		}
+		for i, b := range m.Health.Backends {
+			if b.Name == "" {
+				return fmt.Errorf(`"health" message: backend %d has no name`, i)
+			}
+		}
+	case KindOperator:
+		if m.Operator == nil || m.Operator.Name == "" {
+			return errors.New(`"operator" message without a backend name`)
+		}
+		if m.Operator.Weight < 0 {
+			return fmt.Errorf(`"operator" message: weight %d is negative`, m.Operator.Weight)
+		}
+	case KindCounters:
+		if m.Counters == nil {
+			return errors.New(`"counters" message without counters`)
+		}
+	default:
+		return fmt.Errorf("unknown message kind %q", m.Kind)
+	}
+	return nil
+}

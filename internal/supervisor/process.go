@@ -1,0 +1,193 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"relay/internal/backend"
+)
+
+const (
+	// envProcess carries a serving process's index; the supervisor sets it.
+	envProcess = "RELAY_PROCESS"
+	// A serving process inherits its listening socket, its readiness pipe
+	// and its channel as these descriptors (ExtraFiles start at 3).
+	listenFD  = 3
+	readyFD   = 4
+	channelFD = 5
+)
+
+// Process is a serving process's side of the supervisor: what it inherited
+// and its channel.
+type Process struct {
+	// Index numbers the process among its supervisor's, from 0.
+	Index int
+	// Listener is the process's own listening socket.
+	Listener net.Listener
+	// Config is the configuration to run, the first message received.
+	Config ConfigSource
+
+	ready *os.File
+	ch    *Channel
+}
+
+// Inherited returns what the supervisor handed this process, or nil when
+// relay was started directly. It reads the configuration message, so a
+// process runs what its supervisor loaded.
+func Inherited() (*Process, error) {
+	v, ok := os.LookupEnv(envProcess)
+	if !ok {
+		return nil, nil
+	}
+	const hint = "it is set by relay for the processes it starts; unset it to start relay directly"
+	index, err := strconv.Atoi(v)
+	if err != nil || index < 0 {
+		return nil, fmt.Errorf("%s=%q is not a process number; %s", envProcess, v, hint)
+	}
+	f := os.NewFile(listenFD, "listener")
+	ln, err := net.FileListener(f)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("%s is set but descriptor %d is not a listening socket (%v); %s", envProcess, listenFD, err, hint)
+	}
+	f = os.NewFile(channelFD, "channel")
+	conn, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("%s is set but descriptor %d is not the supervisor's channel (%v); %s", envProcess, channelFD, err, hint)
+	}
+	p := &Process{Index: index, Listener: ln, ready: os.NewFile(readyFD, "ready"), ch: NewChannel(conn)}
+	m, err := p.ch.Recv()
+	if err == nil && m.Kind != KindConfig {
+		err = fmt.Errorf("the first message is %q, not the configuration", m.Kind)
+	}
+	if err != nil {
+		ln.Close()
+		p.ch.Close()
+		return nil, fmt.Errorf("reading the configuration from the supervisor: %w", err)
+	}
+	p.Config = *m.Config
+	return p, nil
+}
+
+// Serving tells the supervisor this process accepts connections now.
+func (p *Process) Serving() {
+	p.ready.Write([]byte{'\n'})
+	p.ready.Close()
+}
+
+// Updates are what Follow does with messages other than health, which it
+// applies to the backends itself.
+type Updates struct {
+	// Membership receives a new set of backends and returns the process's
+	// backends after applying it; nil ignores membership messages.
+	Membership func([]Member) []*backend.Backend
+	// Ended is called once when the channel ends or breaks; the process
+	// should then stop, so that the supervisor starts it afresh.
+	Ended func(error)
+}
+
+// Follow reads the health snapshot into bs and returns once it is applied;
+// then it applies what the supervisor sends in the background: health
+// transitions and operator state to the backends of the same name (names
+// it does not know are ignored), membership through u.Membership.
+func (p *Process) Follow(bs []*backend.Backend, u Updates) error {
+	byName := index(bs)
+	m, err := p.ch.Recv()
+	if err == nil && (m.Kind != KindHealth || !m.Health.Snapshot) {
+		err = fmt.Errorf("expected the health snapshot, got a %q message", m.Kind)
+	}
+	if err != nil {
+		return fmt.Errorf("reading the health snapshot from the supervisor: %w", err)
+	}
+	applyHealth(byName, m.Health)
+	go func() {
+		for {
+			m, err := p.ch.Recv()
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					err = errors.New("the supervisor closed it")
+				}
+				if u.Ended != nil {
+					u.Ended(err)
+				}
+				return
+			}
+			switch m.Kind {
+			case KindHealth:
+				applyHealth(byName, m.Health)
+			case KindOperator:
+				if b := byName[m.Operator.Name]; b != nil {
+					applyOperator(b, m.Operator)
+				}
+			case KindMembership:
+				if u.Membership != nil {
+					byName = index(u.Membership(m.Membership))
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+func index(bs []*backend.Backend) map[string]*backend.Backend {
+	byName := make(map[string]*backend.Backend, len(bs))
+	for _, b := range bs {
+		byName[b.Name] = b
+	}
+	return byName
+}
+
+func applyHealth(byName map[string]*backend.Backend, h *HealthUpdate) {
+	for _, s := range h.Backends {
+		if b := byName[s.Name]; b != nil {
+			b.SetHealthy(s.Up)
+		}
+	}
+}
+
+func applyOperator(b *backend.Backend, o *OperatorState) {
+	b.SetDraining(o.Draining)
+	b.SetDisabled(o.Disabled)
+	if o.Weight > 0 {
+		b.SetEffectiveWeight(o.Weight)
+	}
+}
+
+// ReportCounters sends the counters of the backends that backends returns
+// to the supervisor every interval, and once more when stop is called.
+func (p *Process) ReportCounters(every time.Duration, backends func() []*backend.Backend) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				p.ch.Send(Message{Kind: KindCounters, Counters: countersOf(p.Index, backends())})
+			case <-done:
+				p.ch.Send(Message{Kind: KindCounters, Counters: countersOf(p.Index, backends())})
+				return
+			}
+		}
+	})
+	var once sync.Once
+	return func() { once.Do(func() { close(done); wg.Wait() }) }
+}
+
+// countersOf reads the counters of bs.
+func countersOf(process int, bs []*backend.Backend) *ProcessCounters {
+	c := &ProcessCounters{Process: process, Backends: make([]BackendCounters, len(bs))}
+	for i, b := range bs {
+		c.Backends[i] = BackendCounters{Name: b.Name, Served: b.Served(), Failures: b.Failures(), InFlight: b.InFlight()}
+	}
+	return c
+}
