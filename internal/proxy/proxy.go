@@ -118,9 +118,7 @@ type Proxy struct {
 
 // New returns a front door over a core whose default pool holds bs.
 func New(cfg Config, bs []*backend.Backend) (*Proxy, error) {
-	if err := cfg.validate(); err != nil {
-		return nil, fmt.Errorf("proxy: %w", err)
-	}
+	ferr := cfg.validate()
 	c := core.New(core.Config{TrustedProxies: cfg.TrustedProxies, AccessLog: cfg.AccessLog, Logger: cfg.Logger})
 	pool, err := c.AddPool(core.PoolConfig{
 		Name:              DefaultPool,
@@ -132,8 +130,9 @@ func New(cfg Config, bs []*backend.Backend) (*Proxy, error) {
 		MaxIdlePerBackend: cfg.MaxIdlePerBackend,
 		Dial:              cfg.Dial,
 	}, bs)
-	if err != nil {
-		return nil, err
+	// Every problem at once, the front door's and the pool's.
+	if err := errors.Join(ferr, err); err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
 	}
 	p := &Proxy{cfg: cfg, core: c, pool: pool, clientBufs: h1.NewBufferPool(clientBufSize)}
 	p.srv.init(p)
