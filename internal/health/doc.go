@@ -36,6 +36,7 @@
 //
 // Cost: an HTTP probe is written straight on a kept connection, without
 // net/http (see http_probe.go), and probes start in groups (see spread.go).
-// Checking 1,000 backends every 5 s costs relay about 1.6% of one core, most
-// of it in the kernel's TCP code; scale_test.go measures it.
+// Checking 1,000 backends every 5 s costs relay about 0.85% of one core
+// with kept connections and 2.1% with a new one per check, most of it in the
+// kernel's TCP code; scale_test.go measures it.
 package health
