@@ -25,7 +25,7 @@ type Channel struct {
 
 // NewChannel returns a channel over rw, a socket pair's end.
 func NewChannel(rw io.ReadWriteCloser) *Channel {
-	return &Channel{rw: rw, br: bufio.NewReaderSize(rw, 64<<10)}
+	return &Channel{rw: rw, br: bufio.NewReaderSize(rw, 4<<10)}
 }
 
 // Send writes m whole.

@@ -60,6 +60,8 @@ func TestChannelRoundTrip(t *testing.T) {
 	sup, proc := NewChannel(a), NewChannel(b)
 	down := []Message{
 		{Kind: KindConfig, Config: &ConfigSource{Generation: 3, Name: "relay.yml", Data: []byte("backends:\n  - url: http://127.0.0.1:8001\n")}},
+		// Larger than the read buffer: a big configuration file.
+		{Kind: KindConfig, Config: &ConfigSource{Generation: 4, Name: "big.yml", Data: []byte(strings.Repeat("# comment line\n", 20000))}},
 		{Kind: KindMembership, Membership: []Member{{URL: "http://127.0.0.1:8001", Weight: 2}, {URL: "http://[::1]:8002", Weight: 1}}},
 		{Kind: KindHealth, Health: &HealthUpdate{Snapshot: true, Backends: []BackendHealth{{Name: "http://127.0.0.1:8001", Up: true}, {Name: "http://[::1]:8002"}}}},
 		{Kind: KindOperator, Operator: &OperatorState{Name: "http://127.0.0.1:8001", Draining: true, Weight: 5}},
