@@ -221,7 +221,7 @@ func TestIPHashRetrySpreadsAFailedBackendsClients(t *testing.T) {
 		req.Header.Set("X-Forwarded-For", netip.AddrFrom4([4]byte{10, 9, byte(i >> 8), byte(i)}).String())
 		return do(t, c, req)
 	}
-	const clients = 240
+	const clients = 400
 	before := make([]string, clients)
 	for i := range clients {
 		before[i] = ask(i).backend
@@ -248,7 +248,7 @@ func TestIPHashRetrySpreadsAFailedBackendsClients(t *testing.T) {
 	}
 	t.Logf("a's clients after it failed: %v", moved)
 	n := moved["b"] + moved["c"] + moved["d"]
-	if n < 30 {
+	if n < 50 {
 		t.Fatalf("only %d of %d clients were on a; the test needs more", n, clients)
 	}
 	for _, name := range []string{"b", "c", "d"} {
