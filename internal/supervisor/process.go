@@ -131,6 +131,10 @@ func (p *Process) Follow(bs []*backend.Backend, u Updates) error {
 				if u.Membership != nil {
 					byName = index(u.Membership(m.Membership))
 				}
+			case KindConfig:
+				// A later generation is a reload, which a process does
+				// not apply on its own: the supervisor restarts it onto
+				// the new configuration, or sends what changed.
 			}
 		}
 	}()
