@@ -132,9 +132,9 @@ func (p *Process) Follow(bs []*backend.Backend, u Updates) error {
 					byName = index(u.Membership(m.Membership))
 				}
 			case KindConfig:
-				// A later generation is a reload, which a process does
-				// not apply on its own: the supervisor restarts it onto
-				// the new configuration, or sends what changed.
+				// A later generation would be a reload, which relay
+				// does not do yet: the process keeps the configuration
+				// it started with.
 			}
 		}
 	}()
