@@ -2,6 +2,7 @@ package rawio
 
 import (
 	"net"
+	"sync"
 	"syscall"
 )
 
@@ -16,7 +17,8 @@ import (
 // method, and anything else that offers one) is unwrapped to the socket
 // underneath, so for TLS a pending record (a close_notify alert, a late
 // session ticket) or the peer's FIN counts as not quiet, as it should: the
-// connection is not known to be where it was left.
+// connection is not known to be where it was left. Bytes the wrapper has
+// already taken off the socket and holds itself are out of its sight.
 //
 // The fallback for a connection with no socket anywhere underneath (an
 // in-memory connection, a custom dialer's): Quiet cannot look, and answers
@@ -35,16 +37,35 @@ func Quiet(c net.Conn) bool {
 	}
 }
 
+// peeker is the state of one peek. Its callback is bound once and peekers
+// are pooled, so a peek allocates only what SyscallConn does: a closure
+// made per call would take its buffer and result to the heap with it.
+type peeker struct {
+	buf [1]byte
+	err error
+	fn  func(fd uintptr) bool
+}
+
+var peekers = sync.Pool{New: func() any {
+	p := new(peeker)
+	p.fn = p.peek
+	return p
+}}
+
+func (p *peeker) peek(fd uintptr) bool {
+	_, _, p.err = syscall.Recvfrom(int(fd), p.buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	return true // never wait
+}
+
 func peekQuiet(sc syscall.Conn) bool {
 	raw, err := sc.SyscallConn()
 	if err != nil {
 		return false
 	}
-	var buf [1]byte
-	var perr error
-	err = raw.Read(func(fd uintptr) bool {
-		_, _, perr = syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		return true // never wait
-	})
-	return err == nil && perr == syscall.EAGAIN
+	p := peekers.Get().(*peeker)
+	err = raw.Read(p.fn)
+	quiet := err == nil && p.err == syscall.EAGAIN
+	p.err = nil
+	peekers.Put(p)
+	return quiet
 }

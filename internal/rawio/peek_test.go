@@ -16,6 +16,9 @@ func TestQuietOnTCP(t *testing.T) {
 	if !Quiet(s) {
 		t.Fatal("an idle connection is not quiet")
 	}
+	if !Quiet(peer) { // a *net.TCPConn itself, not wrapped
+		t.Fatal("the idle peer is not quiet")
+	}
 	peer.Write([]byte("x"))
 	waitFor(t, "the byte to arrive", func() bool { return !Quiet(s) })
 	// The peek consumed nothing.
@@ -82,3 +85,29 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func bufioReader(r io.Reader) *bufio.Reader { return bufio.NewReader(r) }
+
+// BenchmarkQuiet measures the look a kept connection gets before reuse.
+func BenchmarkQuiet(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			defer c.Close()
+			io.Copy(io.Discard, c)
+		}
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		if !Quiet(c) {
+			b.Fatal("an idle connection is not quiet")
+		}
+	}
+}
