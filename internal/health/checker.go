@@ -29,7 +29,8 @@ type Checker struct {
 	clock    Clock
 	randN    func(n int64) int64
 	log      *slog.Logger
-	bufs     *sync.Pool // answer readers of HTTP probes
+	bufs     *sync.Pool    // answer readers of HTTP probes
+	firsts   chan struct{} // bounds the first probes of added targets to maxParallel
 
 	mu      sync.Mutex         // guards targets, order, started, stopped and ctx
 	targets map[string]*target // by backend name
@@ -58,7 +59,8 @@ type target struct {
 	done   chan struct{}      // closed when its loop has exited
 }
 
-// New returns a Checker for bs. onChange, which may be nil, is called after
+// New returns a Checker for bs, told apart by Name: of several backends with
+// one name, the first is checked. onChange, which may be nil, is called after
 // each transition with the backend's new state, before the transition is
 // logged, so a logged transition has taken effect; it is called from the probe
 // loops, so calls for different backends may run concurrently, and it must not
@@ -71,6 +73,7 @@ func New(cfg Config, bs []*backend.Backend, onChange func(b *backend.Backend, he
 	c := &Checker{
 		cfg:      cfg,
 		targets:  make(map[string]*target, len(bs)),
+		firsts:   make(chan struct{}, maxParallel),
 		onChange: onChange,
 		clock:    realClock{},
 		randN:    rand.Int64N,
@@ -90,7 +93,9 @@ func New(cfg Config, bs []*backend.Backend, onChange func(b *backend.Backend, he
 	return c, nil
 }
 
-// newTarget builds the target of b with the configured probe.
+// newTarget builds the target of b with the configured probe. The built-in
+// probes are built from b once: what they use (scheme, host and port) is
+// what Name is made of, so they stay right when Set hands in a new value.
 func (c *Checker) newTarget(b *backend.Backend) *target {
 	t := &target{b: b}
 	switch {
@@ -181,17 +186,26 @@ func (c *Checker) Run(ctx context.Context) {
 	}
 }
 
-// startLocked starts t's loop; c.mu is held and the checker runs. A target
-// added at runtime is probed at once, its first result deciding alone as in
-// CheckAll, so a dead backend added to a running relay leaves rotation
-// within one probe rather than after Fall intervals.
+// startLocked starts t's loop, first after offset; c.mu is held and the
+// checker runs. A target added at runtime (first) is probed at once, its
+// first result deciding alone as in CheckAll, so a dead backend added to a
+// running relay leaves rotation within one probe rather than after Fall
+// intervals; like CheckAll's, at most maxParallel such probes run at a time,
+// so a Set that brings a thousand backends does not open a thousand sockets
+// at the same moment.
 func (c *Checker) startLocked(t *target, offset time.Duration, first bool) {
 	ctx, cancel := context.WithCancel(c.ctx)
 	t.cancel, t.done = cancel, make(chan struct{})
 	c.loops.Go(func() {
 		defer close(t.done)
 		if first {
+			select {
+			case c.firsts <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
 			c.check(ctx, t, 1, 1)
+			<-c.firsts
 		}
 		c.loop(ctx, t, offset)
 	})
@@ -199,16 +213,30 @@ func (c *Checker) startLocked(t *target, offset time.Duration, first bool) {
 
 // Add starts checking b, if no backend of its name is checked already. When
 // the checker runs, b is probed at once and then on its own loop.
-func (c *Checker) Add(b *backend.Backend) {
+func (c *Checker) Add(b *backend.Backend) { c.add([]*backend.Backend{b}) }
+
+// add starts checking those of bs whose names are not checked yet. Loops
+// started together take their start offsets on a grid of their own, as
+// Run's do (see spread.go), in (0, Interval] since each has just been
+// probed.
+func (c *Checker) add(bs []*backend.Backend) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.targets[b.Name] != nil {
+	var added []*target
+	for _, b := range bs {
+		if c.targets[b.Name] != nil {
+			continue
+		}
+		t := c.newTarget(b)
+		c.addLocked(t)
+		added = append(added, t)
+	}
+	if !c.started || c.stopped {
 		return
 	}
-	t := c.newTarget(b)
-	c.addLocked(t)
-	if c.started && !c.stopped {
-		c.startLocked(t, c.cfg.Interval, true)
+	starts, step := startGrid(len(added), c.cfg.Interval)
+	for _, t := range added {
+		c.startLocked(t, time.Duration(1+c.randN(starts))*step, true)
 	}
 }
 
@@ -242,21 +270,22 @@ func (c *Checker) retire(t *target) {
 	}
 }
 
-// Set makes bs the checked backends, matched by name: new ones are added,
-// missing ones removed, and the others keep their run of passes and
-// failures, following the new Backend value when reload built one.
+// Set makes bs the checked backends, matched by name (the first of each
+// name): new ones are added, missing ones removed, and the others keep
+// their run of passes and failures, following the new Backend value when
+// reload built one.
 func (c *Checker) Set(bs []*backend.Backend) {
 	want := make(map[string]*backend.Backend, len(bs))
 	for _, b := range bs {
-		want[b.Name] = b
+		if want[b.Name] == nil {
+			want[b.Name] = b
+		}
 	}
 	c.mu.Lock()
 	var gone []*target
 	for name, t := range c.targets {
-		if b, ok := want[name]; ok {
-			t.mu.Lock()
-			t.b = b
-			t.mu.Unlock()
+		if b := want[name]; b != nil {
+			t.follow(b)
 			continue
 		}
 		gone = append(gone, t)
@@ -266,8 +295,20 @@ func (c *Checker) Set(bs []*backend.Backend) {
 	for _, t := range gone {
 		c.retire(t)
 	}
-	for _, b := range bs {
-		c.Add(b)
+	c.add(bs)
+}
+
+// follow makes b the target's backend value. A new value starts healthy,
+// whatever the checks have found: it takes on the old value's verdict, so
+// a backend that is down stays out across a reload instead of coming back
+// until its next probe, and its run of passes still has to reach Rise. No
+// transition is reported: the backend's state has not changed.
+func (t *target) follow(b *backend.Backend) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if b != t.b {
+		b.SetHealthy(t.b.Healthy())
+		t.b = b
 	}
 }
 

@@ -27,8 +27,11 @@
 // scheduler wake-ups they cause (see spread.go).
 //
 // Targets: backends can be added and removed while the checker runs (Add,
-// Remove, Set); a backend that stays keeps its run of passes and failures,
-// even when a reload hands in a new Backend value of the same name.
+// Remove, Set), told apart by Name. A backend added to a running checker is
+// probed at once, that first result deciding alone as in CheckAll, and its
+// loop then starts like Run's. A backend that stays keeps its run of passes
+// and failures, even when a reload hands in a new Backend value of the same
+// name, and that value takes on the verdict reached so far.
 //
 // Parsing: a probe reads its answer with relay's own strict HTTP/1.1 engine
 // (internal/h1), the one the data path uses, so a probe passes only what

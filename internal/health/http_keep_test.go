@@ -3,13 +3,18 @@ package health
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"relay/internal/backend"
+	"relay/internal/rawio"
 )
 
 // keepServer is a raw HTTP/1.1 server over TCP on 127.0.0.1 for the tests of
@@ -340,5 +345,47 @@ func TestHTTPProbeDropsALongIdleConnection(t *testing.T) {
 	}
 	if n := srv.conns.Load(); n != 2 {
 		t.Errorf("probes used %d connections, want a new one after the long idle", n)
+	}
+}
+
+// TestHTTPSProbeKeepsItsConnection probes an https backend whose certificate
+// the probe trusts: the answer is read through TLS, the connection is kept,
+// and when the server closes it the probe sees that through TLS (the socket
+// underneath is peeked) and opens a new one rather than failing.
+func TestHTTPSProbeKeepsItsConnection(t *testing.T) {
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, "ok")
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.StartTLS()
+	defer srv.Close()
+	h := newHTTPCheck(newBackend(t, srv.URL), "/health", true, newReadBufs())
+	defer h.closeIdle()
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	h.tls.RootCAs = roots
+	for i, err := range probeN(h, 3, 5*time.Second) {
+		if err != nil {
+			t.Fatalf("probe %d: %v", i, err)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("three probes used %d connections, want one kept", n)
+	}
+	srv.CloseClientConnections()
+	waitUntil(t, "the server's close to reach the kept connection", func() bool {
+		c := h.idle.Load()
+		return c != nil && !rawio.Quiet(c.conn)
+	})
+	if err := probeN(h, 1, 5*time.Second)[0]; err != nil {
+		t.Fatalf("probe after the server closed the kept connection: %v", err)
+	}
+	if n := conns.Load(); n != 2 {
+		t.Fatalf("%d connections after the server closed the first, want 2", n)
 	}
 }
