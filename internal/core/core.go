@@ -152,6 +152,3 @@ func (c *Core) LogRejected(peer *Peer, status int) {
 	}
 	c.cfg.AccessLog.Log(&logging.Entry{Time: time.Now(), Client: peer.Addr, Status: status})
 }
-
-// Logger is where the core and its front doors log.
-func (c *Core) Logger() *slog.Logger { return c.cfg.Logger }

@@ -47,8 +47,3 @@ func (r *ResponseBody) Done() bool { return r.body.Done() }
 
 // Trailers returns a chunked body's raw trailer lines after its end.
 func (r *ResponseBody) Trailers() []byte { return r.body.Trailers() }
-
-// Kind says how the backend framed the body: a front door that must send
-// it otherwise (chunked to an HTTP/1.1 client when the backend closes the
-// connection to end it, say) needs to know.
-func (r *ResponseBody) Kind() h1.BodyKind { return r.kind }

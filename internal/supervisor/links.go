@@ -22,11 +22,10 @@ type links struct {
 	bs     []*backend.Backend // the backends the supervisor checks
 	config ConfigSource
 
-	mu       sync.Mutex
-	byProc   map[int]*link
-	latest   map[int]*ProcessCounters // the last counters each live process sent
-	retired  map[string]BackendCounters
-	received chan struct{} // signalled after each counters message, for tests
+	mu      sync.Mutex
+	byProc  map[int]*link
+	latest  map[int]*ProcessCounters   // the last counters each live process sent
+	retired map[string]BackendCounters // what exited processes counted
 }
 
 // link is one process's channel and the messages queued for it.
@@ -37,7 +36,7 @@ type link struct {
 
 func newLinks(bs []*backend.Backend, config ConfigSource, log *slog.Logger) *links {
 	return &links{log: log, bs: bs, config: config, byProc: map[int]*link{},
-		latest: map[int]*ProcessCounters{}, retired: map[string]BackendCounters{}, received: make(chan struct{}, 1)}
+		latest: map[int]*ProcessCounters{}, retired: map[string]BackendCounters{}}
 }
 
 // attach opens the channel of process i and returns the end the process
@@ -97,10 +96,6 @@ func (l *links) read(i int, lk *link) {
 			l.latest[i] = &c
 		}
 		l.mu.Unlock()
-		select {
-		case l.received <- struct{}{}:
-		default:
-		}
 	}
 }
 
