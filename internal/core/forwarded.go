@@ -22,7 +22,12 @@ func (c *Core) trusts(a netip.Addr) bool {
 // client's own copies Hop so they are not forwarded twice. It runs after
 // hop-by-hop fields were marked, so a client cannot make relay drop these
 // by naming them in Connection. A client's values are kept only when it is
-// a trusted proxy; from anyone else they would be forgeries.
+// a trusted proxy; from anyone else they would be forgeries. The other
+// fields that claim a client address, Forwarded (RFC 7239) and X-Real-IP,
+// are treated alike: a trusted proxy's pass on, anyone else's are dropped,
+// since a backend that reads them would believe a client's word about
+// itself. relay writes only X-Forwarded-*, the form every backend
+// framework reads.
 func (x *Exchange) appendForwarded(c *Core, out []byte) []byte {
 	fields := x.Req.Fields
 	trusted := x.Peer.Trusted
@@ -31,8 +36,12 @@ func (x *Exchange) appendForwarded(c *Core, out []byte) []byte {
 	for i := range fields {
 		f := &fields[i]
 		switch {
-		case len(f.Name) < 15 || len(f.Name) > 17 || (f.Name[0]|0x20) != 'x':
+		case len(f.Name) != 9 && (len(f.Name) < 15 || len(f.Name) > 17):
 			continue
+		case len(f.Name) == 9:
+			if trusted || !(f.Is("forwarded") || f.Is("x-real-ip")) {
+				continue
+			}
 		case f.Is("x-forwarded-for"):
 			if trusted && !f.Hop && len(f.Value) > 0 {
 				out = append(out, f.Value...)

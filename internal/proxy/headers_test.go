@@ -96,6 +96,9 @@ func TestForwardedHeaders(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			rb, reqs := recordingBackend(t, okResponse("ok"))
 			r := startRelay(t, Config{TrustedProxies: tt.trusted}, rb.b)
+			// The other address-claiming fields go with X-Forwarded-For: a
+			// trusted proxy's pass on, anyone else's are dropped.
+			tt.fields += "Forwarded: for=192.0.2.9\r\nX-Real-IP: 192.0.2.9\r\n"
 			req, status, _ := roundTrip(t, r, reqs, "GET / HTTP/1.1\r\nHost: example.test:8080\r\n"+tt.fields+"\r\n")
 			if !strings.Contains(status, " 200 ") {
 				t.Fatalf("status line %q", status)
@@ -107,6 +110,15 @@ func TestForwardedHeaders(t *testing.T) {
 			} {
 				if got := req.Header[f.name]; len(got) != 1 || got[0] != f.want {
 					t.Errorf("%s = %q, want exactly [%q]", f.name, got, f.want)
+				}
+			}
+			for _, name := range []string{"Forwarded", "X-Real-Ip"} {
+				got := req.Header[name]
+				switch {
+				case tt.trusted != nil && (len(got) != 1 || !strings.Contains(got[0], "192.0.2.9")):
+					t.Errorf("%s from a trusted proxy = %q, want it passed on", name, got)
+				case tt.trusted == nil && len(got) != 0:
+					t.Errorf("%s from an untrusted client = %q, want it dropped", name, got)
 				}
 			}
 		})
