@@ -33,6 +33,9 @@ type Backend struct {
 	Addr string
 	// Weight is the relative share of traffic, at least 1.
 	Weight int
+	// MaxRequests caps the requests in flight to the backend; 0 leaves it
+	// to its pool's default. Set it before the backend is shared.
+	MaxRequests int
 
 	// blocked has one bit per condition that keeps the backend out of
 	// rotation, so Available is one atomic load while none is set.
@@ -42,6 +45,9 @@ type Backend struct {
 	inFlight     atomic.Int64
 	served       atomic.Uint64
 	failures     atomic.Uint64
+	consecutive  atomic.Int32 // failures since the last success
+	trips        atomic.Int32 // breaker openings since the last success
+	probing      atomic.Bool  // a half-open breaker's probe is out
 }
 
 // New returns a backend for u with the given weight. It starts healthy
@@ -80,11 +86,8 @@ func (b *Backend) Release() { b.inFlight.Add(-1) }
 func (b *Backend) Served() uint64 { return b.served.Load() }
 
 // Failures is the number of forwarding failures (dial errors, timeouts,
-// broken responses) recorded with Fail.
+// broken responses, statuses a pool counts as failures) recorded with Fail.
 func (b *Backend) Failures() uint64 { return b.failures.Load() }
-
-// Fail records a forwarding failure.
-func (b *Backend) Fail() { b.failures.Add(1) }
 
 // String returns the backend's name.
 func (b *Backend) String() string { return b.Name }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"relay/internal/backend"
+	"relay/internal/core"
 )
 
 // BenchmarkRequestPath measures relay's whole request path with no system
@@ -35,12 +36,12 @@ func benchRequestPath(b *testing.B, algorithm string, n int) {
 		}
 		bs = append(bs, be)
 	}
-	cfg := withDefaults(Config{
+	cfg := withDefaults(Config{Pool: core.PoolConfig{
 		Algorithm: algorithm,
 		Dial: func(context.Context, string, string) (net.Conn, error) {
 			return &memUpstream{resp: resp}, nil
 		},
-	})
+	}})
 	// The benchmark runs connections without Serve, so it takes no
 	// connection slots and must not give any back.
 	cfg.MaxConnections = 0

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"relay/internal/core"
 )
 
 // sequence sends n sequential GETs on c and returns the backends that
@@ -44,7 +46,7 @@ func TestDistributionSequential(t *testing.T) {
 			for i, w := range tt.weights {
 				hbs = append(hbs, newHTTPBackend(t, string(rune('a'+i)), w, nil))
 			}
-			r := startRelay(t, Config{Algorithm: tt.algorithm}, backendsOf(hbs...)...)
+			r := startRelay(t, Config{Pool: core.PoolConfig{Algorithm: tt.algorithm}}, backendsOf(hbs...)...)
 			if got := sequence(t, newClient(t, 1, ""), r.url+"/", len(tt.want)); got != tt.want {
 				t.Errorf("backends in order = %q, want %q", got, tt.want)
 			}
@@ -56,7 +58,7 @@ func TestRandomNeverPicksBackendOutOfRotation(t *testing.T) {
 	a := newHTTPBackend(t, "a", 1, nil)
 	b := newHTTPBackend(t, "b", 1, nil)
 	c := newHTTPBackend(t, "c", 1, nil)
-	r := startRelay(t, Config{Algorithm: "random"}, backendsOf(a, b, c)...)
+	r := startRelay(t, Config{Pool: core.PoolConfig{Algorithm: "random"}}, backendsOf(a, b, c)...)
 	b.b.SetHealthy(false)
 	got := sequence(t, newClient(t, 1, ""), r.url+"/", 60)
 	if strings.Contains(got, "b") {
@@ -94,7 +96,7 @@ func TestLoadAwareAlgorithmsAvoidSlowBackend(t *testing.T) {
 			})
 			f1 := newHTTPBackend(t, "f", 1, nil)
 			f2 := newHTTPBackend(t, "g", 1, nil)
-			r := startRelay(t, Config{Algorithm: tt.algorithm}, backendsOf(slow, f1, f2)...)
+			r := startRelay(t, Config{Pool: core.PoolConfig{Algorithm: tt.algorithm}}, backendsOf(slow, f1, f2)...)
 			c := newClient(t, clients, "")
 			var wg sync.WaitGroup
 			failed := make(chan string, clients*perClient)
@@ -138,7 +140,7 @@ func TestLoadAwareAlgorithmsAvoidSlowBackend(t *testing.T) {
 // relay sees each as its own client IP.
 func TestIPHashKeepsClientOnBackend(t *testing.T) {
 	hbs := []*httpBackend{newHTTPBackend(t, "a", 1, nil), newHTTPBackend(t, "b", 1, nil), newHTTPBackend(t, "c", 1, nil)}
-	r := startRelay(t, Config{Algorithm: "ip-hash"}, backendsOf(hbs...)...)
+	r := startRelay(t, Config{Pool: core.PoolConfig{Algorithm: "ip-hash"}}, backendsOf(hbs...)...)
 	used := map[string]bool{}
 	for i := 2; i < 22; i++ {
 		ip := netip.AddrFrom4([4]byte{127, 0, 0, byte(i)}).String()
@@ -169,7 +171,7 @@ func TestIPHashUsesForwardedForOnlyFromTrustedPeers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			hbs := []*httpBackend{newHTTPBackend(t, "a", 1, nil), newHTTPBackend(t, "b", 1, nil), newHTTPBackend(t, "c", 1, nil)}
-			r := startRelay(t, Config{Algorithm: "ip-hash", TrustedProxies: tt.trusted}, backendsOf(hbs...)...)
+			r := startRelay(t, Config{Pool: core.PoolConfig{Algorithm: "ip-hash"}, TrustedProxies: tt.trusted}, backendsOf(hbs...)...)
 			c := newClient(t, 1, "")
 			used := map[string]bool{}
 			for i := 1; i <= 20; i++ {
@@ -214,7 +216,7 @@ func TestIPHashRetrySpreadsAFailedBackendsClients(t *testing.T) {
 	})
 	hbs := []*httpBackend{a, newHTTPBackend(t, "b", 1, nil), newHTTPBackend(t, "c", 1, nil), newHTTPBackend(t, "d", 1, nil)}
 	trusted := []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
-	r := startRelay(t, Config{Algorithm: "ip-hash", TrustedProxies: trusted}, backendsOf(hbs...)...)
+	r := startRelay(t, Config{Pool: core.PoolConfig{Algorithm: "ip-hash"}, TrustedProxies: trusted}, backendsOf(hbs...)...)
 	c := newClient(t, 4, "")
 	ask := func(i int) result {
 		req, _ := http.NewRequest("GET", r.url+"/", nil)

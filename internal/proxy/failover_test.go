@@ -10,13 +10,14 @@ import (
 	"time"
 
 	"relay/internal/backend"
+	"relay/internal/core"
 )
 
 func TestFailoverAroundRefusedBackend(t *testing.T) {
 	a := newHTTPBackend(t, "a", 1, nil)
 	c := newHTTPBackend(t, "c", 1, nil)
 	dead := newBackendFor(t, deadAddr(t), 1)
-	r := startRelay(t, Config{Retries: 2}, a.b, dead, c.b)
+	r := startRelay(t, Config{Pool: core.PoolConfig{Retries: 2}}, a.b, dead, c.b)
 	cl := newClient(t, 1, "")
 	for i := 0; i < 12; i++ {
 		res := get(t, cl, r.url+"/")
@@ -35,7 +36,7 @@ func TestFailoverAroundRefusedBackend(t *testing.T) {
 
 func TestEveryBackendRefusingGives502(t *testing.T) {
 	bs := []*backend.Backend{newBackendFor(t, deadAddr(t), 1), newBackendFor(t, deadAddr(t), 1)}
-	r := startRelay(t, Config{Retries: 2}, bs...)
+	r := startRelay(t, Config{Pool: core.PoolConfig{Retries: 2}}, bs...)
 	cl := newClient(t, 1, "")
 	for _, method := range []string{"GET", "POST"} {
 		req, _ := http.NewRequest(method, r.url+"/", strings.NewReader("x"))
@@ -48,7 +49,7 @@ func TestEveryBackendRefusingGives502(t *testing.T) {
 func TestNoHealthyBackendGives503AtOnceAndRecovers(t *testing.T) {
 	a := newHTTPBackend(t, "a", 1, nil)
 	b := newHTTPBackend(t, "b", 1, nil)
-	r := startRelay(t, Config{Retries: 2}, backendsOf(a, b)...)
+	r := startRelay(t, Config{Pool: core.PoolConfig{Retries: 2}}, backendsOf(a, b)...)
 	cl := newClient(t, 1, "")
 	if res := get(t, cl, r.url+"/"); res.status != 200 {
 		t.Fatalf("before: status %d", res.status)
@@ -96,7 +97,7 @@ func TestSlowBackendGives504WithoutRetry(t *testing.T) {
 	}
 	a := newHTTPBackend(t, "a", 1, slow)
 	b := newHTTPBackend(t, "b", 1, slow)
-	r := startRelay(t, Config{Retries: 2, ResponseTimeout: 200 * time.Millisecond}, backendsOf(a, b)...)
+	r := startRelay(t, Config{Pool: core.PoolConfig{Retries: 2, ResponseTimeout: 200 * time.Millisecond}}, backendsOf(a, b)...)
 	cl := newClient(t, 1, "")
 	for _, method := range []string{"GET", "POST"} {
 		before := a.hits.Load() + b.hits.Load()
@@ -141,7 +142,7 @@ func TestDroppedRequestIsRetriedOnlyWhenIdempotent(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			bad := hangUpBackend(t)
 			good := newHTTPBackend(t, "good", 1, nil)
-			r := startRelay(t, Config{Retries: 2}, bad.b, good.b)
+			r := startRelay(t, Config{Pool: core.PoolConfig{Retries: 2}}, bad.b, good.b)
 			req, _ := http.NewRequest(tt.method, r.url+"/", strings.NewReader(tt.body))
 			res := do(t, newClient(t, 1, ""), req)
 			if res.status != tt.wantStatus {
@@ -178,7 +179,7 @@ func TestPostOnReusedConnectionIsNotResent(t *testing.T) {
 			io.WriteString(c, okResponse("ok"))
 		}
 	})
-	r := startRelay(t, Config{Retries: 2}, bad.b)
+	r := startRelay(t, Config{Pool: core.PoolConfig{Retries: 2}}, bad.b)
 	cl := newClient(t, 1, "")
 	if res := get(t, cl, r.url+"/"); res.status != 200 {
 		t.Fatalf("GET: status %d", res.status)

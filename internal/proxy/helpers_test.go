@@ -281,15 +281,15 @@ func withDefaults(cfg Config) Config {
 			*v = def
 		}
 	}
-	if cfg.Algorithm == "" {
-		cfg.Algorithm = d.Algorithm
+	if cfg.Pool.Algorithm == "" {
+		cfg.Pool.Algorithm = d.Pool.Algorithm
 	}
-	set(&cfg.Retries, d.Retries)
-	set(&cfg.MaxIdlePerBackend, d.MaxIdlePerBackend)
+	set(&cfg.Pool.Retries, d.Pool.Retries)
+	set(&cfg.Pool.MaxIdlePerBackend, d.Pool.MaxIdlePerBackend)
 	set(&cfg.MaxHeaderBytes, d.MaxHeaderBytes)
 	set(&cfg.MaxConnections, d.MaxConnections)
-	setD(&cfg.ConnectTimeout, d.ConnectTimeout)
-	setD(&cfg.ResponseTimeout, d.ResponseTimeout)
+	setD(&cfg.Pool.ConnectTimeout, d.Pool.ConnectTimeout)
+	setD(&cfg.Pool.ResponseTimeout, d.Pool.ResponseTimeout)
 	setD(&cfg.HeaderTimeout, d.HeaderTimeout)
 	setD(&cfg.IdleTimeout, d.IdleTimeout)
 	return cfg

@@ -271,7 +271,7 @@ func TestStrayBytesAfterResponseEndReuse(t *testing.T) {
 		}
 	})
 	cfg := withDefaults(Config{})
-	cfg.Retries = 0
+	cfg.Pool.Retries = 0
 	r := startRelayExactly(t, cfg, rb.b)
 	c, br := dialRelay(t, r)
 	write(t, c, "HEAD /h HTTP/1.1\r\nHost: x\r\n\r\n")

@@ -11,6 +11,7 @@ import (
 
 	"relay/internal/backend"
 	"relay/internal/config"
+	"relay/internal/core"
 )
 
 // hiddenConn hides a TCP connection's socket, as a connection layered over
@@ -61,14 +62,14 @@ func TestUpstreamsThatAreNotRawSockets(t *testing.T) {
 					}
 				}
 			})
-			cfg := withDefaults(Config{Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			cfg := withDefaults(Config{Pool: core.PoolConfig{Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
 				var d net.Dialer
 				c, err := d.DialContext(ctx, network, addr)
 				if err != nil {
 					return nil, err
 				}
 				return tt.wrap(c), nil
-			}})
+			}}})
 			r := startRelay(t, cfg, rb.b)
 			c, br := dialRelay(t, r)
 			for i, req := range []string{
@@ -100,7 +101,7 @@ func TestConfigComesWhole(t *testing.T) {
 	if _, err := New(ConfigFrom(config.Default()), bs); err != nil {
 		t.Fatalf("the configuration's defaults: %v", err)
 	}
-	_, err := New(Config{Algorithm: "round-robin"}, bs)
+	_, err := New(Config{Pool: core.PoolConfig{Algorithm: "round-robin"}}, bs)
 	if err == nil {
 		t.Fatal("an empty Config was accepted")
 	}
@@ -110,7 +111,7 @@ func TestConfigComesWhole(t *testing.T) {
 		}
 	}
 	cfg := ConfigFrom(config.Default())
-	cfg.Retries = 8
+	cfg.Pool.Retries = 8
 	if _, err := New(cfg, bs); err == nil || !strings.Contains(err.Error(), "retries 8 is outside 0..7") {
 		t.Errorf("retries 8: %v, want an error naming the bound", err)
 	}

@@ -10,11 +10,9 @@
 package proxy
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
 	"time"
 
@@ -26,34 +24,19 @@ import (
 )
 
 // Config holds the settings of the HTTP/1.1 front door and of the pool
-// behind it. Every field must be set, except the hooks (Rand, Dial,
-// AccessLog, Logger), whose zero values work: ConfigFrom fills them from
-// relay's configuration, which is the one home of their defaults.
+// behind it. Every field must be set, except the hooks (the pool's Rand and
+// Dial, AccessLog, Logger), whose zero values work: ConfigFrom fills them
+// from relay's configuration, which is the one home of their defaults.
 type Config struct {
-	// Algorithm is a balance registry name.
-	Algorithm string
-	// Rand, when set, is the randomness pickers use (tests inject it).
-	Rand func(n int) int
-	// Retries is how many other backends a failed request may be tried on
-	// when that is safe, 0 to core.MaxRetries.
-	Retries int
-	// Dial, when set, opens upstream connections instead of net.Dialer;
-	// benchmarks use it for in-memory backends.
-	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
-	// ConnectTimeout bounds dialing a backend.
-	ConnectTimeout time.Duration
-	// ResponseTimeout bounds the wait for a backend's response head, and
-	// any single wait for body bytes.
-	ResponseTimeout time.Duration
+	// Pool configures the pool every request goes to; its Name defaults
+	// to DefaultPool.
+	Pool core.PoolConfig
 	// HeaderTimeout bounds reading a request head once its first byte has
-	// arrived on a new connection.
+	// arrived.
 	HeaderTimeout time.Duration
 	// IdleTimeout bounds the wait for the next request on a keep-alive
 	// connection and any single wait for request body bytes.
 	IdleTimeout time.Duration
-	// MaxIdlePerBackend caps pooled idle connections per backend; 0 keeps
-	// none.
-	MaxIdlePerBackend int
 	// MaxHeaderBytes caps a request head; larger ones get 431.
 	MaxHeaderBytes int
 	// MaxConnections caps concurrent client connections; 0 means no cap.
@@ -71,16 +54,25 @@ type Config struct {
 // relay's configuration.
 func ConfigFrom(c *config.Config) Config {
 	return Config{
+		Pool:           PoolConfigFrom(c),
+		HeaderTimeout:  c.ClientHeaderTimeout,
+		IdleTimeout:    c.IdleTimeout,
+		MaxHeaderBytes: c.MaxHeaderBytes,
+		MaxConnections: c.MaxConnections,
+		TrustedProxies: c.TrustedProxies,
+	}
+}
+
+// PoolConfigFrom takes the default pool's settings from relay's
+// configuration.
+func PoolConfigFrom(c *config.Config) core.PoolConfig {
+	return core.PoolConfig{
+		Name:              DefaultPool,
 		Algorithm:         c.Algorithm,
 		Retries:           c.Retries,
 		ConnectTimeout:    c.ConnectTimeout,
 		ResponseTimeout:   c.ResponseTimeout,
-		HeaderTimeout:     c.ClientHeaderTimeout,
-		IdleTimeout:       c.IdleTimeout,
 		MaxIdlePerBackend: c.MaxIdleConnsPerBackend,
-		MaxHeaderBytes:    c.MaxHeaderBytes,
-		MaxConnections:    c.MaxConnections,
-		TrustedProxies:    c.TrustedProxies,
 	}
 }
 
@@ -120,16 +112,10 @@ type Proxy struct {
 func New(cfg Config, bs []*backend.Backend) (*Proxy, error) {
 	ferr := cfg.validate()
 	c := core.New(core.Config{TrustedProxies: cfg.TrustedProxies, AccessLog: cfg.AccessLog, Logger: cfg.Logger})
-	pool, err := c.AddPool(core.PoolConfig{
-		Name:              DefaultPool,
-		Algorithm:         cfg.Algorithm,
-		Rand:              cfg.Rand,
-		Retries:           cfg.Retries,
-		ConnectTimeout:    cfg.ConnectTimeout,
-		ResponseTimeout:   cfg.ResponseTimeout,
-		MaxIdlePerBackend: cfg.MaxIdlePerBackend,
-		Dial:              cfg.Dial,
-	}, bs)
+	if cfg.Pool.Name == "" {
+		cfg.Pool.Name = DefaultPool
+	}
+	pool, err := c.AddPool(cfg.Pool, bs)
 	// Every problem at once, the front door's and the pool's.
 	if err := errors.Join(ferr, err); err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)

@@ -1,0 +1,95 @@
+package backend
+
+import "time"
+
+// A backend's circuit breaker state. The policy (how many failures open it,
+// for how long, how many backends of a pool may be out at once) is the
+// forwarding core's; the backend holds what the policy reads and writes, so
+// it outlives snapshots and reloads like the other conditions:
+//
+//	closed     no ejection: every request may go through
+//	open       ejected until a time (the ejected condition)
+//	half-open  the ejection has run out but no request has succeeded since:
+//	           one request at a time goes through (Admit hands out the one
+//	           probe place), and its outcome closes or reopens the breaker
+
+// Fail records a forwarding failure and returns how many failed in a row.
+func (b *Backend) Fail() (consecutive int) {
+	b.failures.Add(1)
+	return int(b.consecutive.Add(1))
+}
+
+// Succeed records a request the backend answered well, ending a run of
+// failures. While there is none it only reads, so the steady state writes
+// nothing shared.
+func (b *Backend) Succeed() {
+	if b.consecutive.Load() != 0 {
+		b.consecutive.Store(0)
+	}
+}
+
+// ConsecutiveFailures is the length of the current run of failures.
+func (b *Backend) ConsecutiveFailures() int { return int(b.consecutive.Load()) }
+
+// Trip counts an opening of the breaker and returns how many openings
+// followed one another with no success between them, for the open time to
+// grow with each.
+func (b *Backend) Trip() int { return int(b.trips.Add(1)) }
+
+// Close ends the breaker's open or half-open state after a success: the
+// ejection ends and the next opening counts from one again. It reports
+// whether there was an ejection to end.
+func (b *Backend) Close() (changed bool) {
+	b.trips.Store(0)
+	return b.Restore()
+}
+
+// Ejected reports whether the backend is open or half-open: ejected, with
+// or without time left.
+func (b *Backend) Ejected() bool { return b.blocked.Load()&ejected != 0 }
+
+// halfOpen reports whether the ejection has run out with the bit still set.
+func (b *Backend) halfOpen(now int64) bool {
+	return b.blocked.Load()&ejected != 0 && now >= b.ejectedUntil.Load()
+}
+
+// Admit counts a request in flight on a backend the picker chose, if the
+// backend may take it now, and reports what it did:
+//
+//   - ok: the request is in flight (call Release when it ends).
+//   - probe: it is a half-open breaker's one probe request; call EndProbe
+//     once its outcome is recorded. With gate false (a pool balancing over
+//     every backend in panic) half-open backends take requests freely.
+//   - full: the backend has limit requests in flight already (limit > 0);
+//     the request should wait for a place.
+//
+// A half-open backend whose probe is out refuses with neither ok nor full.
+func (b *Backend) Admit(limit int64, gate bool) (ok, probe, full bool) {
+	if gate && b.blocked.Load() != 0 && b.halfOpen(time.Now().UnixNano()) {
+		if !b.probing.CompareAndSwap(false, true) {
+			return false, false, false
+		}
+		probe = true
+	}
+	if limit <= 0 {
+		b.inFlight.Add(1)
+		b.served.Add(1)
+		return true, probe, false
+	}
+	for {
+		n := b.inFlight.Load()
+		if n >= limit {
+			if probe {
+				b.probing.Store(false)
+			}
+			return false, false, true
+		}
+		if b.inFlight.CompareAndSwap(n, n+1) {
+			b.served.Add(1)
+			return true, probe, false
+		}
+	}
+}
+
+// EndProbe gives back the half-open probe place Admit handed out.
+func (b *Backend) EndProbe() { b.probing.Store(false) }
