@@ -31,14 +31,19 @@ func (p *roundRobin) Pick(_ uint64, f Filter) *backend.Backend {
 }
 
 // step takes the next backend of seq that f allows, advancing the shared
-// position once per probe, and gives up after one full turn.
+// position once per probe. After one turn's worth of probes it scans from
+// where it stands: requests stepping at once advance the position between
+// each other's probes, so a turn of probes need not have seen every
+// backend, and a backend that f allows must still be found.
 func step(next *atomic.Uint64, seq []*backend.Backend, f *Filter) *backend.Backend {
 	n := uint64(len(seq))
+	var i uint64
 	for range seq {
 		// A 64-bit counter never wraps in practice, so the cycle never jumps.
-		if b := seq[(next.Add(1)-1)%n]; f.Allows(b) {
+		i = (next.Add(1) - 1) % n
+		if b := seq[i]; f.Allows(b) {
 			return b
 		}
 	}
-	return nil
+	return scan(seq, int(i), f)
 }

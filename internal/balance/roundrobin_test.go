@@ -2,6 +2,8 @@ package balance
 
 import (
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"relay/internal/backend"
@@ -55,5 +57,36 @@ func TestRoundRobinCopiesSlice(t *testing.T) {
 	bs[0] = bs[1]
 	if got := p.Pick(0, Filter{}); got != a {
 		t.Errorf("first pick = %s after caller changed its slice, want a", short(got))
+	}
+}
+
+// Requests stepping at once advance the shared position between each
+// other's probes; one that met only refused backends in its turn of probes
+// must still find the one that is allowed, never return nil.
+func TestSteppingPickersFindTheAllowedBackendUnderConcurrency(t *testing.T) {
+	for _, name := range []string{"round-robin", "weighted-round-robin"} {
+		t.Run(name, func(t *testing.T) {
+			bs := pool(t, 1, 1)
+			bs[0].SetHealthy(false)
+			p, err := Build(name, bs, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var nils atomic.Int64
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Go(func() {
+					for range 20000 {
+						if p.Pick(0, Filter{}) == nil {
+							nils.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if n := nils.Load(); n != 0 {
+				t.Errorf("%d of 160000 concurrent picks found nothing with one of two backends allowed", n)
+			}
+		})
 	}
 }
