@@ -183,6 +183,7 @@ func buildBackends(cfg *config.Config) ([]*backend.Backend, error) {
 		if err != nil {
 			return nil, err
 		}
+		b.MaxRequests = cb.MaxRequests
 		bs = append(bs, b)
 	}
 	return bs, nil
@@ -356,7 +357,8 @@ func applyMembership(p *proxy.Proxy, ms []supervisor.Member, log *slog.Logger) [
 			log.Error("membership from the supervisor: bad backend; keeping the current backends", "url", m.URL, "err", err)
 			return p.Backends()
 		}
-		if old := cur[b.Name]; old != nil && old.Weight == b.Weight {
+		b.MaxRequests = m.MaxRequests
+		if old := cur[b.Name]; old != nil && old.Weight == b.Weight && old.MaxRequests == b.MaxRequests {
 			b = old
 		}
 		next = append(next, b)

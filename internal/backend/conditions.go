@@ -25,6 +25,10 @@ func (b *Backend) Available() bool {
 	return f == ejected && time.Now().UnixNano() >= b.ejectedUntil.Load()
 }
 
+// Operable reports whether no operator took the backend out (drained or
+// disabled): what a pool in panic still honours.
+func (b *Backend) Operable() bool { return b.blocked.Load()&(draining|disabled) == 0 }
+
 // set raises or clears bit and reports whether that changed it.
 func (b *Backend) set(bit uint32, on bool) (changed bool) {
 	if on {

@@ -41,6 +41,11 @@ const MaxAttempts = 8
 type Filter struct {
 	tried [MaxAttempts]*backend.Backend
 	n     int
+	// Panic widens the filter to every backend an operator has not taken
+	// out (drained or disabled), whatever its health checks and breaker
+	// say: the pool has none in rotation and tries them all rather than
+	// refuse the request.
+	Panic bool
 }
 
 // Add remembers a backend the request was tried on; beyond MaxAttempts it
@@ -57,7 +62,7 @@ func (f *Filter) Tried() int { return f.n }
 
 // Allows reports whether a pick may return b.
 func (f *Filter) Allows(b *backend.Backend) bool {
-	if !b.Available() {
+	if !b.Available() && !(f.Panic && b.Operable()) {
 		return false
 	}
 	for _, t := range f.tried[:f.n] {

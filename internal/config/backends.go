@@ -12,7 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-var backendKeys = []string{"url", "weight"}
+var backendKeys = []string{"url", "weight", "max_requests"}
 
 // decodeBackends reads the backends list. An entry is a mapping with url and
 // an optional weight, or just the URL string (weight 1). Entries whose URL
@@ -44,6 +44,13 @@ func decodeBackends(d *decoder, c *Config, v *yaml.Node) {
 					b.weightLine = k.Line
 					if w, ok := d.integer(val, prefix+".weight"); ok {
 						b.Weight = w
+					}
+				case "max_requests":
+					if n, ok := d.integer(val, prefix+".max_requests"); ok {
+						if n < 0 {
+							d.problem(k.Line, prefix+".max_requests", "must not be negative, got %d", n)
+						}
+						b.MaxRequests = max(n, 0)
 					}
 				}
 			})

@@ -45,6 +45,14 @@ const (
 	DefaultProcesses              = 1
 	DefaultCPUAffinity            = false
 	DefaultMaxHeaderBytes         = 16384
+	DefaultBreakerFailures        = 5
+	DefaultBreakerOpenTime        = 30 * time.Second
+	DefaultMaxEjectedPercent      = 50
+	DefaultBackendMaxRequests     = 0
+	DefaultMaxQueuedRequests      = 1024
+	DefaultQueueTimeout           = 5 * time.Second
+	DefaultRetryBudgetPercent     = 20
+	DefaultRetryBudgetFloor       = 3
 )
 
 // MaxProcesses bounds processes: more serving processes than cores only
@@ -76,6 +84,9 @@ type Backend struct {
 	URL *url.URL
 	// Weight is the backend's relative share of traffic, 1..MaxWeight.
 	Weight int
+	// MaxRequests caps the requests in flight to the backend; 0 means
+	// BackendMaxRequests applies.
+	MaxRequests int
 	// Line is the YAML line of the backend's entry, 0 if it came from flags.
 	Line int
 
@@ -174,6 +185,28 @@ type Config struct {
 	CPUAffinity bool
 	// MaxHeaderBytes caps a request head; larger ones get 431.
 	MaxHeaderBytes int
+	// BreakerFailures failed requests in a row open a backend's circuit
+	// breaker; 0 turns breakers off.
+	BreakerFailures int
+	// BreakerStatuses are the response statuses that count as failures.
+	BreakerStatuses []int
+	// BreakerOpenTime is how long an opened breaker first keeps its
+	// backend out; it doubles at each reopening, up to 5 minutes.
+	BreakerOpenTime time.Duration
+	// MaxEjectedPercent bounds the share of backends breakers hold out.
+	MaxEjectedPercent int
+	// BackendMaxRequests caps the requests in flight to each backend that
+	// sets no max_requests of its own; 0 means no cap.
+	BackendMaxRequests int
+	// MaxQueuedRequests bounds the requests waiting for a backend below its
+	// cap; QueueTimeout bounds each wait.
+	MaxQueuedRequests int
+	QueueTimeout      time.Duration
+	// RetryBudgetPercent bounds retries to this share of recent requests;
+	// 0 turns the budget off. RetryBudgetFloor retries a second are
+	// always allowed.
+	RetryBudgetPercent int
+	RetryBudgetFloor   int
 
 	// listenSet records that Listen was given explicitly (file or flag), so
 	// it is no longer derived from Port.
@@ -230,6 +263,14 @@ func Default() *Config {
 		Workers:                DefaultWorkers,
 		Processes:              DefaultProcesses,
 		MaxHeaderBytes:         DefaultMaxHeaderBytes,
+		BreakerFailures:        DefaultBreakerFailures,
+		BreakerOpenTime:        DefaultBreakerOpenTime,
+		MaxEjectedPercent:      DefaultMaxEjectedPercent,
+		BackendMaxRequests:     DefaultBackendMaxRequests,
+		MaxQueuedRequests:      DefaultMaxQueuedRequests,
+		QueueTimeout:           DefaultQueueTimeout,
+		RetryBudgetPercent:     DefaultRetryBudgetPercent,
+		RetryBudgetFloor:       DefaultRetryBudgetFloor,
 	}
 }
 
@@ -245,6 +286,7 @@ func (c *Config) clone() *Config {
 		}
 	}
 	n.TrustedProxies = append([]netip.Prefix(nil), c.TrustedProxies...)
+	n.BreakerStatuses = append([]int(nil), c.BreakerStatuses...)
 	n.lines = make(map[string]int, len(c.lines))
 	for k, v := range c.lines {
 		n.lines[k] = v

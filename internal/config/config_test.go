@@ -183,9 +183,19 @@ func TestValues(t *testing.T) {
 		"processes: 2",
 		"cpu_affinity: true",
 		"max_header_bytes: 8192",
+		"breaker_failures: 7",
+		"breaker_statuses: [502, 503]",
+		"breaker_open_time: 10s",
+		"max_ejected_percent: 34",
+		"backend_max_requests: 100",
+		"max_queued_requests: 50",
+		"queue_timeout: 1s",
+		"retry_budget_percent: 10",
+		"retry_budget_floor: 1",
 		"backends:",
 		"  - url: http://LOCALHOST:8001/",
 		"    weight: 1000",
+		"    max_requests: 2",
 		"  - http://[::1]",
 		"  - url: http://example.com",
 		"  - url: http://[fe80::1%25eth0]:8080",
@@ -200,6 +210,8 @@ func TestValues(t *testing.T) {
 		LogFile: "/var/log/relay.log", LogMaxSizeMB: 10, LogMaxBackups: 0, LogMaxAgeDays: 7, LogLevel: "debug", AccessLog: false,
 		ConnectTimeout: time.Second, ResponseTimeout: 2 * time.Minute, ClientHeaderTimeout: 3 * time.Second, IdleTimeout: 4 * time.Second,
 		ShutdownTimeout: 0, MaxIdleConnsPerBackend: 0, MaxConnections: 10, Retries: 0, Workers: 1, Processes: 2, CPUAffinity: true, MaxHeaderBytes: 8192,
+		BreakerFailures: 7, BreakerStatuses: []int{502, 503}, BreakerOpenTime: 10 * time.Second, MaxEjectedPercent: 34,
+		BackendMaxRequests: 100, MaxQueuedRequests: 50, QueueTimeout: time.Second, RetryBudgetPercent: 10, RetryBudgetFloor: 1,
 	}
 	got := *c
 	gotBackends := got.Backends
@@ -211,6 +223,9 @@ func TestValues(t *testing.T) {
 		url    string
 		weight int
 	}{{"http://localhost:8001", 1000}, {"http://[::1]:80", 1}, {"http://example.com:80", 1}, {"http://[fe80::1%25eth0]:8080", 1}}
+	if gotBackends[0].MaxRequests != 2 || gotBackends[1].MaxRequests != 0 {
+		t.Errorf("max_requests %d and %d, want 2 and 0", gotBackends[0].MaxRequests, gotBackends[1].MaxRequests)
+	}
 	for i, w := range wantBackends {
 		if b := gotBackends[i]; b.URL.String() != w.url || b.Weight != w.weight {
 			t.Errorf("backend %d: %s weight %d, want %s weight %d", i, b.URL, b.Weight, w.url, w.weight)

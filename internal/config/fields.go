@@ -84,6 +84,15 @@ var fields = []field{
 	intField("processes", func(c *Config) *int { return &c.Processes }),
 	boolField("cpu_affinity", func(c *Config) *bool { return &c.CPUAffinity }),
 	intField("max_header_bytes", func(c *Config) *int { return &c.MaxHeaderBytes }),
+	intField("breaker_failures", func(c *Config) *int { return &c.BreakerFailures }),
+	{"breaker_statuses", decodeStatuses},
+	durField("breaker_open_time", func(c *Config) *time.Duration { return &c.BreakerOpenTime }),
+	intField("max_ejected_percent", func(c *Config) *int { return &c.MaxEjectedPercent }),
+	intField("backend_max_requests", func(c *Config) *int { return &c.BackendMaxRequests }),
+	intField("max_queued_requests", func(c *Config) *int { return &c.MaxQueuedRequests }),
+	durField("queue_timeout", func(c *Config) *time.Duration { return &c.QueueTimeout }),
+	intField("retry_budget_percent", func(c *Config) *int { return &c.RetryBudgetPercent }),
+	intField("retry_budget_floor", func(c *Config) *int { return &c.RetryBudgetFloor }),
 }
 
 // Keys lists every top-level YAML key relay understands.

@@ -117,6 +117,23 @@ func (c *Config) check(errs *Errors, opts Options) {
 		bad("cpu_affinity", "binds each serving process to a core, so it needs processes other than 1")
 	}
 	intRange("max_header_bytes", c.MaxHeaderBytes, MinHeaderBytes, MaxHeaderBytesLimit)
+	intRange("breaker_failures", c.BreakerFailures, 0, maxInt)
+	for _, s := range c.BreakerStatuses {
+		if s < 100 || s > 599 {
+			bad("breaker_statuses", "%d is not an HTTP status (100-599)", s)
+		}
+	}
+	if c.BreakerFailures > 0 {
+		positive("breaker_open_time", c.BreakerOpenTime)
+	}
+	intRange("max_ejected_percent", c.MaxEjectedPercent, 0, 100)
+	intRange("backend_max_requests", c.BackendMaxRequests, 0, maxInt)
+	intRange("max_queued_requests", c.MaxQueuedRequests, 0, maxInt)
+	if c.QueueTimeout < 0 {
+		bad("queue_timeout", "must not be negative, got %v", c.QueueTimeout)
+	}
+	intRange("retry_budget_percent", c.RetryBudgetPercent, 0, 100)
+	intRange("retry_budget_floor", c.RetryBudgetFloor, 0, maxInt)
 }
 
 const maxInt = int(^uint(0) >> 1)

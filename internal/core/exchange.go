@@ -88,8 +88,29 @@ type Responder interface {
 	// bytes both ways between the client and up until either side closes.
 	// It returns the bytes sent to the client. up is closed afterwards.
 	Tunnel(resp *h1.Response, up net.Conn, early []byte) int64
-	// Error answers with relay's own error response.
-	Error(status int, msg string) error
+	// Error answers with relay's own error response: status, a short
+	// plain-text body (AppendErrorBody) and, on a 503, Retry-After:
+	// RetryAfter. It returns the body bytes sent.
+	Error(status int, msg string) (int64, error)
+}
+
+// RetryAfter is the Retry-After, in seconds, of relay's own 503 answers
+// (no backend in rotation, every backend at its limit): by then a breaker
+// may have let a probe through, a queue moved or a health check passed.
+const RetryAfter = "1"
+
+// AppendErrorBody appends the body of relay's own error response, the same
+// for every front door: "Service Unavailable: no backend available\n".
+func AppendErrorBody(b []byte, status int, msg string) []byte {
+	b = append(b, h1.StatusText(status)...)
+	b = append(b, ": "...)
+	b = append(b, msg...)
+	return append(b, '\n')
+}
+
+// ErrorBodyLen is the length of the body AppendErrorBody appends.
+func ErrorBodyLen(status int, msg string) int64 {
+	return int64(len(h1.StatusText(status)) + len(": ") + len(msg) + len("\n"))
 }
 
 // Outcome is what became of a request: the status the client got (499

@@ -31,6 +31,8 @@ type attempt struct {
 	status  int    // the client's status; relay's error status unless answered
 	msg     string // why it failed, for relay's error response
 	in, out int64  // body bytes sent to the backend and to the client
+	health  health // what the backend's breaker makes of it
+	fault   string // how the backend failed, when it did
 }
 
 // ending is what becomes of an upstream connection after an exchange.
@@ -44,6 +46,13 @@ const (
 
 // forward picks backends and tries x on them until one answers or retrying
 // is no longer safe, then answers the client if the backend did not.
+//
+// Picking skips backends that cannot take the request now: a half-open
+// breaker whose probe is out, a backend at its request limit. When only
+// limits stood in the way, the request waits in the pool's queue and picks
+// again. When no backend at all is in rotation the pool panics: it picks
+// among every member an operator has not taken out, rather than answer 503
+// to requests a backend might still serve.
 func (p *Pool) forward(x *Exchange) Outcome {
 	snap := p.state.Load()
 	x.prepared, x.streamed = false, false
@@ -51,16 +60,56 @@ func (p *Pool) forward(x *Exchange) Outcome {
 	if p.alg.HashesClient {
 		key = x.hashKey(p.core)
 	}
-	var f balance.Filter
-	last := attempt{status: 503, msg: "no healthy backend"}
+	p.budget.request()
+	var tried, f balance.Filter // tried: backends tried; f: also those passed by
+	last := attempt{status: 503, msg: "no backend available"}
 	var lastB *backend.Backend
-	for range 1 + p.cfg.Retries {
+	var queuedUntil time.Time
+	tries, full := 0, false
+	for picks := 0; tries <= p.cfg.Retries && picks < 2*balance.MaxAttempts; picks++ {
 		b := snap.picker.Pick(key, f)
 		if b == nil {
+			if full {
+				if !p.await(&queuedUntil, &last) {
+					break
+				}
+				f, full, picks = tried, false, 0
+				continue
+			}
+			if tries == 0 && f.Tried() == 0 && !f.Panic && len(snap.members) > 0 {
+				f.Panic = true
+				p.enterPanic()
+				continue
+			}
 			break
 		}
+		ok, probe, isFull := b.Admit(p.limit(b), !f.Panic)
+		if !ok {
+			f.Add(b)
+			full = full || isFull
+			continue
+		}
+		if tries > 0 && !p.budget.retry() {
+			b.Release()
+			if probe {
+				b.EndProbe()
+			}
+			last.msg += "; retry budget spent"
+			break
+		}
+		if probe {
+			p.core.cfg.Logger.Info("circuit breaker half-open", "pool", p.cfg.Name, "backend", b.Name, "reason", "open time over: one probe request goes through")
+		}
+		if tries == 0 && !f.Panic {
+			p.leavePanic()
+		}
+		tries++
+		tried.Add(b)
 		f.Add(b)
 		a := p.try(snap, b, x)
+		b.Release()
+		p.queue.wake()
+		p.judge(b, probe, &a)
 		if a.verdict == answered {
 			return Outcome{Status: a.status, Backend: b, In: a.in, Out: a.out}
 		}
@@ -69,13 +118,62 @@ func (p *Pool) forward(x *Exchange) Outcome {
 			break
 		}
 	}
+	if f.Panic && last.status == 502 && last.health == faulted && last.msg == msgUnreachable {
+		last.status, last.msg = 503, "no backend in rotation, and the ones tried are unreachable"
+	}
 	return p.fail(x, last, lastB)
+}
+
+const msgUnreachable = "backend unreachable"
+
+// limit is b's cap on requests in flight, 0 for none.
+func (p *Pool) limit(b *backend.Backend) int64 {
+	if b.MaxRequests > 0 {
+		return int64(b.MaxRequests)
+	}
+	return int64(p.cfg.MaxRequests)
+}
+
+// await queues the request until a backend may have a place, and reports
+// whether to pick again. *until is the request's queue deadline, set on
+// its first wait; a request that times out or finds the queue full gets
+// last's 503 with the reason.
+func (p *Pool) await(until *time.Time, last *attempt) bool {
+	again := !until.IsZero()
+	if !again {
+		*until = time.Now().Add(p.cfg.QueueTimeout)
+	}
+	woken, full := p.queue.wait(*until, p.cfg.MaxQueued, again)
+	switch {
+	case woken:
+		return true
+	case full:
+		*last = attempt{status: 503, msg: "every backend is at its request limit and the queue is full"}
+	default:
+		*last = attempt{status: 503, msg: "every backend is at its request limit: queue timeout"}
+	}
+	return false
+}
+
+// enterPanic notes that the pool has no backend in rotation and balances
+// over every member; the first request to find it so logs it.
+func (p *Pool) enterPanic() {
+	if !p.panicking.Load() && p.panicking.CompareAndSwap(false, true) {
+		p.core.cfg.Logger.Warn("no backend in rotation: balancing over all of them", "pool", p.cfg.Name)
+	}
+}
+
+// leavePanic notes that a backend is in rotation again.
+func (p *Pool) leavePanic() {
+	if p.panicking.Load() && p.panicking.CompareAndSwap(true, false) {
+		p.core.cfg.Logger.Info("a backend is back in rotation: panic over", "pool", p.cfg.Name)
+	}
 }
 
 // fail answers the client with relay's own error for the last attempt.
 func (p *Pool) fail(x *Exchange, a attempt, b *backend.Backend) Outcome {
-	x.Door.Error(a.status, a.msg)
-	return Outcome{Status: a.status, Backend: b, In: a.in}
+	n, _ := x.Door.Error(a.status, a.msg)
+	return Outcome{Status: a.status, Backend: b, In: a.in, Out: n}
 }
 
 // try sends x to b and relays the response. A reused pooled connection
@@ -83,8 +181,6 @@ func (p *Pool) fail(x *Exchange, a attempt, b *backend.Backend) Outcome {
 // request can be sent again.
 func (p *Pool) try(snap *snapshot, b *backend.Backend, x *Exchange) attempt {
 	cs := snap.conns[b]
-	b.Acquire()
-	defer b.Release()
 	now := time.Now()
 	u, reused, err := cs.get(now)
 	if err != nil {
@@ -114,9 +210,6 @@ func (p *Pool) try(snap *snapshot, b *backend.Backend, x *Exchange) attempt {
 		}
 		a, end = p.exchange(b, u, x, time.Now())
 	}
-	if end == staleConn {
-		b.Fail() // counted once, after any transparent replacement
-	}
 	if end == reuseConn {
 		cs.put(u, now)
 	} else {
@@ -128,9 +221,8 @@ func (p *Pool) try(snap *snapshot, b *backend.Backend, x *Exchange) attempt {
 // unreachable records a failed dial to b. Nothing was sent, so the request
 // may go to another backend if its body can still be sent.
 func (p *Pool) unreachable(b *backend.Backend, x *Exchange, err error) attempt {
-	b.Fail()
 	p.core.cfg.Logger.Warn("backend unreachable", "backend", b.Name, "err", err)
-	a := attempt{verdict: failed, status: 502, msg: "backend unreachable"}
+	a := attempt{verdict: failed, status: 502, msg: msgUnreachable, health: faulted, fault: "unreachable: " + err.Error()}
 	if x.replayable() {
 		a.verdict = retry
 	}
@@ -163,7 +255,7 @@ func (p *Pool) exchange(b *backend.Backend, u *upstream, x *Exchange, now time.T
 	resp := &x.resp
 	for {
 		if err := u.br.ReadResponse(resp, isHead); err != nil {
-			return p.responseFailed(b, u, x, err, in)
+			return p.responseFailed(u, x, err, in)
 		}
 		if resp.Status >= 200 || resp.Status == 101 {
 			break
@@ -178,22 +270,22 @@ func (p *Pool) exchange(b *backend.Backend, u *upstream, x *Exchange, now time.T
 	}
 	if resp.Status == 101 {
 		if !req.Upgrade {
-			b.Fail()
-			return attempt{verdict: failed, status: 502, msg: "backend switched protocols unasked", in: in}, closeConn
+			return attempt{verdict: failed, status: 502, msg: "backend switched protocols unasked", in: in,
+				health: faulted, fault: "switched protocols unasked"}, closeConn
 		}
 		// Bytes that arrived behind the head belong to the new protocol.
 		early := u.br.Peek()
 		u.br.Discard(len(early))
 		out := x.Door.Tunnel(resp, u.conn.Conn, early)
-		return attempt{status: 101, in: in, out: out}, closeConn
+		return attempt{status: 101, in: in, out: out, health: served}, closeConn
 	}
 	x.respBody.reset(u, resp, p.cfg.ResponseTimeout)
 	out, rerr, werr := x.Door.Respond(resp, &x.respBody)
-	a := attempt{status: resp.Status, in: in, out: out}
+	a := attempt{status: resp.Status, in: in, out: out, health: served}
 	if rerr != nil {
 		// Too late for an error response: the front door cut the client
 		// off so it sees a truncated message, not a complete wrong one.
-		b.Fail()
+		a.health, a.fault = faulted, "response body broken off: "+rerr.Error()
 	}
 	// Bytes already buffered after a complete response were sent unasked
 	// (a body on a HEAD answer, say): on reuse they would pass for the
@@ -205,18 +297,18 @@ func (p *Pool) exchange(b *backend.Backend, u *upstream, x *Exchange, now time.T
 }
 
 // responseFailed maps a failure to read the response head to an attempt.
-func (p *Pool) responseFailed(b *backend.Backend, u *upstream, x *Exchange, err error, in int64) (attempt, ending) {
-	a := attempt{verdict: failed, status: 502, msg: "backend sent no valid response", in: in}
+func (p *Pool) responseFailed(u *upstream, x *Exchange, err error, in int64) (attempt, ending) {
+	a := attempt{verdict: failed, status: 502, msg: "backend sent no valid response", in: in,
+		health: faulted, fault: "no valid response: " + err.Error()}
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		// The backend may still be working on it: never retry.
-		a.status, a.msg = 504, "backend did not answer in time"
+		a.status, a.msg, a.fault = 504, "backend did not answer in time", "no response in time"
 	case u.br.Buffered() == 0 && isConnLoss(err):
 		if x.Req.Idempotent() && x.replayable() {
 			a.verdict = retry
 		}
-		return a, staleConn // try counts the failure
+		return a, staleConn
 	}
-	b.Fail()
 	return a, closeConn
 }

@@ -42,6 +42,33 @@ type PoolConfig struct {
 	// Dial, when set, opens upstream connections instead of net.Dialer;
 	// benchmarks use it for in-memory backends.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	// Circuit breakers (breaker.go). BreakerFailures failed requests in a
+	// row open a backend's breaker, 0 turns breakers off; BreakerStatuses
+	// are the response statuses that count as failures; BreakerOpenTime
+	// is how long a breaker first stays open; MaxEjectedPercent (0..100)
+	// bounds the share of members breakers hold out at once.
+	BreakerFailures   int
+	BreakerStatuses   []int
+	BreakerOpenTime   time.Duration
+	MaxEjectedPercent int
+	// OnEject, when set, learns of every breaker opening, so that other
+	// serving processes can eject the backend too.
+	OnEject func(b *backend.Backend, until time.Time)
+
+	// Limits (queue.go). MaxRequests caps the requests in flight to each
+	// backend whose own MaxRequests is 0; 0 leaves them uncapped. A request
+	// that finds every backend it may go to at its cap waits in a queue of
+	// at most MaxQueued requests for up to QueueTimeout.
+	MaxRequests  int
+	MaxQueued    int
+	QueueTimeout time.Duration
+
+	// Retry budget (budget.go): retries stay within RetryBudgetPercent
+	// (0..100, 0 turns the budget off) of recent requests, plus
+	// RetryBudgetFloor retries a second.
+	RetryBudgetPercent int
+	RetryBudgetFloor   int
 }
 
 func (pc *PoolConfig) validate() error {
@@ -57,6 +84,29 @@ func (pc *PoolConfig) validate() error {
 	}
 	if pc.MaxIdlePerBackend < 0 {
 		errs = append(errs, fmt.Errorf("idle connections per backend %d is negative", pc.MaxIdlePerBackend))
+	}
+	if pc.BreakerFailures < 0 {
+		errs = append(errs, fmt.Errorf("breaker failures %d is negative", pc.BreakerFailures))
+	}
+	if pc.BreakerFailures > 0 && pc.BreakerOpenTime <= 0 {
+		errs = append(errs, fmt.Errorf("breaker open time %v is not positive", pc.BreakerOpenTime))
+	}
+	for _, s := range pc.BreakerStatuses {
+		if s < 100 || s > 599 {
+			errs = append(errs, fmt.Errorf("breaker status %d is not an HTTP status", s))
+		}
+	}
+	if pc.MaxEjectedPercent < 0 || pc.MaxEjectedPercent > 100 {
+		errs = append(errs, fmt.Errorf("max ejected percent %d is outside 0..100", pc.MaxEjectedPercent))
+	}
+	if pc.MaxRequests < 0 || pc.MaxQueued < 0 {
+		errs = append(errs, fmt.Errorf("max requests %d or max queued %d is negative", pc.MaxRequests, pc.MaxQueued))
+	}
+	if pc.QueueTimeout < 0 {
+		errs = append(errs, fmt.Errorf("queue timeout %v is negative", pc.QueueTimeout))
+	}
+	if pc.RetryBudgetPercent < 0 || pc.RetryBudgetPercent > 100 || pc.RetryBudgetFloor < 0 {
+		errs = append(errs, fmt.Errorf("retry budget %d%% with floor %d is outside 0..100%% and 0..", pc.RetryBudgetPercent, pc.RetryBudgetFloor))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("pool %q: %w", pc.Name, err)
@@ -76,6 +126,12 @@ type Pool struct {
 
 	mu    sync.Mutex        // serialises snapshot rebuilds
 	conns map[string]*conns // by backend name; outlive snapshots
+
+	breakerStatuses statusSet
+	breakerMu       sync.Mutex // serialises breaker openings (max ejected)
+	queue           queue
+	budget          *budget
+	panicking       atomic.Bool // balancing over every backend: none in rotation
 }
 
 // snapshot is one immutable view of the pool's members: every backend,
@@ -96,7 +152,12 @@ func newPool(c *Core, pc PoolConfig) (*Pool, error) {
 	if err := pc.validate(); err != nil {
 		return nil, err
 	}
-	return &Pool{core: c, cfg: pc, alg: alg, conns: make(map[string]*conns)}, nil
+	p := &Pool{core: c, cfg: pc, alg: alg, conns: make(map[string]*conns),
+		budget: newBudget(pc.RetryBudgetPercent, pc.RetryBudgetFloor)}
+	for _, s := range pc.BreakerStatuses {
+		p.breakerStatuses.add(s)
+	}
+	return p, nil
 }
 
 // Name returns the pool's name.

@@ -222,14 +222,17 @@ func (e *exchange) Tunnel(resp *h1.Response, up net.Conn, early []byte) int64 {
 
 // Error answers with relay's own error response, worded as the HTTP/1.1
 // door words it.
-func (e *exchange) Error(status int, msg string) error {
+func (e *exchange) Error(status int, msg string) (int64, error) {
 	hdr := e.w.Header()
 	hdr.Set("Content-Type", "text/plain; charset=utf-8")
-	text := h1.StatusText(status) + ": " + msg + "\n"
+	if status == 503 {
+		hdr.Set("Retry-After", core.RetryAfter)
+	}
+	text := core.AppendErrorBody(nil, status, msg)
 	hdr.Set("Content-Length", strconv.Itoa(len(text)))
 	e.w.WriteHeader(status)
-	_, err := io.WriteString(e.w, text)
-	return err
+	n, err := e.w.Write(text)
+	return int64(n), err
 }
 
 // copyFields adds the fields to be forwarded to hdr.

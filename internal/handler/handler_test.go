@@ -209,15 +209,15 @@ func TestRetriesAnotherBackendAndAnswersErrors(t *testing.T) {
 			t.Fatalf("request %d: status %d from %q, want 200 from good", i, resp.StatusCode, resp.Header.Get("X-Backend"))
 		}
 	}
-	good.SetHealthy(false)
-	dead.SetHealthy(false)
+	good.SetDisabled(true)
+	dead.SetDisabled(true)
 	resp, err := cl.Get(front + "/")
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 503 || string(body) != "Service Unavailable: no healthy backend\n" {
+	if resp.StatusCode != 503 || string(body) != "Service Unavailable: no backend available\n" || resp.Header.Get("Retry-After") != core.RetryAfter {
 		t.Fatalf("with no backend available: %d %q, want relay's 503", resp.StatusCode, body)
 	}
 }

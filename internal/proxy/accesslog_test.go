@@ -22,14 +22,20 @@ func TestAccessLogHasOneLinePerRequest(t *testing.T) {
 	})
 	var buf bytes.Buffer
 	log := logging.NewAccessLog(&buf, logging.WithFlushInterval(time.Millisecond))
-	r := startRelay(t, Config{AccessLog: log}, a.b)
+	r := startRelay(t, Config{AccessLog: log, HeaderTimeout: 200 * time.Millisecond}, a.b)
 	c := newClient(t, 1, "")
 
 	get(t, c, r.url+"/one?x=1")
 	get(t, c, r.url+"/missing")
 	post(t, c, r.url+"/upload", "12345678")
-	a.b.SetHealthy(false)
+	a.b.SetDisabled(true)
 	get(t, c, r.url+"/none")
+	// A head that stops half-way gets 408, which has a line too.
+	slow, br := dialRelay(t, r)
+	write(t, slow, "GET /slow HTTP/1.1\r\n")
+	if line, _ := br.ReadString('\n'); !strings.Contains(line, " 408 ") {
+		t.Errorf("half a head got %q, want 408", line)
+	}
 
 	// Lines are logged once the response is out; Shutdown waits for every
 	// connection to end, and Close for every line to be written.
@@ -54,7 +60,8 @@ func TestAccessLogHasOneLinePerRequest(t *testing.T) {
 		{Method: "GET", Path: "/one?x=1", Status: 200, Backend: a.b.Name, BytesOut: 5},
 		{Method: "GET", Path: "/missing", Status: 404, Backend: a.b.Name},
 		{Method: "POST", Path: "/upload", Status: 200, Backend: a.b.Name, BytesIn: 8, BytesOut: 5},
-		{Method: "GET", Path: "/none", Status: 503},
+		{Method: "GET", Path: "/none", Status: 503, BytesOut: int64(len("Service Unavailable: no backend available\n"))},
+		{Status: 408},
 	}
 	text := strings.TrimSuffix(buf.String(), "\n")
 	lines := strings.Split(text, "\n")

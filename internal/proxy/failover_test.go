@@ -46,7 +46,9 @@ func TestEveryBackendRefusingGives502(t *testing.T) {
 	}
 }
 
-func TestNoHealthyBackendGives503AtOnceAndRecovers(t *testing.T) {
+// With every backend taken out by an operator, relay answers 503 at once,
+// with Retry-After and a short body naming the cause, and sends nothing on.
+func TestNoBackendInRotationGives503AtOnceAndRecovers(t *testing.T) {
 	a := newHTTPBackend(t, "a", 1, nil)
 	b := newHTTPBackend(t, "b", 1, nil)
 	r := startRelay(t, Config{Pool: core.PoolConfig{Retries: 2}}, backendsOf(a, b)...)
@@ -54,10 +56,10 @@ func TestNoHealthyBackendGives503AtOnceAndRecovers(t *testing.T) {
 	if res := get(t, cl, r.url+"/"); res.status != 200 {
 		t.Fatalf("before: status %d", res.status)
 	}
-	a.b.SetHealthy(false)
-	b.b.SetHealthy(false)
+	a.b.SetDisabled(true)
+	b.b.SetDraining(true)
 	if n := len(r.p.Available()); n != 0 {
-		t.Fatalf("%d backends available after all went unhealthy", n)
+		t.Fatalf("%d backends available after all were taken out", n)
 	}
 	hitsBefore := a.hits.Load() + b.hits.Load()
 	start := time.Now()
@@ -65,24 +67,57 @@ func TestNoHealthyBackendGives503AtOnceAndRecovers(t *testing.T) {
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("503 took %v, want it at once", d)
 	}
-	if res.status != 503 {
-		t.Errorf("status %d, want 503", res.status)
+	if res.status != 503 || res.header.Get("Retry-After") != core.RetryAfter {
+		t.Errorf("status %d with Retry-After %q, want 503 with %q", res.status, res.header.Get("Retry-After"), core.RetryAfter)
 	}
 	if ct := res.header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
 		t.Errorf("Content-Type %q, want text/plain", ct)
 	}
-	if res.body == "" || len(res.body) > 200 {
-		t.Errorf("503 body %q, want a short message", res.body)
+	if res.body != "Service Unavailable: no backend available\n" {
+		t.Errorf("503 body %q, want a short message naming the cause", res.body)
 	}
 	if got := a.hits.Load() + b.hits.Load(); got != hitsBefore {
 		t.Errorf("a backend out of rotation was sent a request")
 	}
 
-	b.b.SetHealthy(true)
+	b.b.SetDraining(false)
 	for i := 0; i < 3; i++ {
 		if res := get(t, cl, r.url+"/"); res.status != 200 || res.backend != "b" {
 			t.Errorf("after recovery: status %d from %q, want 200 from b", res.status, res.backend)
 		}
+	}
+}
+
+// When no backend is in rotation because checks or breakers took them all
+// out, relay balances over all of them (panic) rather than refuse: backends
+// that fail their checks but still answer serve the requests; when none
+// answers, the client gets 503 with Retry-After.
+func TestPanicBalancesOverEveryBackendWhenNoneIsInRotation(t *testing.T) {
+	a := newHTTPBackend(t, "a", 1, nil)
+	b := newHTTPBackend(t, "b", 1, nil)
+	r := startRelay(t, Config{Pool: core.PoolConfig{Retries: 2}}, backendsOf(a, b)...)
+	cl := newClient(t, 1, "")
+	a.b.SetHealthy(false)
+	b.b.SetHealthy(false)
+	seen := map[string]int{}
+	for range 10 {
+		res := get(t, cl, r.url+"/")
+		if res.status != 200 {
+			t.Fatalf("in panic: status %d %q, want 200 from a backend that still answers", res.status, res.body)
+		}
+		seen[res.backend]++
+	}
+	if seen["a"] == 0 || seen["b"] == 0 {
+		t.Errorf("in panic the requests went %v, want both backends used", seen)
+	}
+
+	dead := newBackendFor(t, deadAddr(t), 1)
+	dead.SetHealthy(false)
+	r.p.SetBackends([]*backend.Backend{dead})
+	res := get(t, cl, r.url+"/")
+	if res.status != 503 || res.header.Get("Retry-After") != core.RetryAfter || !strings.Contains(res.body, "unreachable") {
+		t.Errorf("with the only backend down: %d %q Retry-After %q, want 503 naming it unreachable, with Retry-After",
+			res.status, res.body, res.header.Get("Retry-After"))
 	}
 }
 

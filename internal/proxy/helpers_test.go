@@ -290,6 +290,13 @@ func withDefaults(cfg Config) Config {
 	set(&cfg.MaxConnections, d.MaxConnections)
 	setD(&cfg.Pool.ConnectTimeout, d.Pool.ConnectTimeout)
 	setD(&cfg.Pool.ResponseTimeout, d.Pool.ResponseTimeout)
+	set(&cfg.Pool.BreakerFailures, d.Pool.BreakerFailures)
+	setD(&cfg.Pool.BreakerOpenTime, d.Pool.BreakerOpenTime)
+	set(&cfg.Pool.MaxEjectedPercent, d.Pool.MaxEjectedPercent)
+	set(&cfg.Pool.MaxQueued, d.Pool.MaxQueued)
+	setD(&cfg.Pool.QueueTimeout, d.Pool.QueueTimeout)
+	set(&cfg.Pool.RetryBudgetPercent, d.Pool.RetryBudgetPercent)
+	set(&cfg.Pool.RetryBudgetFloor, d.Pool.RetryBudgetFloor)
 	setD(&cfg.HeaderTimeout, d.HeaderTimeout)
 	setD(&cfg.IdleTimeout, d.IdleTimeout)
 	return cfg

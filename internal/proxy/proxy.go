@@ -73,6 +73,18 @@ func PoolConfigFrom(c *config.Config) core.PoolConfig {
 		ConnectTimeout:    c.ConnectTimeout,
 		ResponseTimeout:   c.ResponseTimeout,
 		MaxIdlePerBackend: c.MaxIdleConnsPerBackend,
+
+		BreakerFailures:   c.BreakerFailures,
+		BreakerStatuses:   c.BreakerStatuses,
+		BreakerOpenTime:   c.BreakerOpenTime,
+		MaxEjectedPercent: c.MaxEjectedPercent,
+
+		MaxRequests:  c.BackendMaxRequests,
+		MaxQueued:    c.MaxQueuedRequests,
+		QueueTimeout: c.QueueTimeout,
+
+		RetryBudgetPercent: c.RetryBudgetPercent,
+		RetryBudgetFloor:   c.RetryBudgetFloor,
 	}
 }
 

@@ -89,11 +89,11 @@ func (cc *clientConn) Respond(resp *h1.Response, body *core.ResponseBody) (n int
 
 // Error answers with relay's own error response, closing the connection
 // when the request body was not read to its end.
-func (cc *clientConn) Error(status int, msg string) error {
+func (cc *clientConn) Error(status int, msg string) (int64, error) {
 	cc.keep = cc.keep && cc.bodyRead()
-	err := cc.writeError(status, msg, !cc.keep)
+	n, err := cc.writeError(status, msg, !cc.keep)
 	if err != nil {
 		cc.keep = false
 	}
-	return err
+	return n, err
 }

@@ -50,8 +50,9 @@ type ConfigSource struct {
 
 // Member is one backend of the pool.
 type Member struct {
-	URL    string `json:"url"`
-	Weight int    `json:"weight"`
+	URL         string `json:"url"`
+	Weight      int    `json:"weight"`
+	MaxRequests int    `json:"max_requests,omitempty"`
 }
 
 // HealthUpdate carries active-check states by backend name.

@@ -1,0 +1,124 @@
+package core
+
+import (
+	"fmt"
+	"time"
+
+	"relay/internal/backend"
+)
+
+// MaxBreakerOpenTime caps how long a breaker stays open: each reopening
+// without a success between doubles the open time up to this, as Envoy's
+// ejection time grows.
+const MaxBreakerOpenTime = 5 * time.Minute
+
+// Passive failure detection: each backend's circuit breaker (its state is
+// the backend's, see backend/breaker.go; the policy is the pool's).
+//
+// After BreakerFailures failed requests in a row a backend is ejected for
+// BreakerOpenTime: it leaves rotation at once, as after a failed health
+// check. When that time has run out the breaker is half-open: the first
+// request picked for the backend goes through as a probe and the others
+// pass it by. A probe that succeeds closes the breaker; one that fails
+// opens it again for twice as long, up to MaxBreakerOpenTime. A request
+// fails when the backend cannot be reached, resets or closes the
+// connection, sends no valid response in time, breaks off a response body,
+// or answers with one of BreakerStatuses. What the client did (went away,
+// sent a broken body) counts neither way.
+//
+// Breakers never hold out more than MaxEjectedPercent of a pool's members at
+// once: failure detection must not empty a pool whose backends all answer
+// errors because of something they share.
+
+// outcome of an attempt as the breaker sees it.
+type health uint8
+
+const (
+	unjudged health = iota // the client's doing, or nothing happened
+	served                 // the backend answered
+	faulted                // the backend failed
+)
+
+// statusSet is a set of HTTP statuses, one bit each.
+type statusSet [10]uint64
+
+func (s *statusSet) add(code int) {
+	if code >= 0 && code < len(s)*64 {
+		s[code/64] |= 1 << (code % 64)
+	}
+}
+
+func (s *statusSet) has(code int) bool {
+	return code >= 0 && code < len(s)*64 && s[code/64]&(1<<(code%64)) != 0
+}
+
+// judge records the attempt's outcome on b's breaker. probe says the attempt
+// was b's half-open probe, whose place it gives back.
+func (p *Pool) judge(b *backend.Backend, probe bool, a *attempt) {
+	h, why := a.health, a.fault
+	if h == served && p.breakerStatuses.has(a.status) {
+		h, why = faulted, fmt.Sprintf("answered %d", a.status)
+	}
+	switch h {
+	case served:
+		b.Succeed()
+		if probe && b.Close() {
+			p.core.cfg.Logger.Info("circuit breaker closed", "pool", p.cfg.Name, "backend", b.Name, "reason", "probe request succeeded")
+		}
+	case faulted:
+		n := b.Fail()
+		if p.cfg.BreakerFailures > 0 && (probe || n >= p.cfg.BreakerFailures) {
+			p.trip(b, probe, n, why)
+		}
+	}
+	if probe {
+		b.EndProbe()
+	}
+}
+
+// trip opens b's breaker after its probe or its n-th failure in a row.
+func (p *Pool) trip(b *backend.Backend, probe bool, n int, why string) {
+	p.breakerMu.Lock()
+	defer p.breakerMu.Unlock()
+	log := p.core.cfg.Logger
+	if !probe {
+		if b.Ejected() {
+			return // open already, or half-open with its probe out
+		}
+		members := p.state.Load().members
+		out := 1
+		for _, m := range members {
+			if m != b && m.Ejected() {
+				out++
+			}
+		}
+		if out*100 > p.cfg.MaxEjectedPercent*len(members) {
+			if n == p.cfg.BreakerFailures {
+				log.Warn("circuit breaker not opened: too many backends ejected already",
+					"pool", p.cfg.Name, "backend", b.Name, "failures", n, "last", why,
+					"max_ejected_percent", p.cfg.MaxEjectedPercent)
+			}
+			return
+		}
+	}
+	open := p.cfg.BreakerOpenTime << min(b.Trip()-1, 16)
+	open = min(open, max(MaxBreakerOpenTime, p.cfg.BreakerOpenTime))
+	until := time.Now().Add(open)
+	b.Eject(until)
+	p.announce(b, until)
+	if probe {
+		log.Warn("circuit breaker reopened", "pool", p.cfg.Name, "backend", b.Name,
+			"reason", "probe request failed: "+why, "open_for", open.String())
+		return
+	}
+	log.Warn("circuit breaker opened", "pool", p.cfg.Name, "backend", b.Name,
+		"reason", fmt.Sprintf("%d failures in a row, the last: %s", n, why), "open_for", open.String())
+}
+
+// announce tells the pool's Ejections hook that b is ejected until until,
+// so other serving processes eject it too.
+func (p *Pool) announce(b *backend.Backend, until time.Time) {
+	if p.cfg.OnEject != nil {
+		p.cfg.OnEject(b, until)
+	}
+}
