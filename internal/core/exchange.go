@@ -88,6 +88,12 @@ type Responder interface {
 	// bytes both ways between the client and up until either side closes.
 	// It returns the bytes sent to the client. up is closed afterwards.
 	Tunnel(resp *h1.Response, up net.Conn, early []byte) int64
+	// Gone reports whether the client is known to have gone away: closed
+	// or reset its connection, or cancelled its request. The core asks
+	// while it waits for a backend, so a client that gave up cancels its
+	// upstream request. It must be cheap and must not consume anything the
+	// client sent (pipelined requests stay where they are).
+	Gone() bool
 	// Error answers with relay's own error response: status, a short
 	// plain-text body (AppendErrorBody) and, on a 503, Retry-After:
 	// RetryAfter. It returns the body bytes sent.

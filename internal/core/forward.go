@@ -232,7 +232,7 @@ func (p *Pool) unreachable(b *backend.Backend, x *Exchange, err error) attempt {
 // exchange writes the request on u and relays the response.
 func (p *Pool) exchange(b *backend.Backend, u *upstream, x *Exchange, now time.Time) (attempt, ending) {
 	req := x.Req
-	u.conn.SetReadDeadline(now.Add(p.cfg.ResponseTimeout))
+	u.wait(now, p.cfg.ResponseTimeout, x.Door)
 	in, err := x.send(u)
 	if err != nil {
 		if errors.Is(err, errClientBody) {
@@ -279,9 +279,15 @@ func (p *Pool) exchange(b *backend.Backend, u *upstream, x *Exchange, now time.T
 		out := x.Door.Tunnel(resp, u.conn.Conn, early)
 		return attempt{status: 101, in: in, out: out, health: served}, closeConn
 	}
-	x.respBody.reset(u, resp, p.cfg.ResponseTimeout)
+	x.respBody.reset(u, resp, p.cfg.ResponseTimeout, x.Door)
 	out, rerr, werr := x.Door.Respond(resp, &x.respBody)
 	a := attempt{status: resp.Status, in: in, out: out, health: served}
+	if errors.Is(rerr, errClientGone) {
+		// The client went away while the backend was slow to send more:
+		// nobody's fault that the backend must answer for.
+		a.status, a.health = 499, unjudged
+		return a, closeConn
+	}
 	if rerr != nil {
 		// Too late for an error response: the front door cut the client
 		// off so it sees a truncated message, not a complete wrong one.
@@ -301,6 +307,9 @@ func (p *Pool) responseFailed(u *upstream, x *Exchange, err error, in int64) (at
 	a := attempt{verdict: failed, status: 502, msg: "backend sent no valid response", in: in,
 		health: faulted, fault: "no valid response: " + err.Error()}
 	switch {
+	case errors.Is(err, errClientGone):
+		// Cancelled: closing the connection tells the backend.
+		return attempt{verdict: answered, status: 499, in: in}, closeConn
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		// The backend may still be working on it: never retry.
 		a.status, a.msg, a.fault = 504, "backend did not answer in time", "no response in time"

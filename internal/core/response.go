@@ -11,14 +11,15 @@ import (
 // timeout.
 type ResponseBody struct {
 	u       *upstream
+	door    Responder
 	body    h1.Body
 	kind    h1.BodyKind
 	length  int64
 	timeout time.Duration
 }
 
-func (r *ResponseBody) reset(u *upstream, resp *h1.Response, timeout time.Duration) {
-	r.u, r.kind, r.length, r.timeout = u, resp.Body, resp.ContentLength, timeout
+func (r *ResponseBody) reset(u *upstream, resp *h1.Response, timeout time.Duration, door Responder) {
+	r.u, r.door, r.kind, r.length, r.timeout = u, door, resp.Body, resp.ContentLength, timeout
 	r.body.Reset(u.br, resp.Body, resp.ContentLength)
 }
 
@@ -36,9 +37,10 @@ func (r *ResponseBody) Prefix() []byte {
 	return p
 }
 
-// Read reads the next body bytes; io.EOF at the end.
+// Read reads the next body bytes; io.EOF at the end. A wait that outlasts
+// the client ends with an error, as the wait for the head does.
 func (r *ResponseBody) Read(p []byte) (int, error) {
-	r.u.conn.SetReadDeadline(time.Now().Add(r.timeout))
+	r.u.wait(time.Now(), r.timeout, r.door)
 	return r.body.Read(p)
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -28,6 +29,14 @@ const maxResponseHead = 64 << 10
 // backend is about to close.
 const poolIdleTimeout = 30 * time.Second
 
+// watchInterval is how often a wait for a backend looks at whether the
+// client is still there; a client that goes away cancels its upstream
+// request within this.
+const watchInterval = 500 * time.Millisecond
+
+// errClientGone ends a wait for a backend whose client went away.
+var errClientGone = errors.New("client went away")
+
 // upstream is one keep-alive connection to a backend.
 type upstream struct {
 	conn   *rawio.Conn
@@ -35,6 +44,11 @@ type upstream struct {
 	idleAt time.Time
 	// pending is a request to write at the next Read.
 	pending []byte
+	// until bounds the current wait for the backend; door is the client
+	// side of the exchange, asked at every watchInterval of it whether the
+	// client is still there.
+	until time.Time
+	door  Responder
 }
 
 // conns holds idle connections to one backend, most recently used first
@@ -94,7 +108,7 @@ func (p *conns) dial() (*upstream, error) {
 
 // put returns a connection whose last response was read to its end.
 func (p *conns) put(u *upstream, now time.Time) {
-	u.idleAt = now
+	u.idleAt, u.door = now, nil
 	// An idle connection holds no buffer: with many backends, buffers taken
 	// from one shared pool stay warm in the CPU cache, where one buffer per
 	// connection would not.
@@ -124,14 +138,47 @@ func (p *conns) close() {
 // wait for the response (rawio.Conn.WriteThenRead).
 func (u *upstream) send(b []byte) { u.pending = b }
 
-// Read fills the response buffer, writing a pending request first.
-func (u *upstream) Read(p []byte) (int, error) {
-	if u.pending == nil {
-		return u.conn.Read(p)
+// wait bounds the next reads from the backend by timeout from now, for the
+// client behind door. The socket's deadline is at most watchInterval away,
+// so a long wait wakes up to see whether the client is still there; a
+// quick answer costs nothing more than the deadline it always had.
+func (u *upstream) wait(now time.Time, timeout time.Duration, door Responder) {
+	u.until, u.door = now.Add(timeout), door
+	u.conn.SetReadDeadline(u.watchDeadline(now))
+}
+
+func (u *upstream) watchDeadline(now time.Time) time.Time {
+	if d := now.Add(watchInterval); d.Before(u.until) {
+		return d
 	}
-	req := u.pending
-	u.pending = nil
-	return u.conn.WriteThenRead(req, p)
+	return u.until
+}
+
+// Read fills the response buffer, writing a pending request first. A wait
+// that reaches a watch deadline before its own goes on while the client is
+// there, and ends with errClientGone when it is not.
+func (u *upstream) Read(p []byte) (int, error) {
+	var n int
+	var err error
+	if u.pending == nil {
+		n, err = u.conn.Read(p)
+	} else {
+		req := u.pending
+		u.pending = nil
+		n, err = u.conn.WriteThenRead(req, p)
+	}
+	for err != nil && u.door != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		now := time.Now()
+		if !now.Before(u.until) {
+			break
+		}
+		if u.door.Gone() {
+			return 0, errClientGone
+		}
+		u.conn.SetReadDeadline(u.watchDeadline(now))
+		n, err = u.conn.Read(p)
+	}
+	return n, err
 }
 
 // alive reports whether an idle connection is still open and quiet: the

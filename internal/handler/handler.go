@@ -220,6 +220,11 @@ func (e *exchange) Tunnel(resp *h1.Response, up net.Conn, early []byte) int64 {
 	return <-sent
 }
 
+// Gone reports whether the client cancelled the request: net/http cancels
+// its context when the connection closes or, over HTTP/2, the stream is
+// reset.
+func (e *exchange) Gone() bool { return e.r.Context().Err() != nil }
+
 // Error answers with relay's own error response, worded as the HTTP/1.1
 // door words it.
 func (e *exchange) Error(status int, msg string) (int64, error) {

@@ -326,3 +326,42 @@ func TestTunnelsAnUpgrade(t *testing.T) {
 		t.Fatalf("echo through the tunnel: %q, %v", buf, err)
 	}
 }
+
+// A client that cancels its request (closes the connection over HTTP/1.1,
+// resets the stream over HTTP/2) cancels the upstream request: the backend
+// sees its connection closed within a second, long before relay's response
+// timeout.
+func TestCancelledRequestCancelsUpstream(t *testing.T) {
+	for proto, cl := range clients(t) {
+		t.Run(proto, func(t *testing.T) {
+			cancelled := make(chan time.Time, 1)
+			b := newBackend(t, "slow", func(w http.ResponseWriter, r *http.Request) {
+				select {
+				case <-r.Context().Done():
+					cancelled <- time.Now()
+				case <-time.After(10 * time.Second):
+				}
+			})
+			front := startFront(t, b)
+			ctx, cancel := context.WithCancel(context.Background())
+			req, _ := http.NewRequestWithContext(ctx, "GET", front+"/", nil)
+			go func() {
+				time.Sleep(300 * time.Millisecond)
+				cancel()
+			}()
+			if resp, err := cl.Do(req); err == nil {
+				resp.Body.Close()
+				t.Fatalf("the cancelled request got %d", resp.StatusCode)
+			}
+			gaveUp := time.Now()
+			select {
+			case at := <-cancelled:
+				if d := at.Sub(gaveUp); d > time.Second {
+					t.Errorf("the backend saw the cancel %v after the client, want within 1 s", d)
+				}
+			case <-time.After(3 * time.Second):
+				t.Fatal("the backend never saw the upstream request cancelled")
+			}
+		})
+	}
+}

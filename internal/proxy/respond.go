@@ -3,6 +3,7 @@ package proxy
 import (
 	"relay/internal/core"
 	"relay/internal/h1"
+	"relay/internal/rawio"
 )
 
 // The methods in this file make a clientConn the core's Responder: they
@@ -85,6 +86,14 @@ func (cc *clientConn) Respond(resp *h1.Response, body *core.ResponseBody) (n int
 		}
 	}
 	return n, nil, nil
+}
+
+// Gone reports whether the client closed or reset its connection. While
+// bytes it sent are waiting in relay's buffer (requests pipelined behind
+// this one) the socket is not looked at: they are served first, and the
+// client's end of the stream is met when they are read.
+func (cc *clientConn) Gone() bool {
+	return cc.br.Buffered() == 0 && rawio.PeerGone(cc.conn.Conn)
 }
 
 // Error answers with relay's own error response, closing the connection

@@ -37,11 +37,33 @@ func Quiet(c net.Conn) bool {
 	}
 }
 
+// PeerGone reports whether the peer of a connection is known to have
+// closed it or reset it: a non-blocking one-byte MSG_PEEK sees the end of
+// the stream or an error. Data waiting to be read, or nothing at all, is
+// not gone; neither is a connection Quiet cannot look at (see there), for
+// which the answer is "not known". The end of the stream also means a peer
+// that only shut down its sending side; like nginx, relay takes that as
+// the client having given up.
+func PeerGone(c net.Conn) bool {
+	for {
+		if sc, ok := c.(syscall.Conn); ok {
+			n, ok, err := peek(sc)
+			return ok && ((n == 0 && err == nil) || (err != nil && err != syscall.EAGAIN && err != syscall.EINTR))
+		}
+		w, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return false
+		}
+		c = w.NetConn()
+	}
+}
+
 // peeker is the state of one peek. Its callback is bound once and peekers
 // are pooled, so a peek allocates only what SyscallConn does: a closure
 // made per call would take its buffer and result to the heap with it.
 type peeker struct {
 	buf [1]byte
+	n   int
 	err error
 	fn  func(fd uintptr) bool
 }
@@ -53,19 +75,26 @@ var peekers = sync.Pool{New: func() any {
 }}
 
 func (p *peeker) peek(fd uintptr) bool {
-	_, _, p.err = syscall.Recvfrom(int(fd), p.buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	p.n, _, p.err = syscall.Recvfrom(int(fd), p.buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 	return true // never wait
 }
 
-func peekQuiet(sc syscall.Conn) bool {
-	raw, err := sc.SyscallConn()
-	if err != nil {
-		return false
+// peek peeks at one byte of sc's socket without waiting and returns what
+// recv(2) did; ok is false when the socket could not be reached.
+func peek(sc syscall.Conn) (n int, ok bool, err error) {
+	raw, rerr := sc.SyscallConn()
+	if rerr != nil {
+		return 0, false, nil
 	}
 	p := peekers.Get().(*peeker)
-	err = raw.Read(p.fn)
-	quiet := err == nil && p.err == syscall.EAGAIN
-	p.err = nil
+	rerr = raw.Read(p.fn)
+	n, err = p.n, p.err
+	p.n, p.err = 0, nil
 	peekers.Put(p)
-	return quiet
+	return n, rerr == nil, err
+}
+
+func peekQuiet(sc syscall.Conn) bool {
+	_, ok, err := peek(sc)
+	return ok && err == syscall.EAGAIN
 }
