@@ -39,6 +39,7 @@ const (
 	DefaultIdleTimeout            = 60 * time.Second
 	DefaultShutdownTimeout        = 30 * time.Second
 	DefaultMaxIdleConnsPerBackend = 256
+	DefaultUpstreamIdleTimeout    = 30 * time.Second
 	DefaultMaxConnections         = 16384
 	DefaultRetries                = 2
 	DefaultWorkers                = 0
@@ -167,6 +168,8 @@ type Config struct {
 	// MaxIdleConnsPerBackend caps the idle keep-alive connections kept to
 	// each backend; 0 keeps none.
 	MaxIdleConnsPerBackend int
+	// UpstreamIdleTimeout closes kept connections to backends idle longer.
+	UpstreamIdleTimeout time.Duration
 	// MaxConnections caps concurrent client connections.
 	MaxConnections int
 	// Retries is how many extra attempts, each on another backend, a request
@@ -258,6 +261,7 @@ func Default() *Config {
 		IdleTimeout:            DefaultIdleTimeout,
 		ShutdownTimeout:        DefaultShutdownTimeout,
 		MaxIdleConnsPerBackend: DefaultMaxIdleConnsPerBackend,
+		UpstreamIdleTimeout:    DefaultUpstreamIdleTimeout,
 		MaxConnections:         DefaultMaxConnections,
 		Retries:                DefaultRetries,
 		Workers:                DefaultWorkers,

@@ -177,6 +177,7 @@ func TestValues(t *testing.T) {
 		"idle_timeout: 4",
 		"shutdown_timeout: 0",
 		"max_idle_conns_per_backend: 0",
+		"upstream_idle_timeout: 9s",
 		"max_connections: 10",
 		"retries: 0",
 		"workers: 1",
@@ -209,7 +210,7 @@ func TestValues(t *testing.T) {
 		},
 		LogFile: "/var/log/relay.log", LogMaxSizeMB: 10, LogMaxBackups: 0, LogMaxAgeDays: 7, LogLevel: "debug", AccessLog: false,
 		ConnectTimeout: time.Second, ResponseTimeout: 2 * time.Minute, ClientHeaderTimeout: 3 * time.Second, IdleTimeout: 4 * time.Second,
-		ShutdownTimeout: 0, MaxIdleConnsPerBackend: 0, MaxConnections: 10, Retries: 0, Workers: 1, Processes: 2, CPUAffinity: true, MaxHeaderBytes: 8192,
+		ShutdownTimeout: 0, MaxIdleConnsPerBackend: 0, UpstreamIdleTimeout: 9 * time.Second, MaxConnections: 10, Retries: 0, Workers: 1, Processes: 2, CPUAffinity: true, MaxHeaderBytes: 8192,
 		BreakerFailures: 7, BreakerStatuses: []int{502, 503}, BreakerOpenTime: 10 * time.Second, MaxEjectedPercent: 34,
 		BackendMaxRequests: 100, MaxQueuedRequests: 50, QueueTimeout: time.Second, RetryBudgetPercent: 10, RetryBudgetFloor: 1,
 	}

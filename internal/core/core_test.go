@@ -10,7 +10,7 @@ import (
 
 func poolConfig(name string) PoolConfig {
 	return PoolConfig{Name: name, Algorithm: "round-robin", Retries: 2,
-		ConnectTimeout: time.Second, ResponseTimeout: time.Second, MaxIdlePerBackend: 4}
+		ConnectTimeout: time.Second, ResponseTimeout: time.Second, MaxIdlePerBackend: 4, IdleTimeout: time.Minute}
 }
 
 // TestPools: the first pool is the default one, names are unique, and a

@@ -39,6 +39,9 @@ type PoolConfig struct {
 	// MaxIdlePerBackend caps pooled idle connections per backend; 0 keeps
 	// none.
 	MaxIdlePerBackend int
+	// IdleTimeout is how long an upstream connection may sit idle in the
+	// pool before relay closes it.
+	IdleTimeout time.Duration
 	// Dial, when set, opens upstream connections instead of net.Dialer;
 	// benchmarks use it for in-memory backends.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -81,6 +84,9 @@ func (pc *PoolConfig) validate() error {
 	}
 	if pc.ResponseTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("response timeout %v is not positive", pc.ResponseTimeout))
+	}
+	if pc.MaxIdlePerBackend > 0 && pc.IdleTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("upstream idle timeout %v is not positive", pc.IdleTimeout))
 	}
 	if pc.MaxIdlePerBackend < 0 {
 		errs = append(errs, fmt.Errorf("idle connections per backend %d is negative", pc.MaxIdlePerBackend))

@@ -23,12 +23,6 @@ const upstreamBufSize = 8 << 10
 // maxResponseHead caps a response head from a backend.
 const maxResponseHead = 64 << 10
 
-// poolIdleTimeout is how long an idle upstream connection may wait in the
-// pool. It is shorter than the keep-alive timeouts of common servers (nginx
-// 75 s, Apache 5 s is the exception), so relay rarely reuses a connection the
-// backend is about to close.
-const poolIdleTimeout = 30 * time.Second
-
 // watchInterval is how often a wait for a backend looks at whether the
 // client is still there; a client that goes away cancels its upstream
 // request within this.
@@ -51,14 +45,18 @@ type upstream struct {
 	door  Responder
 }
 
-// conns holds idle connections to one backend, most recently used first
-// (LIFO keeps few connections warm and lets the rest age out).
+// conns holds idle connections to one backend. The most recently used is
+// taken first (LIFO keeps few connections warm and lets the rest age out),
+// and a timer closes those idle for IdleTimeout whether or not traffic
+// comes, so after a load relay's descriptors go back to where they were.
 type conns struct {
 	b      *backend.Backend
 	cfg    *PoolConfig
 	bufs   *h1.BufferPool
 	mu     sync.Mutex
-	idle   []*upstream
+	idle   []*upstream // oldest first
+	reaper *time.Timer // armed while idle is not empty
+	armed  bool
 	closed bool
 }
 
@@ -74,7 +72,7 @@ func (p *conns) get(now time.Time) (u *upstream, reused bool, err error) {
 		u = p.idle[len(p.idle)-1]
 		p.idle[len(p.idle)-1] = nil
 		p.idle = p.idle[:len(p.idle)-1]
-		if now.Sub(u.idleAt) < poolIdleTimeout {
+		if now.Sub(u.idleAt) < p.cfg.IdleTimeout {
 			p.mu.Unlock()
 			return u, true, nil
 		}
@@ -120,7 +118,43 @@ func (p *conns) put(u *upstream, now time.Time) {
 		return
 	}
 	p.idle = append(p.idle, u)
+	if !p.armed {
+		p.armed = true
+		p.arm(p.cfg.IdleTimeout)
+	}
 	p.mu.Unlock()
+}
+
+// arm has the reaper run after d; p.mu is held.
+func (p *conns) arm(d time.Duration) {
+	if p.reaper == nil {
+		p.reaper = time.AfterFunc(d, p.reap)
+		return
+	}
+	p.reaper.Reset(d)
+}
+
+// reap closes the connections idle for IdleTimeout and runs again when
+// the oldest of the others will be.
+func (p *conns) reap() {
+	now := time.Now()
+	p.mu.Lock()
+	k := 0
+	for k < len(p.idle) && now.Sub(p.idle[k].idleAt) >= p.cfg.IdleTimeout {
+		k++
+	}
+	expired := append([]*upstream(nil), p.idle[:k]...)
+	p.idle = append(p.idle[:0], p.idle[k:]...)
+	clear(p.idle[len(p.idle):cap(p.idle)])
+	if len(p.idle) > 0 && !p.closed {
+		p.arm(p.idle[0].idleAt.Add(p.cfg.IdleTimeout).Sub(now))
+	} else {
+		p.armed = false
+	}
+	p.mu.Unlock()
+	for _, u := range expired {
+		u.conn.Close()
+	}
 }
 
 // close closes idle connections and makes later puts close theirs.
@@ -128,6 +162,9 @@ func (p *conns) close() {
 	p.mu.Lock()
 	idle := p.idle
 	p.idle, p.closed = nil, true
+	if p.reaper != nil {
+		p.reaper.Stop()
+	}
 	p.mu.Unlock()
 	for _, u := range idle {
 		u.conn.Close()

@@ -72,7 +72,7 @@ func startFront(t *testing.T, bs ...*backend.Backend) string {
 	if _, err := c.AddPool(core.PoolConfig{
 		Name: "default", Algorithm: "round-robin", Retries: d.Retries,
 		ConnectTimeout: d.ConnectTimeout, ResponseTimeout: d.ResponseTimeout,
-		MaxIdlePerBackend: d.MaxIdleConnsPerBackend,
+		MaxIdlePerBackend: d.MaxIdleConnsPerBackend, IdleTimeout: d.UpstreamIdleTimeout,
 	}, bs); err != nil {
 		t.Fatal(err)
 	}

@@ -290,6 +290,7 @@ func withDefaults(cfg Config) Config {
 	set(&cfg.MaxConnections, d.MaxConnections)
 	setD(&cfg.Pool.ConnectTimeout, d.Pool.ConnectTimeout)
 	setD(&cfg.Pool.ResponseTimeout, d.Pool.ResponseTimeout)
+	setD(&cfg.Pool.IdleTimeout, d.Pool.IdleTimeout)
 	set(&cfg.Pool.BreakerFailures, d.Pool.BreakerFailures)
 	setD(&cfg.Pool.BreakerOpenTime, d.Pool.BreakerOpenTime)
 	set(&cfg.Pool.MaxEjectedPercent, d.Pool.MaxEjectedPercent)

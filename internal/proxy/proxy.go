@@ -73,6 +73,7 @@ func PoolConfigFrom(c *config.Config) core.PoolConfig {
 		ConnectTimeout:    c.ConnectTimeout,
 		ResponseTimeout:   c.ResponseTimeout,
 		MaxIdlePerBackend: c.MaxIdleConnsPerBackend,
+		IdleTimeout:       c.UpstreamIdleTimeout,
 
 		BreakerFailures:   c.BreakerFailures,
 		BreakerStatuses:   c.BreakerStatuses,
