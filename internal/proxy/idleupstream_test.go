@@ -3,6 +3,7 @@ package proxy
 import (
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,12 +15,12 @@ import (
 // backend's connections go back to none.
 func TestIdleUpstreamConnectionsCloseWithoutTraffic(t *testing.T) {
 	const idle = 300 * time.Millisecond
-	hb := newHTTPBackend(t, "a", 1, func(w http.ResponseWriter, r *http.Request) {
+	var open atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(5 * time.Millisecond)
 		w.Write([]byte("ok"))
-	})
-	var open atomic.Int64
-	hb.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		switch s {
 		case http.StateNew:
 			open.Add(1)
@@ -27,9 +28,12 @@ func TestIdleUpstreamConnectionsCloseWithoutTraffic(t *testing.T) {
 			open.Add(-1)
 		}
 	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	b := newBackendFor(t, srv.Listener.Addr().String(), 1)
 	cfg := withDefaults(Config{})
 	cfg.Pool.IdleTimeout = idle
-	r := startRelayExactly(t, cfg, hb.b)
+	r := startRelayExactly(t, cfg, b)
 	cl := newClient(t, 20, "")
 	var wg sync.WaitGroup
 	for range 20 {
