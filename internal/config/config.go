@@ -54,6 +54,10 @@ const (
 	DefaultQueueTimeout           = 5 * time.Second
 	DefaultRetryBudgetPercent     = 20
 	DefaultRetryBudgetFloor       = 3
+	DefaultMaxBodyBytes           = 0
+	DefaultBodyBufferBytes        = 64 << 10
+	DefaultClientBodyTimeout      = 30 * time.Second
+	DefaultClientBodyMinRate      = 1024
 )
 
 // MaxProcesses bounds processes: more serving processes than cores only
@@ -74,6 +78,9 @@ const (
 	// backends (the first try and seven retries), which is what the
 	// forwarding core remembers in order not to try one twice.
 	MaxRetries = 7
+	// MaxBodyBufferBytes bounds body_buffer_bytes: each request being
+	// read may hold that much memory.
+	MaxBodyBufferBytes = 64 << 20
 )
 
 // Backend is one upstream server as configured.
@@ -210,6 +217,15 @@ type Config struct {
 	// always allowed.
 	RetryBudgetPercent int
 	RetryBudgetFloor   int
+	// MaxBodyBytes caps a request body; 0 means no cap.
+	MaxBodyBytes int64
+	// BodyBufferBytes is the longest Content-Length whose body relay reads
+	// whole before picking a backend.
+	BodyBufferBytes int64
+	// ClientBodyTimeout bounds the time a client takes to send a request
+	// body, extended by a second for every ClientBodyMinRate bytes it sent.
+	ClientBodyTimeout time.Duration
+	ClientBodyMinRate int
 
 	// listenSet records that Listen was given explicitly (file or flag), so
 	// it is no longer derived from Port.
@@ -275,6 +291,10 @@ func Default() *Config {
 		QueueTimeout:           DefaultQueueTimeout,
 		RetryBudgetPercent:     DefaultRetryBudgetPercent,
 		RetryBudgetFloor:       DefaultRetryBudgetFloor,
+		MaxBodyBytes:           DefaultMaxBodyBytes,
+		BodyBufferBytes:        DefaultBodyBufferBytes,
+		ClientBodyTimeout:      DefaultClientBodyTimeout,
+		ClientBodyMinRate:      DefaultClientBodyMinRate,
 	}
 }
 

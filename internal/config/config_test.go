@@ -178,6 +178,10 @@ func TestValues(t *testing.T) {
 		"shutdown_timeout: 0",
 		"max_idle_conns_per_backend: 0",
 		"upstream_idle_timeout: 9s",
+		"client_body_timeout: 11s",
+		"client_body_min_rate: 0",
+		"max_body_bytes: 1000000",
+		"body_buffer_bytes: 0",
 		"max_connections: 10",
 		"retries: 0",
 		"workers: 1",
@@ -211,6 +215,7 @@ func TestValues(t *testing.T) {
 		LogFile: "/var/log/relay.log", LogMaxSizeMB: 10, LogMaxBackups: 0, LogMaxAgeDays: 7, LogLevel: "debug", AccessLog: false,
 		ConnectTimeout: time.Second, ResponseTimeout: 2 * time.Minute, ClientHeaderTimeout: 3 * time.Second, IdleTimeout: 4 * time.Second,
 		ShutdownTimeout: 0, MaxIdleConnsPerBackend: 0, UpstreamIdleTimeout: 9 * time.Second, MaxConnections: 10, Retries: 0, Workers: 1, Processes: 2, CPUAffinity: true, MaxHeaderBytes: 8192,
+		ClientBodyTimeout: 11 * time.Second, ClientBodyMinRate: 0, MaxBodyBytes: 1000000, BodyBufferBytes: 0,
 		BreakerFailures: 7, BreakerStatuses: []int{502, 503}, BreakerOpenTime: 10 * time.Second, MaxEjectedPercent: 34,
 		BackendMaxRequests: 100, MaxQueuedRequests: 50, QueueTimeout: time.Second, RetryBudgetPercent: 10, RetryBudgetFloor: 1,
 	}

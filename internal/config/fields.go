@@ -39,6 +39,14 @@ func durField(key string, p func(*Config) *time.Duration) field {
 	}}
 }
 
+func int64Field(key string, p func(*Config) *int64) field {
+	return field{key, func(d *decoder, c *Config, v *yaml.Node) {
+		if n, ok := d.integer(v, key); ok {
+			*p(c) = int64(n)
+		}
+	}}
+}
+
 func boolField(key string, p func(*Config) *bool) field {
 	return field{key, func(d *decoder, c *Config, v *yaml.Node) {
 		if b, ok := d.boolean(v, key); ok {
@@ -76,6 +84,10 @@ var fields = []field{
 	durField("response_timeout", func(c *Config) *time.Duration { return &c.ResponseTimeout }),
 	durField("client_header_timeout", func(c *Config) *time.Duration { return &c.ClientHeaderTimeout }),
 	durField("idle_timeout", func(c *Config) *time.Duration { return &c.IdleTimeout }),
+	durField("client_body_timeout", func(c *Config) *time.Duration { return &c.ClientBodyTimeout }),
+	intField("client_body_min_rate", func(c *Config) *int { return &c.ClientBodyMinRate }),
+	int64Field("max_body_bytes", func(c *Config) *int64 { return &c.MaxBodyBytes }),
+	int64Field("body_buffer_bytes", func(c *Config) *int64 { return &c.BodyBufferBytes }),
 	durField("shutdown_timeout", func(c *Config) *time.Duration { return &c.ShutdownTimeout }),
 	intField("max_idle_conns_per_backend", func(c *Config) *int { return &c.MaxIdleConnsPerBackend }),
 	durField("upstream_idle_timeout", func(c *Config) *time.Duration { return &c.UpstreamIdleTimeout }),

@@ -104,6 +104,14 @@ func (c *Config) check(errs *Errors, opts Options) {
 	positive("response_timeout", c.ResponseTimeout)
 	positive("client_header_timeout", c.ClientHeaderTimeout)
 	positive("idle_timeout", c.IdleTimeout)
+	positive("client_body_timeout", c.ClientBodyTimeout)
+	intRange("client_body_min_rate", c.ClientBodyMinRate, 0, maxInt)
+	if c.MaxBodyBytes < 0 {
+		bad("max_body_bytes", "must not be negative, got %d", c.MaxBodyBytes)
+	}
+	if c.BodyBufferBytes < 0 || c.BodyBufferBytes > MaxBodyBufferBytes {
+		bad("body_buffer_bytes", "must be between 0 and %d, got %d", MaxBodyBufferBytes, c.BodyBufferBytes)
+	}
 	if c.ShutdownTimeout < 0 {
 		bad("shutdown_timeout", "must not be negative, got %v", c.ShutdownTimeout)
 	}

@@ -41,6 +41,13 @@ type Config struct {
 	AccessLog *logging.AccessLog
 	// Logger receives errors and events; nil discards them.
 	Logger *slog.Logger
+	// MaxBodyBytes caps a request body; 0 means no cap. A longer
+	// Content-Length gets 413 before anything goes upstream; a chunked body
+	// that grows past it is cut off (body.go).
+	MaxBodyBytes int64
+	// HoldBodyBytes is the longest Content-Length whose body is read whole
+	// before a backend is picked; 0 holds none but empty ones.
+	HoldBodyBytes int64
 }
 
 // Core forwards requests to pools of backends. Create it with New and give
@@ -130,7 +137,16 @@ func (c *Core) Forward(x *Exchange) Outcome {
 		// The head's bytes may be overwritten once body bytes are read.
 		x.logLine = append(append(x.logLine[:0], x.Req.Method...), x.Req.Target...)
 	}
-	o := c.route(x).forward(x)
+	var o Outcome
+	if x.Body == nil {
+		o = c.route(x).forward(x)
+	} else {
+		var ok bool
+		if o, ok = c.admitBody(x); ok {
+			o = c.route(x).forward(x)
+		}
+		x.releaseBody()
+	}
 	if c.cfg.AccessLog != nil {
 		e := logging.Entry{
 			Time: start, Client: x.Peer.Addr, Method: x.logLine[:n], Path: x.logLine[n:],

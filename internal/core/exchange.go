@@ -35,7 +35,10 @@ type Exchange struct {
 	streamed bool   // body bytes were read from the client: no replay
 	resp     h1.Response
 	respBody ResponseBody
-	logLine  []byte // method and target, for the access log
+	logLine  []byte      // method and target, for the access log
+	held     heldBody    // a small body read whole (body.go)
+	limited  limitedBody // a chunked body under MaxBodyBytes
+	detached []byte      // the request head's bytes while a body is held
 }
 
 // Peer is a client connection's address, worked out once per connection.

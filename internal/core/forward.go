@@ -7,7 +7,6 @@ import (
 
 	"relay/internal/backend"
 	"relay/internal/balance"
-	"relay/internal/h1"
 )
 
 // verdict is what an attempt on one backend came to.
@@ -236,16 +235,12 @@ func (p *Pool) exchange(b *backend.Backend, u *upstream, x *Exchange, now time.T
 	in, err := x.send(u)
 	if err != nil {
 		if errors.Is(err, errClientBody) {
-			// A body with broken framing gets its error status; a client
-			// that went away mid-body has nobody left to answer. Either
-			// way the backend saw a cut-off request: neither connection
-			// is reused.
-			var he *h1.Error
-			if errors.As(err, &he) {
-				x.Door.Error(he.Status, he.Msg)
-				return attempt{status: he.Status, in: in}, closeConn
-			}
-			return attempt{status: 400, in: in}, closeConn
+			// A body with broken framing or past the size limit gets its
+			// error status, one too slow 408, and a client that went
+			// away mid-body nothing. Either way the backend saw a cut-off
+			// request: neither connection is reused, nothing is retried.
+			o := p.core.bodyFailed(x, err, in)
+			return attempt{status: o.Status, in: in, out: o.Out}, closeConn
 		}
 		// The backend stopped reading: it may still have answered, so
 		// read on; reading reports the failure if not.

@@ -10,10 +10,6 @@ import (
 // errClientBody marks a failure to read the request body from the client.
 var errClientBody = errors.New("reading request body from client")
 
-// maxInlineBody is the largest request body prefix copied into the request
-// head's buffer so head and body go out in one write.
-const maxInlineBody = 16 << 10
-
 // prepare builds the request as the backend will see it: request line,
 // Host, the client's end-to-end fields, X-Forwarded-*, framing, and the
 // body bytes the front door already holds. The rest of the body is left for
@@ -45,7 +41,8 @@ func (x *Exchange) prepare(c *Core, b *backend.Backend) {
 	}
 	out = append(out, '\r', '\n')
 	if x.Body != nil && !req.Chunked {
-		// Prefix is at most the body and at most what fits one write.
+		// Prefix is at most the body: a held body whole, or what the
+		// front door already holds of a streamed one.
 		if p := x.Body.Prefix(); len(p) > 0 {
 			out = append(out, p...)
 			x.inline = int64(len(p))

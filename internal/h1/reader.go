@@ -100,6 +100,16 @@ func (r *Reader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// Fill waits for at least one more byte and reads what has arrived into the
+// buffer. A server uses it to tell the wait for a next request, bounded by
+// its idle timeout, from the reading of that request's head, bounded by its
+// header timeout.
+func (r *Reader) Fill() error { return r.fill() }
+
+// HeadBuffered reports whether the buffer holds a complete message head, so
+// reading it will not wait for the connection.
+func (r *Reader) HeadBuffered() bool { return r.w > r.r && r.headEnd() > 0 }
+
 // fill reads at least one more byte into the buffer, compacting it first.
 func (r *Reader) fill() error {
 	if r.sock != nil && r.r == r.w {
@@ -213,8 +223,10 @@ func (r *Reader) headEnd() int {
 		i += from
 		switch {
 		case i+1 < len(b) && b[i+1] == '\n':
+			r.scanned = i + 1 // a second call finds this end at once
 			return i + 2
 		case i+2 < len(b) && b[i+1] == '\r' && b[i+2] == '\n':
+			r.scanned = i + 1
 			return i + 3
 		case i+2 >= len(b):
 			r.scanned = i

@@ -340,3 +340,33 @@ func cutLine(head []byte) (line, rest []byte, err error) {
 	}
 	return line, head[i+1:], nil
 }
+
+// Detach copies every byte the request refers to into buf, reusing its
+// memory, and points the request at the copy, so it stays valid while the
+// Reader's buffer is reused: a server that reads a whole body before it is
+// done with the head calls it first. It returns the buffer for reuse.
+func (r *Request) Detach(buf []byte) []byte {
+	n := len(r.Method) + len(r.Target) + len(r.Host) + len(r.UpgradeProto)
+	for i := range r.Fields {
+		n += len(r.Fields[i].Name) + len(r.Fields[i].Value)
+	}
+	if cap(buf) < n {
+		buf = make([]byte, 0, n)
+	}
+	buf = buf[:0]
+	// Every append stays within buf's capacity, so earlier copies are
+	// never moved by a later one.
+	move := func(b []byte) []byte {
+		if b == nil {
+			return nil
+		}
+		at := len(buf)
+		buf = append(buf, b...)
+		return buf[at:len(buf):len(buf)]
+	}
+	r.Method, r.Target, r.Host, r.UpgradeProto = move(r.Method), move(r.Target), move(r.Host), move(r.UpgradeProto)
+	for i := range r.Fields {
+		r.Fields[i].Name, r.Fields[i].Value = move(r.Fields[i].Name), move(r.Fields[i].Value)
+	}
+	return buf
+}

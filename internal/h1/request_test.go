@@ -1,6 +1,7 @@
 package h1
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -360,5 +361,34 @@ func TestRequestMethods(t *testing.T) {
 				t.Error("IsMethod mismatch")
 			}
 		})
+	}
+}
+
+// Detach moves every byte a request refers to out of the Reader's buffer:
+// overwriting the buffer afterwards leaves the request as it was.
+func TestRequestDetach(t *testing.T) {
+	raw := "PUT /p?q=1 HTTP/1.1\r\nHost: example.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nX-A: one\r\nContent-Length: 3\r\n\r\n"
+	head := []byte(raw)
+	var req Request
+	if err := ParseRequest(head, &req); err != nil {
+		t.Fatal(err)
+	}
+	show := func() string {
+		s := fmt.Sprintf("%s %s %s %s", req.Method, req.Target, req.Host, req.UpgradeProto)
+		for _, f := range req.Fields {
+			s += fmt.Sprintf(" [%s: %s %v]", f.Name, f.Value, f.Hop)
+		}
+		return s
+	}
+	want := show()
+	buf := req.Detach(make([]byte, 0, 8))
+	for i := range head {
+		head[i] = '#'
+	}
+	if got := show(); got != want {
+		t.Errorf("after the buffer was overwritten:\n got  %s\n want %s", got, want)
+	}
+	if again := req.Detach(buf); &again[0] != &buf[0] {
+		t.Error("a buffer large enough was not reused")
 	}
 }

@@ -11,15 +11,19 @@ import (
 const maxInlineBody = 16 << 10
 
 // clientBody is the request body of a client connection as the core reads
-// it (core.Body): bytes framed by Content-Length or chunked, each wait for
-// the client bounded by IdleTimeout.
+// it (core.Body): bytes framed by Content-Length or chunked. Each wait for
+// the client is bounded by IdleTimeout, and the whole body by BodyTimeout
+// plus a second for every BodyMinRate bytes received.
 type clientBody struct {
-	cc *clientConn
-	b  h1.Body
+	cc    *clientConn
+	b     h1.Body
+	start time.Time // when the head was read
+	got   int64     // body bytes read so far
 }
 
 // reset frames the body of the request just read.
 func (cb *clientBody) reset() {
+	cb.start, cb.got = time.Now(), 0
 	req := &cb.cc.req
 	if req.Chunked {
 		cb.b.Reset(cb.cc.br, h1.BodyChunked, -1)
@@ -45,10 +49,23 @@ func (cb *clientBody) Prefix() []byte {
 	return p
 }
 
-// Read reads body bytes, waiting at most IdleTimeout for each.
+// Read reads body bytes within the body's deadline.
 func (cb *clientBody) Read(p []byte) (int, error) {
-	cb.cc.conn.SetReadDeadline(time.Now().Add(cb.cc.p.cfg.IdleTimeout))
-	return cb.b.Read(p)
+	cfg := &cb.cc.p.cfg
+	d := time.Now().Add(cfg.IdleTimeout)
+	if cfg.BodyTimeout > 0 {
+		whole := cb.start.Add(cfg.BodyTimeout)
+		if cfg.BodyMinRate > 0 {
+			whole = whole.Add(time.Duration(cb.got) * time.Second / time.Duration(cfg.BodyMinRate))
+		}
+		if whole.Before(d) {
+			d = whole
+		}
+	}
+	cb.cc.conn.SetReadDeadline(d)
+	n, err := cb.b.Read(p)
+	cb.got += int64(n)
+	return n, err
 }
 
 // Done reports whether the body has been read to its end.

@@ -66,11 +66,10 @@ func (cc *clientConn) serve() {
 				return
 			}
 		}
-		timeout := cc.p.cfg.IdleTimeout
-		if cc.served == 0 {
-			timeout = cc.p.cfg.HeaderTimeout
+		if err := cc.awaitHead(); err != nil {
+			cc.readFailed(err)
+			return
 		}
-		cc.conn.SetReadDeadline(time.Now().Add(timeout))
 		err := cc.br.ReadRequest(&cc.req)
 		if err != nil {
 			cc.readFailed(err)
@@ -82,6 +81,28 @@ func (cc *clientConn) serve() {
 			return
 		}
 	}
+}
+
+// awaitHead sets the deadline for the next request head. A new
+// connection's first head, and a head whose first bytes are already here,
+// must arrive whole within HeaderTimeout. On a kept-alive connection relay
+// waits up to IdleTimeout for the first byte, and then gives the rest of
+// the head HeaderTimeout, so a client cannot dribble a head for as long as
+// a connection may sit idle.
+func (cc *clientConn) awaitHead() error {
+	now := time.Now()
+	if cc.served == 0 || cc.br.Buffered() > 0 {
+		cc.conn.SetReadDeadline(now.Add(cc.p.cfg.HeaderTimeout))
+		return nil
+	}
+	cc.conn.SetReadDeadline(now.Add(cc.p.cfg.IdleTimeout))
+	if err := cc.br.Fill(); err != nil {
+		return err
+	}
+	if !cc.br.HeadBuffered() {
+		cc.conn.SetReadDeadline(time.Now().Add(cc.p.cfg.HeaderTimeout))
+	}
+	return nil
 }
 
 // handle serves the request in cc.req through the core and reports whether

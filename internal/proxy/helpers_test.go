@@ -300,6 +300,11 @@ func withDefaults(cfg Config) Config {
 	set(&cfg.Pool.RetryBudgetFloor, d.Pool.RetryBudgetFloor)
 	setD(&cfg.HeaderTimeout, d.HeaderTimeout)
 	setD(&cfg.IdleTimeout, d.IdleTimeout)
+	setD(&cfg.BodyTimeout, d.BodyTimeout)
+	set(&cfg.BodyMinRate, d.BodyMinRate)
+	if cfg.BodyBufferBytes == 0 {
+		cfg.BodyBufferBytes = d.BodyBufferBytes
+	}
 	return cfg
 }
 

@@ -37,6 +37,14 @@ type Config struct {
 	// IdleTimeout bounds the wait for the next request on a keep-alive
 	// connection and any single wait for request body bytes.
 	IdleTimeout time.Duration
+	// BodyTimeout bounds the time a client takes to send a request body,
+	// extended by a second for every BodyMinRate bytes it sent; 0 leaves
+	// only IdleTimeout between reads.
+	BodyTimeout time.Duration
+	BodyMinRate int
+	// MaxBodyBytes and BodyBufferBytes are the core's (core.Config).
+	MaxBodyBytes    int64
+	BodyBufferBytes int64
 	// MaxHeaderBytes caps a request head; larger ones get 431.
 	MaxHeaderBytes int
 	// MaxConnections caps concurrent client connections; 0 means no cap.
@@ -54,12 +62,16 @@ type Config struct {
 // relay's configuration.
 func ConfigFrom(c *config.Config) Config {
 	return Config{
-		Pool:           PoolConfigFrom(c),
-		HeaderTimeout:  c.ClientHeaderTimeout,
-		IdleTimeout:    c.IdleTimeout,
-		MaxHeaderBytes: c.MaxHeaderBytes,
-		MaxConnections: c.MaxConnections,
-		TrustedProxies: c.TrustedProxies,
+		Pool:            PoolConfigFrom(c),
+		HeaderTimeout:   c.ClientHeaderTimeout,
+		IdleTimeout:     c.IdleTimeout,
+		BodyTimeout:     c.ClientBodyTimeout,
+		BodyMinRate:     c.ClientBodyMinRate,
+		MaxBodyBytes:    c.MaxBodyBytes,
+		BodyBufferBytes: c.BodyBufferBytes,
+		MaxHeaderBytes:  c.MaxHeaderBytes,
+		MaxConnections:  c.MaxConnections,
+		TrustedProxies:  c.TrustedProxies,
 	}
 }
 
@@ -124,7 +136,8 @@ type Proxy struct {
 // New returns a front door over a core whose default pool holds bs.
 func New(cfg Config, bs []*backend.Backend) (*Proxy, error) {
 	ferr := cfg.validate()
-	c := core.New(core.Config{TrustedProxies: cfg.TrustedProxies, AccessLog: cfg.AccessLog, Logger: cfg.Logger})
+	c := core.New(core.Config{TrustedProxies: cfg.TrustedProxies, AccessLog: cfg.AccessLog, Logger: cfg.Logger,
+		MaxBodyBytes: cfg.MaxBodyBytes, HoldBodyBytes: cfg.BodyBufferBytes})
 	if cfg.Pool.Name == "" {
 		cfg.Pool.Name = DefaultPool
 	}
