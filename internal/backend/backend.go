@@ -48,6 +48,7 @@ type Backend struct {
 	consecutive  atomic.Int32 // failures since the last success
 	trips        atomic.Int32 // breaker openings since the last success
 	probing      atomic.Bool  // a half-open breaker's probe is out
+	returned     atomic.Int64 // when it last came into rotation, for slow start
 }
 
 // New returns a backend for u with the given weight. It starts healthy

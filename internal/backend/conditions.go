@@ -34,8 +34,28 @@ func (b *Backend) set(bit uint32, on bool) (changed bool) {
 	if on {
 		return b.blocked.Or(bit)&bit == 0
 	}
-	return b.blocked.And(^bit)&bit != 0
+	old := b.blocked.And(^bit)
+	if old&bit == 0 {
+		return false
+	}
+	if old == bit {
+		b.Returned(time.Now()) // nothing else keeps it out
+	}
+	return true
 }
+
+// Returned records that the backend came (back) into rotation at t: a
+// condition that kept it out cleared, or it joined a pool at runtime. Slow
+// start ramps its share up from then.
+func (b *Backend) Returned(t time.Time) { b.returned.Store(t.UnixNano()) }
+
+// EndReturn forgets the return recorded at at, once slow start is over;
+// a later return is kept.
+func (b *Backend) EndReturn(at int64) { b.returned.CompareAndSwap(at, 0) }
+
+// ReturnedAt is when the backend last came into rotation (Unix
+// nanoseconds), 0 if it has been in rotation since it was made.
+func (b *Backend) ReturnedAt() int64 { return b.returned.Load() }
 
 // Healthy reports whether the backend passes its active health checks.
 // It says nothing of the other conditions: Available does.

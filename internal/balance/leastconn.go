@@ -72,6 +72,13 @@ func (p *leastConn) Pick(_ uint64, f Filter) *backend.Backend {
 // its state is one word on the stack. Zero means not yet seeded.
 type splitMix uint64
 
+// Mix returns a well-spread 64-bit value derived from k (one SplitMix64
+// step), for callers that draw from a hash key.
+func Mix(k uint64) uint64 {
+	s := splitMix(k)
+	return s.next()
+}
+
 func (s *splitMix) next() uint64 {
 	*s += 0x9e3779b97f4a7c15
 	z := uint64(*s)

@@ -54,6 +54,7 @@ const (
 	DefaultQueueTimeout           = 5 * time.Second
 	DefaultRetryBudgetPercent     = 20
 	DefaultRetryBudgetFloor       = 3
+	DefaultSlowStart              = 0
 	DefaultMaxBodyBytes           = 0
 	DefaultBodyBufferBytes        = 64 << 10
 	DefaultClientBodyTimeout      = 30 * time.Second
@@ -217,6 +218,9 @@ type Config struct {
 	// always allowed.
 	RetryBudgetPercent int
 	RetryBudgetFloor   int
+	// SlowStart is how long a backend that comes (back) into rotation takes
+	// to reach its full share; 0 turns slow start off.
+	SlowStart time.Duration
 	// MaxBodyBytes caps a request body; 0 means no cap.
 	MaxBodyBytes int64
 	// BodyBufferBytes is the longest Content-Length whose body relay reads
@@ -291,6 +295,7 @@ func Default() *Config {
 		QueueTimeout:           DefaultQueueTimeout,
 		RetryBudgetPercent:     DefaultRetryBudgetPercent,
 		RetryBudgetFloor:       DefaultRetryBudgetFloor,
+		SlowStart:              DefaultSlowStart,
 		MaxBodyBytes:           DefaultMaxBodyBytes,
 		BodyBufferBytes:        DefaultBodyBufferBytes,
 		ClientBodyTimeout:      DefaultClientBodyTimeout,

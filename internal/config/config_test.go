@@ -197,6 +197,7 @@ func TestValues(t *testing.T) {
 		"queue_timeout: 1s",
 		"retry_budget_percent: 10",
 		"retry_budget_floor: 1",
+		"slow_start: 1m",
 		"backends:",
 		"  - url: http://LOCALHOST:8001/",
 		"    weight: 1000",
@@ -217,7 +218,7 @@ func TestValues(t *testing.T) {
 		ShutdownTimeout: 0, MaxIdleConnsPerBackend: 0, UpstreamIdleTimeout: 9 * time.Second, MaxConnections: 10, Retries: 0, Workers: 1, Processes: 2, CPUAffinity: true, MaxHeaderBytes: 8192,
 		ClientBodyTimeout: 11 * time.Second, ClientBodyMinRate: 0, MaxBodyBytes: 1000000, BodyBufferBytes: 0,
 		BreakerFailures: 7, BreakerStatuses: []int{502, 503}, BreakerOpenTime: 10 * time.Second, MaxEjectedPercent: 34,
-		BackendMaxRequests: 100, MaxQueuedRequests: 50, QueueTimeout: time.Second, RetryBudgetPercent: 10, RetryBudgetFloor: 1,
+		BackendMaxRequests: 100, MaxQueuedRequests: 50, QueueTimeout: time.Second, RetryBudgetPercent: 10, RetryBudgetFloor: 1, SlowStart: time.Minute,
 	}
 	got := *c
 	gotBackends := got.Backends

@@ -106,6 +106,7 @@ var fields = []field{
 	durField("queue_timeout", func(c *Config) *time.Duration { return &c.QueueTimeout }),
 	intField("retry_budget_percent", func(c *Config) *int { return &c.RetryBudgetPercent }),
 	intField("retry_budget_floor", func(c *Config) *int { return &c.RetryBudgetFloor }),
+	durField("slow_start", func(c *Config) *time.Duration { return &c.SlowStart }),
 }
 
 // Keys lists every top-level YAML key relay understands.

@@ -143,6 +143,9 @@ func (c *Config) check(errs *Errors, opts Options) {
 	}
 	intRange("retry_budget_percent", c.RetryBudgetPercent, 0, 100)
 	intRange("retry_budget_floor", c.RetryBudgetFloor, 0, maxInt)
+	if c.SlowStart < 0 {
+		bad("slow_start", "must not be negative, got %v", c.SlowStart)
+	}
 }
 
 const maxInt = int(^uint(0) >> 1)

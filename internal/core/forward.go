@@ -65,9 +65,16 @@ func (p *Pool) forward(x *Exchange) Outcome {
 	var lastB *backend.Backend
 	var queuedUntil time.Time
 	tries, full := 0, false
+	warming := p.cfg.SlowStart > 0 // pass by backends in slow start (slowstart.go)
+	passedCold := false
 	for picks := 0; tries <= p.cfg.Retries && picks < 2*balance.MaxAttempts; picks++ {
 		b := snap.picker.Pick(key, f)
 		if b == nil {
+			if passedCold {
+				// Every backend left is warming: take one anyway.
+				f, warming, passedCold = tried, false, false
+				continue
+			}
 			if full {
 				if !p.await(&queuedUntil, &last) {
 					break
@@ -81,6 +88,11 @@ func (p *Pool) forward(x *Exchange) Outcome {
 				continue
 			}
 			break
+		}
+		if warming && p.cold(b, key) {
+			f.Add(b)
+			passedCold = true
+			continue
 		}
 		ok, probe, isFull := b.Admit(p.limit(b), !f.Panic)
 		if !ok {

@@ -72,6 +72,10 @@ type PoolConfig struct {
 	// RetryBudgetFloor retries a second.
 	RetryBudgetPercent int
 	RetryBudgetFloor   int
+
+	// SlowStart is how long a backend that comes (back) into rotation
+	// takes to reach its full share (slowstart.go); 0 turns it off.
+	SlowStart time.Duration
 }
 
 func (pc *PoolConfig) validate() error {
@@ -107,6 +111,9 @@ func (pc *PoolConfig) validate() error {
 	}
 	if pc.MaxRequests < 0 || pc.MaxQueued < 0 {
 		errs = append(errs, fmt.Errorf("max requests %d or max queued %d is negative", pc.MaxRequests, pc.MaxQueued))
+	}
+	if pc.SlowStart < 0 {
+		errs = append(errs, fmt.Errorf("slow start %v is negative", pc.SlowStart))
 	}
 	if pc.QueueTimeout < 0 {
 		errs = append(errs, fmt.Errorf("queue timeout %v is negative", pc.QueueTimeout))
@@ -178,6 +185,14 @@ func (p *Pool) SetBackends(bs []*backend.Backend) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	members := append([]*backend.Backend(nil), bs...)
+	var was map[*backend.Backend]bool
+	if prev := p.state.Load(); prev != nil && len(prev.members) > 0 {
+		was = make(map[*backend.Backend]bool, len(prev.members))
+		for _, b := range prev.members {
+			was[b] = true
+		}
+	}
+	now := time.Now()
 	next := &snapshot{members: members, conns: make(map[*backend.Backend]*conns, len(members))}
 	keep := make(map[string]bool, len(members))
 	for _, b := range members {
@@ -191,6 +206,9 @@ func (p *Pool) SetBackends(bs []*backend.Backend) {
 		}
 		next.conns[b] = cs
 		keep[b.Name] = true
+		if was != nil && !was[b] {
+			b.Returned(now) // joined a pool that was serving: slow start
+		}
 	}
 	for name, cs := range p.conns {
 		if !keep[name] {

@@ -98,6 +98,8 @@ func PoolConfigFrom(c *config.Config) core.PoolConfig {
 
 		RetryBudgetPercent: c.RetryBudgetPercent,
 		RetryBudgetFloor:   c.RetryBudgetFloor,
+
+		SlowStart: c.SlowStart,
 	}
 }
 
