@@ -266,6 +266,10 @@ func serve(cfg *config.Config, demo bool, sp *supervisor.Process, stdout io.Writ
 	}
 	pcfg := proxy.ConfigFrom(cfg)
 	pcfg.AccessLog, pcfg.Logger = access, log
+	if sp != nil {
+		// A breaker that opens or closes here does so in every process.
+		pcfg.Pool.OnBreaker = sp.ReportBreaker
+	}
 	p, err := proxy.New(pcfg, bs)
 	if err != nil {
 		return err

@@ -470,3 +470,63 @@ func TestRestartedProcessRunsTheSupervisorsConfiguration(t *testing.T) {
 		}
 	}
 }
+
+// TestProcessesShareBreakers: a backend whose breaker opens in one serving
+// process is ejected by all of them: requests on connections spread over
+// both processes avoid it from then on, and the opening is logged once,
+// by the process where it happened. Its health checks pass throughout.
+func TestProcessesShareBreakers(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int64
+	bad := newBackend(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/health" {
+				h.ServeHTTP(w, r)
+				return
+			}
+			hits.Add(1)
+			w.WriteHeader(503)
+		})
+	})
+	good := newBackend(t, nil)
+	r, _ := startRelay(t, "", "-config", writeConfig(t, "processes: 2\nbreaker_failures: 2\n"+
+		"breaker_statuses: [503]\nbreaker_open_time: 1m\n"+healthYAML+backendsYAML([]string{bad.url, good.url})))
+	childPIDs(t, r, 2)
+
+	// One keep-alive connection lands on one process: it alone sees the
+	// failures and opens the breaker.
+	c := newClient(t)
+	for i := 0; hits.Load() < 2; i++ {
+		if i > 20 {
+			t.Fatalf("bad got %d requests in %d", hits.Load(), i)
+		}
+		get(t, c, r.url("/"))
+	}
+	opened, ok := r.waitLog(5*time.Second, func(l logLine) bool { return l.Msg() == "circuit breaker opened" })
+	if !ok {
+		t.Fatalf("no \"circuit breaker opened\" line\nstdout:\n%s", r.stdout.text())
+	}
+	// New connections spread over both processes by the kernel's hash;
+	// none of 40 requests may reach bad once the message went round.
+	time.Sleep(100 * time.Millisecond)
+	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	before := hits.Load()
+	for i := range 40 {
+		if code, body := get(t, fresh, r.url("/n"+strconv.Itoa(i))); code != 200 || body != good.hello {
+			t.Fatalf("request %d: %d %q, want 200 from good", i, code, body)
+		}
+	}
+	if n := hits.Load() - before; n != 0 {
+		t.Errorf("bad got %d of 40 requests after its breaker opened in process %d", n, opened.Num("process"))
+	}
+	var lines int
+	for _, l := range r.logs() {
+		if l.Msg() == "circuit breaker opened" {
+			lines++
+		}
+	}
+	if lines != 1 {
+		t.Errorf("%d \"circuit breaker opened\" lines, want 1", lines)
+	}
+	r.stop()
+}

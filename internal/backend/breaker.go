@@ -36,6 +36,12 @@ func (b *Backend) ConsecutiveFailures() int { return int(b.consecutive.Load()) }
 // grow with each.
 func (b *Backend) Trip() int { return int(b.trips.Add(1)) }
 
+// Trips is the number of breaker openings since the last success.
+func (b *Backend) Trips() int { return int(b.trips.Load()) }
+
+// SetTrips sets the openings count, for a breaker another process opened.
+func (b *Backend) SetTrips(n int) { b.trips.Store(int32(n)) }
+
 // Close ends the breaker's open or half-open state after a success: the
 // ejection ends and the next opening counts from one again. It reports
 // whether there was an ejection to end.

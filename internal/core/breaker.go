@@ -64,6 +64,7 @@ func (p *Pool) judge(b *backend.Backend, probe bool, a *attempt) {
 		b.Succeed()
 		if probe && b.Close() {
 			p.core.cfg.Logger.Info("circuit breaker closed", "pool", p.cfg.Name, "backend", b.Name, "reason", "probe request succeeded")
+			p.announce(b, time.Time{})
 		}
 	case faulted:
 		n := b.Fail()
@@ -115,10 +116,10 @@ func (p *Pool) trip(b *backend.Backend, probe bool, n int, why string) {
 		"reason", fmt.Sprintf("%d failures in a row, the last: %s", n, why), "open_for", open.String())
 }
 
-// announce tells the pool's Ejections hook that b is ejected until until,
-// so other serving processes eject it too.
+// announce tells the pool's OnBreaker hook that b's breaker opened until
+// until, or closed when until is zero.
 func (p *Pool) announce(b *backend.Backend, until time.Time) {
-	if p.cfg.OnEject != nil {
-		p.cfg.OnEject(b, until)
+	if p.cfg.OnBreaker != nil {
+		p.cfg.OnBreaker(b, until)
 	}
 }

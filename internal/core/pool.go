@@ -55,9 +55,10 @@ type PoolConfig struct {
 	BreakerStatuses   []int
 	BreakerOpenTime   time.Duration
 	MaxEjectedPercent int
-	// OnEject, when set, learns of every breaker opening, so that other
-	// serving processes can eject the backend too.
-	OnEject func(b *backend.Backend, until time.Time)
+	// OnBreaker, when set, learns of every breaker opening (until is when
+	// it ends) and closing (until is zero), so that other serving
+	// processes eject and restore the backend too.
+	OnBreaker func(b *backend.Backend, until time.Time)
 
 	// Limits (queue.go). MaxRequests caps the requests in flight to each
 	// backend whose own MaxRequests is 0; 0 leaves them uncapped. A request

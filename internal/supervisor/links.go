@@ -65,6 +65,11 @@ func (l *links) attach(i int) (*os.File, error) {
 		snap.Backends = append(snap.Backends, BackendHealth{Name: b.Name, Up: b.Healthy()})
 	}
 	lk.queue <- Message{Kind: KindHealth, Health: snap}
+	for _, b := range l.bs {
+		if until := b.EjectedUntil(); !until.IsZero() {
+			lk.queue <- Message{Kind: KindBreaker, Breaker: BreakerOf(b, until)}
+		}
+	}
 	l.dropLocked(i)
 	l.byProc[i] = lk
 	go func() {
@@ -84,6 +89,10 @@ func (l *links) read(i int, lk *link) {
 		m, err := lk.ch.Recv()
 		if err != nil {
 			return
+		}
+		if m.Kind == KindBreaker {
+			l.breakerChanged(i, m.Breaker)
+			continue
 		}
 		if m.Kind != KindCounters {
 			l.log.Warn("unexpected message from a serving process", "process", i, "kind", string(m.Kind))
@@ -134,6 +143,31 @@ func (l *links) broadcast(m Message) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i, lk := range l.byProc {
+		select {
+		case lk.queue <- m:
+		default:
+			l.log.Error("process fell behind on messages from the supervisor; its channel is closed so it restarts", "process", i)
+			l.dropLocked(i)
+		}
+	}
+}
+
+// breakerChanged records a breaker that opened or closed in process from,
+// on the supervisor's own backend (so a process that starts later gets it),
+// and passes it to every other process.
+func (l *links) breakerChanged(from int, s *BreakerState) {
+	for _, b := range l.bs {
+		if b.Name == s.Name {
+			ApplyBreaker(b, s)
+		}
+	}
+	m := Message{Kind: KindBreaker, Breaker: s}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, lk := range l.byProc {
+		if i == from {
+			continue
+		}
 		select {
 		case lk.queue <- m:
 		default:

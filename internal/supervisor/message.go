@@ -22,6 +22,10 @@ const (
 	KindOperator Kind = "operator"
 	// KindCounters (up): a process's counters.
 	KindCounters Kind = "counters"
+	// KindBreaker (up and down): a backend's circuit breaker opened or
+	// closed in one process; the supervisor passes it to the others, so
+	// every process ejects and restores the backend together.
+	KindBreaker Kind = "breaker"
 )
 
 // Message is one message on the channel between the supervisor and a
@@ -33,6 +37,18 @@ type Message struct {
 	Health     *HealthUpdate    `json:"health,omitempty"`
 	Operator   *OperatorState   `json:"operator,omitempty"`
 	Counters   *ProcessCounters `json:"counters,omitempty"`
+	Breaker    *BreakerState    `json:"breaker,omitempty"`
+}
+
+// BreakerState is a backend's circuit breaker as one process left it.
+type BreakerState struct {
+	Name string `json:"name"`
+	// Until is when the ejection ends, in Unix nanoseconds; 0 means the
+	// breaker closed.
+	Until int64 `json:"until"`
+	// Trips counts the openings since the last success, which the next
+	// open time doubles from.
+	Trips int `json:"trips"`
 }
 
 // ConfigSource is a configuration as the supervisor loaded it: the file's
@@ -96,7 +112,7 @@ type BackendCounters struct {
 // validate reports what is wrong with a message received, naming it.
 func (m *Message) validate() error {
 	set := 0
-	for _, present := range []bool{m.Config != nil, m.Membership != nil, m.Health != nil, m.Operator != nil, m.Counters != nil} {
+	for _, present := range []bool{m.Config != nil, m.Membership != nil, m.Health != nil, m.Operator != nil, m.Counters != nil, m.Breaker != nil} {
 		if present {
 			set++
 		}
@@ -134,6 +150,13 @@ func (m *Message) validate() error {
 	case KindCounters:
 		if m.Counters == nil {
 			return errors.New(`"counters" message without counters`)
+		}
+	case KindBreaker:
+		if m.Breaker == nil || m.Breaker.Name == "" {
+			return errors.New(`"breaker" message without a backend name`)
+		}
+		if m.Breaker.Until < 0 || m.Breaker.Trips < 0 {
+			return fmt.Errorf(`"breaker" message: until %d and trips %d must not be negative`, m.Breaker.Until, m.Breaker.Trips)
 		}
 	default:
 		return fmt.Errorf("unknown message kind %q", m.Kind)

@@ -127,6 +127,10 @@ func (p *Process) Follow(bs []*backend.Backend, u Updates) error {
 				if b := byName[m.Operator.Name]; b != nil {
 					applyOperator(b, m.Operator)
 				}
+			case KindBreaker:
+				if b := byName[m.Breaker.Name]; b != nil {
+					ApplyBreaker(b, m.Breaker)
+				}
 			case KindMembership:
 				if u.Membership != nil {
 					byName = index(u.Membership(m.Membership))
@@ -155,6 +159,34 @@ func applyHealth(byName map[string]*backend.Backend, h *HealthUpdate) {
 			b.SetHealthy(s.Up)
 		}
 	}
+}
+
+// ApplyBreaker makes b's breaker what another process reported: ejected
+// until the time given, or closed.
+func ApplyBreaker(b *backend.Backend, s *BreakerState) {
+	if s.Until == 0 {
+		b.Close()
+		return
+	}
+	b.SetTrips(s.Trips)
+	b.Eject(time.Unix(0, s.Until))
+}
+
+// BreakerOf is b's breaker as a message carries it; a zero until means
+// closed.
+func BreakerOf(b *backend.Backend, until time.Time) *BreakerState {
+	s := &BreakerState{Name: b.Name, Trips: b.Trips()}
+	if !until.IsZero() {
+		s.Until = until.UnixNano()
+	}
+	return s
+}
+
+// ReportBreaker tells the supervisor that b's breaker opened until until,
+// or closed when until is zero, so the other processes follow. It is the
+// forwarding core's breaker hook (core.PoolConfig.OnBreaker).
+func (p *Process) ReportBreaker(b *backend.Backend, until time.Time) {
+	p.ch.Send(Message{Kind: KindBreaker, Breaker: BreakerOf(b, until)})
 }
 
 func applyOperator(b *backend.Backend, o *OperatorState) {
