@@ -57,7 +57,9 @@ func echoUpgradeBackend(t *testing.T, reqs chan<- *rawRequest) *rawBackend {
 		// The first echoed bytes go out with the 101, as servers that
 		// greet in the new protocol do.
 		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\nX-Session: 7\r\n\r\nhi\n")
-		io.Copy(c, br)
+		// Plain reads and writes: a splice would open pipes in this
+		// process, which the descriptor tests count as relay's.
+		io.Copy(struct{ io.Writer }{c}, struct{ io.Reader }{br})
 	})
 }
 
