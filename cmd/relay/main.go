@@ -176,14 +176,15 @@ func parseConfig(f *flags, src supervisor.ConfigSource) (*config.Config, error) 
 }
 
 // buildBackends makes the configured backends, all healthy until checked.
-func buildBackends(cfg *config.Config) ([]*backend.Backend, error) {
+// share turns a configured request cap into this process's part of it.
+func buildBackends(cfg *config.Config, share func(int) int) ([]*backend.Backend, error) {
 	bs := make([]*backend.Backend, 0, len(cfg.Backends))
 	for _, cb := range cfg.Backends {
 		b, err := backend.New(cb.URL, cb.Weight)
 		if err != nil {
 			return nil, err
 		}
-		b.MaxRequests = cb.MaxRequests
+		b.MaxRequests = share(cb.MaxRequests)
 		bs = append(bs, b)
 	}
 	return bs, nil
@@ -196,7 +197,7 @@ func supervise(cfg *config.Config, src supervisor.ConfigSource, args []string, d
 		return err
 	}
 	defer logOut.Close()
-	bs, err := buildBackends(cfg)
+	bs, err := buildBackends(cfg, func(n int) int { return n })
 	if err != nil {
 		return err
 	}
@@ -255,7 +256,13 @@ func serve(cfg *config.Config, demo bool, sp *supervisor.Process, stdout io.Writ
 		defer stop()
 	}
 
-	bs, err := buildBackends(cfg)
+	// With several processes each enforces its part of every request cap,
+	// so relay as a whole never exceeds it.
+	share := func(n int) int { return n }
+	if sp != nil {
+		share = func(n int) int { return supervisor.Share(n, supervisor.ProcessCount(cfg), sp.Index) }
+	}
+	bs, err := buildBackends(cfg, share)
 	if err != nil {
 		return err
 	}
@@ -266,6 +273,7 @@ func serve(cfg *config.Config, demo bool, sp *supervisor.Process, stdout io.Writ
 	}
 	pcfg := proxy.ConfigFrom(cfg)
 	pcfg.AccessLog, pcfg.Logger = access, log
+	pcfg.Pool.MaxRequests = share(pcfg.Pool.MaxRequests)
 	if sp != nil {
 		// A breaker that opens or closes here does so in every process.
 		pcfg.Pool.OnBreaker = sp.ReportBreaker
@@ -280,7 +288,7 @@ func serve(cfg *config.Config, demo bool, sp *supervisor.Process, stdout io.Writ
 		// starts from its snapshot. A transition takes effect on the
 		// backend itself: pickers read its state at every pick.
 		err := sp.Follow(bs, supervisor.Updates{
-			Membership: func(ms []supervisor.Member) []*backend.Backend { return applyMembership(p, ms, log) },
+			Membership: func(ms []supervisor.Member) []*backend.Backend { return applyMembership(p, ms, share, log) },
 			Ended: func(err error) {
 				log.Error("channel from the supervisor ended; stopping so that it restarts this process", "err", err)
 				syscall.Kill(os.Getpid(), syscall.SIGTERM)
@@ -344,7 +352,7 @@ func serve(cfg *config.Config, demo bool, sp *supervisor.Process, stdout io.Writ
 
 // applyMembership makes ms the pool's backends, keeping the Backend (and
 // with it the state) of every backend that stays with the same weight.
-func applyMembership(p *proxy.Proxy, ms []supervisor.Member, log *slog.Logger) []*backend.Backend {
+func applyMembership(p *proxy.Proxy, ms []supervisor.Member, share func(int) int, log *slog.Logger) []*backend.Backend {
 	cur := make(map[string]*backend.Backend)
 	for _, b := range p.Backends() {
 		cur[b.Name] = b
@@ -361,7 +369,7 @@ func applyMembership(p *proxy.Proxy, ms []supervisor.Member, log *slog.Logger) [
 			log.Error("membership from the supervisor: bad backend; keeping the current backends", "url", m.URL, "err", err)
 			return p.Backends()
 		}
-		b.MaxRequests = m.MaxRequests
+		b.MaxRequests = share(m.MaxRequests)
 		if old := cur[b.Name]; old != nil && old.Weight == b.Weight && old.MaxRequests == b.MaxRequests {
 			b = old
 		}

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -527,6 +529,59 @@ func TestProcessesShareBreakers(t *testing.T) {
 	}
 	if lines != 1 {
 		t.Errorf("%d \"circuit breaker opened\" lines, want 1", lines)
+	}
+	r.stop()
+}
+
+// A request cap holds for relay as a whole: with two processes and
+// backend_max_requests: 2, a slow backend under 20 concurrent clients on
+// fresh connections (spread over both processes by the kernel) never has
+// more than 2 requests at once, and every request is answered.
+func TestProcessesShareRequestCaps(t *testing.T) {
+	t.Parallel()
+	var now, most atomic.Int64
+	slow := newBackend(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/health" {
+				n := now.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				time.Sleep(50 * time.Millisecond)
+				now.Add(-1)
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	r, _ := startRelay(t, "", "-config", writeConfig(t, "processes: 2\nbackend_max_requests: 2\nqueue_timeout: 20s\n"+
+		healthYAML+backendsYAML([]string{slow.url})))
+	childPIDs(t, r, 2)
+
+	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for range 20 {
+		wg.Go(func() {
+			for range 3 {
+				resp, err := fresh.Get(r.url("/"))
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("at most %d requests at once at the backend", most.Load())
+	if most.Load() > 2 {
+		t.Errorf("the backend had %d requests at once; the cap is 2 for relay as a whole", most.Load())
+	}
+	if failed.Load() > 0 {
+		t.Errorf("%d of 60 requests failed", failed.Load())
 	}
 	r.stop()
 }

@@ -46,6 +46,7 @@ func decodeBackends(d *decoder, c *Config, v *yaml.Node) {
 						b.Weight = w
 					}
 				case "max_requests":
+					b.maxRequestsLine = k.Line
 					if n, ok := d.integer(val, prefix+".max_requests"); ok {
 						if n < 0 {
 							d.problem(k.Line, prefix+".max_requests", "must not be negative, got %d", n)

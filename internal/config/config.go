@@ -11,6 +11,7 @@ package config
 import (
 	"net/netip"
 	"net/url"
+	"runtime"
 	"strconv"
 	"time"
 )
@@ -101,10 +102,12 @@ type Backend struct {
 
 	// Where the entry came from, so problems name it as the operator wrote
 	// it: its key in the file ("backends[3]") even when earlier entries were
-	// dropped, the line of its weight, and the URL text before parsing.
-	key        string
-	weightLine int
-	raw        string
+	// dropped, the lines of its weight and max_requests, and the URL text
+	// before parsing.
+	key             string
+	weightLine      int
+	maxRequestsLine int
+	raw             string
 }
 
 // HealthCheck configures the active health checks run against every backend.
@@ -301,6 +304,15 @@ func Default() *Config {
 		ClientBodyTimeout:      DefaultClientBodyTimeout,
 		ClientBodyMinRate:      DefaultClientBodyMinRate,
 	}
+}
+
+// ServingProcesses is how many processes serve: Processes, or one per
+// core when it is 0.
+func (c *Config) ServingProcesses() int {
+	if c.Processes == 0 {
+		return runtime.NumCPU()
+	}
+	return c.Processes
 }
 
 // clone returns a copy that shares nothing mutable with c, so Apply can work

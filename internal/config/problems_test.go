@@ -53,6 +53,10 @@ func TestProblems(t *testing.T) {
 		{"weight not a number", y("backends:", b1, `    weight: "abc"`), 3, "backends[0].weight", `must be a whole number, got "abc"`},
 		{"weight a fraction", y("backends:", b1, "    weight: 1.5"), 3, "backends[0].weight", `must be a whole number, got "1.5"`},
 
+		// Request caps split over serving processes.
+		{"backend cap below processes", y("processes: 3", "backends:", b1, "    max_requests: 2"), 4, "backends[0].max_requests", "2 cannot be split over 3 serving processes"},
+		{"default cap below processes", y("processes: 2", "backend_max_requests: 1", "backends:", b1), 2, "backend_max_requests", "1 cannot be split over 2 serving processes"},
+
 		// Duplicates: the second entry is the one reported.
 		{"duplicate backend", y("backends:", b1, b1), 3, "backends[1].url", `duplicates the backend at line 2 (both are http://127.0.0.1:8001)`},
 		{"duplicate after normalising", y("backends:", "  - url: http://localhost", "  - url: HTTP://LocalHost:80/"), 3, "backends[1].url", "duplicates the backend at line 2 (both are http://localhost:80)"},

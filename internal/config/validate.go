@@ -137,6 +137,9 @@ func (c *Config) check(errs *Errors, opts Options) {
 	}
 	intRange("max_ejected_percent", c.MaxEjectedPercent, 0, 100)
 	intRange("backend_max_requests", c.BackendMaxRequests, 0, maxInt)
+	if n := c.ServingProcesses(); c.BackendMaxRequests > 0 && c.BackendMaxRequests < n {
+		bad("backend_max_requests", splitMsg, c.BackendMaxRequests, n)
+	}
 	intRange("max_queued_requests", c.MaxQueuedRequests, 0, maxInt)
 	if c.QueueTimeout < 0 {
 		bad("queue_timeout", "must not be negative, got %v", c.QueueTimeout)
@@ -149,6 +152,11 @@ func (c *Config) check(errs *Errors, opts Options) {
 }
 
 const maxInt = int(^uint(0) >> 1)
+
+// splitMsg explains a request cap too small to split: with several
+// processes each serves an equal part of every cap, and a part of 0 would
+// serve nothing.
+const splitMsg = "%d cannot be split over %d serving processes (each gets an equal part of the cap); set at least the process count, or 0 for no cap"
 
 // checkBackends reports empty lists, bad URLs and weights, and duplicates.
 func (c *Config) checkBackends(errs *Errors) {
@@ -188,6 +196,11 @@ func (c *Config) checkBackends(errs *Errors) {
 		case b.Weight > MaxWeight:
 			p := where(i, "weight", wl)
 			p.Msg = fmt.Sprintf("weight %d is above the maximum %d", b.Weight, MaxWeight)
+			errs.add(p)
+		}
+		if n := c.ServingProcesses(); b.MaxRequests > 0 && b.MaxRequests < n {
+			p := where(i, "max_requests", b.maxRequestsLine)
+			p.Msg = fmt.Sprintf(splitMsg, b.MaxRequests, n)
 			errs.add(p)
 		}
 		if len(msgs) > 0 {

@@ -24,12 +24,7 @@ import (
 const restartDelay = time.Second
 
 // ProcessCount resolves the processes setting: 0 means one per core.
-func ProcessCount(cfg *config.Config) int {
-	if cfg.Processes == 0 {
-		return runtime.NumCPU()
-	}
-	return cfg.Processes
-}
+func ProcessCount(cfg *config.Config) int { return cfg.ServingProcesses() }
 
 // ThreadsFor resolves the workers setting for a serving process: the
 // configured count, or with several processes the cores shared among them.
