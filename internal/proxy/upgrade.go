@@ -41,13 +41,27 @@ func (cc *clientConn) Tunnel(resp *h1.Response, up net.Conn, early []byte) int64
 	client := cc.conn.Conn
 	sent := make(chan int64, 1)
 	go func() {
-		n := pump(client, up)
-		closeWrite(client)
+		n, err := pump(client, up)
+		endTunnel(client, up, err)
 		sent <- n
 	}()
-	pump(up, client)
-	closeWrite(up)
+	_, err := pump(up, client)
+	endTunnel(up, client, err)
 	return <-sent
+}
+
+// endTunnel finishes one direction of a tunnel, from src to dst. A clean
+// end of src is passed on as a half-close, so the other direction may go
+// on; a failure on either side (a reset, a write to a peer that left) ends
+// the whole tunnel, so the other direction does not wait on a peer that is
+// gone for a backend that might never speak again.
+func endTunnel(dst, src net.Conn, err error) {
+	if err != nil {
+		dst.Close()
+		src.Close()
+		return
+	}
+	closeWrite(dst)
 }
 
 // tunnelBufSize is the buffer each direction of a tunnel copies through.
@@ -58,16 +72,16 @@ const tunnelBufSize = 16 << 10
 var tunnelBufs = sync.Pool{New: func() any { b := make([]byte, tunnelBufSize); return &b }}
 
 // pump copies src to dst until src ends or either side fails, and returns
-// the bytes written. It copies through a pooled buffer rather than letting
+// the bytes written and the first failure, nil when src ended cleanly. It copies through a pooled buffer rather than letting
 // io.Copy splice: on Linux a TCP-to-TCP io.Copy splices through a pipe pair
 // that Go keeps in a pool after the copy ends, so every tunnel would cost
 // four more descriptors and leave them open for minutes after it closed.
 // Hiding ReadFrom and WriteTo keeps a tunnel at its two sockets.
-func pump(dst io.Writer, src io.Reader) int64 {
+func pump(dst io.Writer, src io.Reader) (int64, error) {
 	buf := tunnelBufs.Get().(*[]byte)
-	n, _ := io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, *buf)
+	n, err := io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, *buf)
 	tunnelBufs.Put(buf)
-	return n
+	return n, err
 }
 
 var upgradeField = []byte("Upgrade")
