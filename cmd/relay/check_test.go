@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -158,4 +159,57 @@ func TestRefusesToStartOnBadFile(t *testing.T) {
 	if strings.Contains(stdout, "relay started") {
 		t.Errorf("relay claims to have started:\n%s", stdout)
 	}
+}
+
+// What the file names outside relay is checked by -check and before start:
+// a listen host that does not resolve and a log_file relay cannot write.
+func TestCheckFindsAnUnusableListenHostAndLogFile(t *testing.T) {
+	t.Parallel()
+	const one = "backends:\n  - http://127.0.0.1:8001\n"
+	dir := t.TempDir()
+	tests := []struct {
+		name, content, want string
+	}{
+		// .invalid never resolves (RFC 6761).
+		{"unresolvable listen host", "listen: no-such-host.invalid:8080\n" + one, `:1: listen: host "no-such-host.invalid" does not resolve`},
+		{"log_file in a missing directory", "log_file: " + filepath.Join(dir, "nope", "relay.log") + "\n" + one, ":1: log_file: cannot write"},
+		{"log_file is a directory", "log_file: " + dir + "\n" + one, "it is a directory"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, problems := checkProblems(t, tt.content)
+			if len(problems) != 1 || !strings.Contains(problems[0], tt.want) {
+				t.Errorf("problems %q, want one mentioning %q", problems, tt.want)
+			}
+		})
+	}
+
+	t.Run("a good log_file passes and is not created", func(t *testing.T) {
+		t.Parallel()
+		logFile := filepath.Join(t.TempDir(), "relay.log")
+		path := writeFile(t, t.TempDir(), "relay.yml", "listen: localhost:8080\nlog_file: "+logFile+"\n"+one)
+		if code, _, stderr := runRelay(t, "-check", "-config", path); code != 0 {
+			t.Fatalf("exit %d:\n%s", code, stderr)
+		}
+		if _, err := os.Stat(logFile); !os.IsNotExist(err) {
+			t.Errorf("-check left %s behind (%v)", logFile, err)
+		}
+		if ents, _ := os.ReadDir(filepath.Dir(logFile)); len(ents) != 0 {
+			t.Errorf("-check left %d files in the log directory", len(ents))
+		}
+	})
+
+	t.Run("start refuses an unwritable log_file", func(t *testing.T) {
+		t.Parallel()
+		path := writeFile(t, t.TempDir(), "relay.yml", "listen: 127.0.0.1:"+freePort(t)+"\nlog_file: "+
+			filepath.Join(dir, "missing", "relay.log")+"\n"+one)
+		code, stdout, stderr := runRelay(t, "-config", path)
+		if code == 0 || !strings.Contains(stderr, path+":2: log_file: cannot write") || !strings.Contains(stderr, "refusing to start") {
+			t.Errorf("exit %d, stderr:\n%s", code, stderr)
+		}
+		if strings.Contains(stdout, "relay started") {
+			t.Errorf("relay claims to have started:\n%s", stdout)
+		}
+	})
 }

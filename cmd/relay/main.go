@@ -114,6 +114,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		err = supervisor.CheckPlatform(cfg)
 	}
+	if err == nil && sp == nil {
+		// What the file names outside relay (the listen host, the log
+		// file), checked before anything starts; a serving process runs
+		// what its supervisor checked.
+		err = cfg.CheckEnvironment()
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		if f.check {
