@@ -381,6 +381,27 @@ func get(t *testing.T, c *http.Client, url string) result {
 	return do(t, c, req)
 }
 
+// getConcurrently runs clients goroutines that each GET url each times
+// over c, and counts the answers by status.
+func getConcurrently(t *testing.T, c *http.Client, url string, clients, each int) map[int]int {
+	t.Helper()
+	var mu sync.Mutex
+	statuses := make(map[int]int)
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			for range each {
+				res := get(t, c, url)
+				mu.Lock()
+				statuses[res.status]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return statuses
+}
+
 func post(t *testing.T, c *http.Client, url, body string) result {
 	t.Helper()
 	req, err := http.NewRequest("POST", url, strings.NewReader(body))

@@ -4,7 +4,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,15 +34,7 @@ func TestIdleUpstreamConnectionsCloseWithoutTraffic(t *testing.T) {
 	cfg.Pool.IdleTimeout = idle
 	r := startRelayExactly(t, cfg, b)
 	cl := newClient(t, 20, "")
-	var wg sync.WaitGroup
-	for range 20 {
-		wg.Go(func() {
-			for range 5 {
-				get(t, cl, r.url+"/")
-			}
-		})
-	}
-	wg.Wait()
+	getConcurrently(t, cl, r.url+"/", 20, 5)
 	stopped := time.Now()
 	if n := open.Load(); n < 2 {
 		t.Fatalf("only %d upstream connections open after the load; the test needs several", n)

@@ -36,25 +36,12 @@ func TestMaxRequestsQueuesTheExcess(t *testing.T) {
 	hb.b.MaxRequests = 2
 	r := startRelay(t, Config{}, hb.b)
 	cl := newClient(t, 20, "")
-	var wg sync.WaitGroup
-	var ok atomic.Int64
-	for range 20 {
-		wg.Go(func() {
-			for range 3 {
-				if res := get(t, cl, r.url+"/"); res.status == 200 {
-					ok.Add(1)
-				} else {
-					t.Errorf("status %d %q", res.status, res.body)
-				}
-			}
-		})
-	}
-	wg.Wait()
+	statuses := getConcurrently(t, cl, r.url+"/", 20, 3)
 	if m := maxSeen.Load(); m != 2 {
 		t.Errorf("the backend saw %d requests at once, want at most 2 (and 2 under this load)", m)
 	}
-	if ok.Load() != 60 {
-		t.Errorf("%d of 60 queued requests succeeded", ok.Load())
+	if statuses[200] != 60 {
+		t.Errorf("statuses %v, want 60 times 200: every queued request succeeds", statuses)
 	}
 	expectNoneInFlight(t, r)
 }
@@ -146,17 +133,9 @@ func TestRetryBudgetBoundsRetriesWhenEveryBackendFails(t *testing.T) {
 	cl := newClient(t, 4, "")
 	const requests = 400
 	start := time.Now()
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			for range requests / 4 {
-				if res := get(t, cl, r.url+"/"); res.status != 502 {
-					t.Errorf("status %d, want 502", res.status)
-				}
-			}
-		})
+	if statuses := getConcurrently(t, cl, r.url+"/", 4, requests/4); statuses[502] != requests {
+		t.Errorf("statuses %v, want %d times 502", statuses, requests)
 	}
-	wg.Wait()
 	seconds := int64(time.Since(start)/time.Second) + 1
 	retries := attempts.Load() - requests
 	bound := requests*20/100 + 3*seconds + 10

@@ -43,14 +43,7 @@ func TestSlowHeldBodyHoldsNoBackendAndGets408(t *testing.T) {
 	c, br := dialRelay(t, r)
 	write(t, c, "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
 	start := time.Now()
-	go func() {
-		for range 100 {
-			if _, err := c.Write([]byte("x")); err != nil {
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}()
+	go drip(c, 100, 50*time.Millisecond)
 	c.SetReadDeadline(time.Now().Add(ioTimeout))
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
@@ -81,14 +74,7 @@ func TestSlowStreamedBodyIsCutOffWithItsBackendConnection(t *testing.T) {
 	c, br := dialRelay(t, r)
 	write(t, c, "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n")
 	start := time.Now()
-	go func() {
-		for range 200 {
-			if _, err := c.Write([]byte("x")); err != nil {
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
+	go drip(c, 200, 20*time.Millisecond)
 	c.SetReadDeadline(time.Now().Add(ioTimeout))
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
@@ -201,5 +187,15 @@ func TestHeldBodyIsReplayedIntactOnRetry(t *testing.T) {
 				t.Errorf("%s: the body the good backend got differs from the one sent", tt.method)
 			}
 		})
+	}
+}
+
+// drip writes n bytes to c one at a time, every apart, until a write fails.
+func drip(c net.Conn, n int, every time.Duration) {
+	for range n {
+		if _, err := c.Write([]byte("x")); err != nil {
+			return
+		}
+		time.Sleep(every)
 	}
 }
