@@ -1,44 +1,54 @@
 package core
 
-import (
-	"sync/atomic"
-	"time"
-)
+import "sync/atomic"
 
 // budget limits a pool's retries to a share of its recent requests, as
 // Envoy's retry budgets and Finagle's do: every request earns percent/100
-// of a retry, every retry spends one. When a whole pool fails, retries can
-// add at most that share to the load instead of multiplying it by the
-// retry count. Earnings are capped at budgetBurst retries, so a long quiet
-// spell does not bank a flood for the next outage. Beyond the earnings,
-// floor retries a second are always allowed, so a relay with little
-// traffic can still retry.
+// of a retry, every retry spends one. When a whole pool fails, retries add
+// at most that share to the load instead of multiplying it by the retry
+// count. The earnings banked are capped at what the requests of the last
+// second earned (at least budgetBurst retries), so a backend that dies
+// under load can have every request it held retried at once, while a long
+// quiet spell does not bank a flood for the next outage. Beyond the
+// earnings, floor retries a second are always allowed, so a relay with
+// little traffic can still retry.
 type budget struct {
 	earn  int64        // milli-retries earned per request; 0: no budget
 	floor int64        // retries a second allowed beyond the earnings
-	milli atomic.Int64 // earned, in thousandths of a retry
-	sec   atomic.Int64 // the second floorUsed counts in
+	milli atomic.Int64 // earned and not spent, in thousandths of a retry
+	cap   atomic.Int64 // most milli-retries milli may hold
+	sec   atomic.Int64 // the second (Unix time) count and used count in
+	count atomic.Int64 // requests in sec
 	used  atomic.Int64 // floor retries taken in sec
 }
 
-// budgetBurst is the most retries the earnings hold.
+// budgetBurst is the fewest retries the earnings may hold.
 const budgetBurst = 10
 
 func newBudget(percent, floor int) *budget {
-	return &budget{earn: int64(percent) * 10, floor: int64(floor)}
+	b := &budget{earn: int64(percent) * 10, floor: int64(floor)}
+	b.cap.Store(budgetBurst * 1000)
+	return b
 }
 
-// request credits one request. At the cap it only reads, so a healthy
-// pool's requests write nothing shared here.
-func (b *budget) request() {
-	if b.earn == 0 || b.milli.Load() >= budgetBurst*1000 {
+// request credits one request arriving in second now. Below the cap it
+// adds to the earnings; every request adds one to the second's count,
+// which sets the next second's cap.
+func (b *budget) request(now int64) {
+	if b.earn == 0 {
 		return
 	}
-	b.milli.Add(b.earn)
+	if now != b.sec.Load() {
+		b.roll(now)
+	}
+	b.count.Add(1)
+	if b.milli.Load() < b.cap.Load() {
+		b.milli.Add(b.earn)
+	}
 }
 
-// retry reports whether one retry may go out, and spends it.
-func (b *budget) retry() bool {
+// retry reports whether one retry may go out in second now, and spends it.
+func (b *budget) retry(now int64) bool {
 	if b.earn == 0 {
 		return true
 	}
@@ -46,9 +56,28 @@ func (b *budget) retry() bool {
 		return true
 	}
 	b.milli.Add(1000)
-	now := time.Now().Unix()
-	if s := b.sec.Load(); s != now && b.sec.CompareAndSwap(s, now) {
-		b.used.Store(0)
+	if now != b.sec.Load() {
+		b.roll(now)
 	}
 	return b.used.Add(1) <= b.floor
+}
+
+// roll starts second now: the cap becomes what the last second's requests
+// earned (nothing when a quiet second came between), the floor is fresh,
+// and earnings above the new cap are let go. One caller wins the change.
+func (b *budget) roll(now int64) {
+	s := b.sec.Load()
+	if s == now || !b.sec.CompareAndSwap(s, now) {
+		return
+	}
+	last := b.count.Swap(0)
+	if now != s+1 {
+		last = 0
+	}
+	c := max(budgetBurst*1000, last*b.earn)
+	b.cap.Store(c)
+	b.used.Store(0)
+	if b.milli.Load() > c {
+		b.milli.Store(c)
+	}
 }

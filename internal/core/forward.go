@@ -59,7 +59,8 @@ func (p *Pool) forward(x *Exchange) Outcome {
 	if p.alg.HashesClient {
 		key = x.hashKey(p.core)
 	}
-	p.budget.request()
+	now := time.Now()
+	p.budget.request(now.Unix())
 	var tried, f balance.Filter // tried: backends tried; f: also those passed by
 	last := attempt{status: 503, msg: "no backend available"}
 	var lastB *backend.Backend
@@ -79,6 +80,7 @@ func (p *Pool) forward(x *Exchange) Outcome {
 				if !p.await(&queuedUntil, &last) {
 					break
 				}
+				now = time.Now()
 				f, full, picks = tried, false, 0
 				continue
 			}
@@ -100,13 +102,16 @@ func (p *Pool) forward(x *Exchange) Outcome {
 			full = full || isFull
 			continue
 		}
-		if tries > 0 && !p.budget.retry() {
-			b.Release()
-			if probe {
-				b.EndProbe()
+		if tries > 0 {
+			now = time.Now()
+			if !p.budget.retry(now.Unix()) {
+				b.Release()
+				if probe {
+					b.EndProbe()
+				}
+				last.msg += "; retry budget spent"
+				break
 			}
-			last.msg += "; retry budget spent"
-			break
 		}
 		if probe {
 			p.core.cfg.Logger.Info("circuit breaker half-open", "pool", p.cfg.Name, "backend", b.Name, "reason", "open time over: one probe request goes through")
@@ -117,7 +122,7 @@ func (p *Pool) forward(x *Exchange) Outcome {
 		tries++
 		tried.Add(b)
 		f.Add(b)
-		a := p.try(snap, b, x)
+		a := p.try(snap, b, x, now)
 		b.Release()
 		p.queue.wake()
 		p.judge(b, probe, &a)
@@ -189,10 +194,9 @@ func (p *Pool) fail(x *Exchange, a attempt, b *backend.Backend) Outcome {
 
 // try sends x to b and relays the response. A reused pooled connection
 // that turns out to be closed is replaced by a fresh one once, when the
-// request can be sent again.
-func (p *Pool) try(snap *snapshot, b *backend.Backend, x *Exchange) attempt {
+// request can be sent again. now is the time the attempt starts.
+func (p *Pool) try(snap *snapshot, b *backend.Backend, x *Exchange, now time.Time) attempt {
 	cs := snap.conns[b]
-	now := time.Now()
 	u, reused, err := cs.get(now)
 	if err != nil {
 		return p.unreachable(b, x, err)
