@@ -77,6 +77,19 @@ func (p *Pool) judge(b *backend.Backend, probe bool, a *attempt) {
 	}
 }
 
+// judgeHead judges x's half-open probe, if it is one, by its response
+// head: a response that streams for minutes, or a tunnel, must not keep
+// the backend half-open that long. What becomes of the body is judged
+// like any request's.
+func (p *Pool) judgeHead(x *Exchange, status int) {
+	if x.probe == nil {
+		return
+	}
+	a := attempt{status: status, health: served}
+	p.judge(x.probe, true, &a)
+	x.probe = nil
+}
+
 // trip opens b's breaker after its probe or its n-th failure in a row.
 func (p *Pool) trip(b *backend.Backend, probe bool, n int, why string) {
 	p.breakerMu.Lock()

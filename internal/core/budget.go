@@ -38,7 +38,7 @@ func (b *budget) request(now int64) {
 	if b.earn == 0 {
 		return
 	}
-	if now != b.sec.Load() {
+	if now > b.sec.Load() {
 		b.roll(now)
 	}
 	b.count.Add(1)
@@ -56,7 +56,7 @@ func (b *budget) retry(now int64) bool {
 		return true
 	}
 	b.milli.Add(1000)
-	if now != b.sec.Load() {
+	if now > b.sec.Load() {
 		b.roll(now)
 	}
 	return b.used.Add(1) <= b.floor
@@ -64,10 +64,12 @@ func (b *budget) retry(now int64) bool {
 
 // roll starts second now: the cap becomes what the last second's requests
 // earned (nothing when a quiet second came between), the floor is fresh,
-// and earnings above the new cap are let go. One caller wins the change.
+// and earnings above the new cap are let go. One caller wins the change;
+// a caller that read the clock before another rolled on changes nothing,
+// so the second never goes backwards.
 func (b *budget) roll(now int64) {
 	s := b.sec.Load()
-	if s == now || !b.sec.CompareAndSwap(s, now) {
+	if now <= s || !b.sec.CompareAndSwap(s, now) {
 		return
 	}
 	last := b.count.Swap(0)

@@ -66,3 +66,29 @@ func TestBudgetOff(t *testing.T) {
 		t.Errorf("no budget: %d of 100 retries allowed", got)
 	}
 }
+
+// A request that read the clock just before a second ended may count
+// after another rolled to the next second: the budget stays in the new
+// second, with its cap and floor, and counts the request there.
+func TestBudgetSecondNeverGoesBackwards(t *testing.T) {
+	b := newBudget(20, 3)
+	for range 1000 {
+		b.request(100)
+	}
+	b.request(101) // rolls: 1,000 requests earned 200 retries of cap
+	b.request(100) // late
+	if got := b.sec.Load(); got != 101 {
+		t.Fatalf("after a late request the budget is in second %d, want 101", got)
+	}
+	if got := b.cap.Load(); got != 200*1000 {
+		t.Errorf("cap %d milli-retries after the late request, want 200,000", got)
+	}
+	if got := b.count.Load(); got != 2 {
+		t.Errorf("second 101 counts %d requests, want 2", got)
+	}
+	// The floor is not refreshed by a late retry either.
+	b.milli.Store(0)
+	if got := retries(b, 101, 10) + retries(b, 100, 10); got != 3 {
+		t.Errorf("%d floor retries in second 101 with late callers, want 3", got)
+	}
+}

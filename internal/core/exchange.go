@@ -39,6 +39,9 @@ type Exchange struct {
 	held     heldBody    // a small body read whole (body.go)
 	limited  limitedBody // a chunked body under MaxBodyBytes
 	detached []byte      // the request head's bytes while a body is held
+	// probe is the backend whose half-open breaker this attempt probes,
+	// until its response head judges the probe (breaker.go).
+	probe *backend.Backend
 }
 
 // Peer is a client connection's address, worked out once per connection.

@@ -46,15 +46,16 @@ const (
 // forward picks backends and tries x on them until one answers or retrying
 // is no longer safe, then answers the client if the backend did not.
 //
-// Picking skips backends that cannot take the request now: a half-open
-// breaker whose probe is out, a backend at its request limit. When only
-// limits stood in the way, the request waits in the pool's queue and picks
-// again. When no backend at all is in rotation the pool panics: it picks
-// among every member an operator has not taken out, rather than answer 503
-// to requests a backend might still serve.
+// Picking passes by backends that cannot take the request now: a backend
+// at its request limit, a half-open breaker whose probe is out, one warming
+// up in slow start when others can take the request. When only limits
+// stood in the way, the request waits in the pool's queue and picks again.
+// When nothing else could take it, no backend is in rotation and the pool
+// panics: it picks among every member an operator has not taken out,
+// rather than answer 503 to requests a backend might still serve.
 func (p *Pool) forward(x *Exchange) Outcome {
 	snap := p.state.Load()
-	x.prepared, x.streamed = false, false
+	x.prepared, x.streamed, x.probe = false, false, nil
 	var key uint64
 	if p.alg.HashesClient {
 		key = x.hashKey(p.core)
@@ -65,26 +66,40 @@ func (p *Pool) forward(x *Exchange) Outcome {
 	last := attempt{status: 503, msg: "no backend available"}
 	var lastB *backend.Backend
 	var queuedUntil time.Time
-	tries, full := 0, false
+	var seen uint64 // the queue's wake count before this round of picks
+	if snap.limited {
+		seen = p.queue.seq.Load()
+	}
+	tries, full, fromTick := 0, false, false
 	warming := p.cfg.SlowStart > 0 // pass by backends in slow start (slowstart.go)
 	passedCold := false
-	for picks := 0; tries <= p.cfg.Retries && picks < 2*balance.MaxAttempts; picks++ {
-		b := snap.picker.Pick(key, f)
+	picks := 0 // since the last try, bounding the passes over a pool
+	for tries <= p.cfg.Retries {
+		var b *backend.Backend
+		if picks < 2*balance.MaxAttempts {
+			b = snap.picker.Pick(key, f)
+			picks++
+		}
 		if b == nil {
 			if passedCold {
 				// Every backend left is warming: take one anyway.
-				f, warming, passedCold = tried, false, false
+				f, warming, passedCold, picks = tried, false, false, 0
 				continue
 			}
 			if full {
-				if !p.await(&queuedUntil, &last) {
-					break
+				end := p.await(x, &queuedUntil, seen)
+				if end != woken && end != ticked {
+					return p.unqueued(x, end)
 				}
-				now = time.Now()
-				f, full, picks = tried, false, 0
+				seen = p.queue.seq.Load()
+				f, full, fromTick, picks = tried, false, end == ticked, 0
 				continue
 			}
-			if tries == 0 && f.Tried() == 0 && !f.Panic && len(snap.members) > 0 {
+			if tries == 0 && !f.Panic && len(snap.members) > 0 {
+				// Nothing could take the request: no member is in
+				// rotation, or the only ones are half-open with their
+				// probe out.
+				f, picks = tried, 0
 				f.Panic = true
 				p.enterPanic()
 				continue
@@ -92,40 +107,54 @@ func (p *Pool) forward(x *Exchange) Outcome {
 			break
 		}
 		if warming && p.cold(b, key) {
-			f.Add(b)
+			passBy(&f, &tried, b)
 			passedCold = true
 			continue
 		}
 		ok, probe, isFull := b.Admit(p.limit(b), !f.Panic)
 		if !ok {
-			f.Add(b)
+			passBy(&f, &tried, b)
 			full = full || isFull
 			continue
+		}
+		if fromTick {
+			// The longest waiter found a place nobody announced: there
+			// may be more for the next one.
+			p.queue.wake()
+			fromTick = false
 		}
 		if tries > 0 {
 			now = time.Now()
 			if !p.budget.retry(now.Unix()) {
-				b.Release()
-				if probe {
-					b.EndProbe()
-				}
+				p.release(snap, b, probe)
 				last.msg += "; retry budget spent"
 				break
 			}
 		}
 		if probe {
 			p.core.cfg.Logger.Info("circuit breaker half-open", "pool", p.cfg.Name, "backend", b.Name, "reason", "open time over: one probe request goes through")
+			x.probe = b
 		}
 		if tries == 0 && !f.Panic {
 			p.leavePanic()
 		}
-		tries++
+		tries, picks = tries+1, 0
 		tried.Add(b)
-		f.Add(b)
+		passBy(&f, &tried, b)
 		a := p.try(snap, b, x, now)
-		b.Release()
-		p.queue.wake()
-		p.judge(b, probe, &a)
+		switch {
+		case !probe:
+			p.judge(b, false, &a)
+		case x.probe != nil:
+			// No response head came to judge the probe by.
+			x.probe = nil
+			p.judge(b, true, &a)
+		case a.health == faulted:
+			// The head judged the probe; then the body broke off.
+			p.judge(b, false, &a)
+		}
+		// The verdict is in before a waiter is woken to pick.
+		p.release(snap, b, false)
 		if a.verdict == answered {
 			return Outcome{Status: a.status, Backend: b, In: a.in, Out: a.out}
 		}
@@ -140,6 +169,30 @@ func (p *Pool) forward(x *Exchange) Outcome {
 	return p.fail(x, last, lastB)
 }
 
+// passBy adds b to f, the backends this request passed by or tried. When f
+// can hold no more it starts again from tried, so that a backend the
+// request was tried on is never picked again.
+func passBy(f, tried *balance.Filter, b *backend.Backend) {
+	if f.Tried() == balance.MaxAttempts {
+		panicking := f.Panic
+		*f = *tried
+		f.Panic = panicking
+	}
+	f.Add(b)
+}
+
+// release ends a request's place on b, gives back its probe place if it
+// held one unused, and wakes the longest waiter to take the place.
+func (p *Pool) release(snap *snapshot, b *backend.Backend, probe bool) {
+	if probe {
+		b.EndProbe()
+	}
+	b.Release()
+	if snap.limited {
+		p.queue.wake()
+	}
+}
+
 const msgUnreachable = "backend unreachable"
 
 // limit is b's cap on requests in flight, 0 for none.
@@ -150,25 +203,33 @@ func (p *Pool) limit(b *backend.Backend) int64 {
 	return int64(p.cfg.MaxRequests)
 }
 
-// await queues the request until a backend may have a place, and reports
-// whether to pick again. *until is the request's queue deadline, set on
-// its first wait; a request that times out or finds the queue full gets
-// last's 503 with the reason.
-func (p *Pool) await(until *time.Time, last *attempt) bool {
+// await queues the request until a backend may have a place. *until is
+// the request's queue deadline, set on its first wait; seen is the
+// queue's wake count read before the picks that found no place.
+func (p *Pool) await(x *Exchange, until *time.Time, seen uint64) waitEnd {
 	again := !until.IsZero()
 	if !again {
 		*until = time.Now().Add(p.cfg.QueueTimeout)
 	}
-	woken, full := p.queue.wait(*until, p.cfg.MaxQueued, again)
-	switch {
-	case woken:
-		return true
-	case full:
-		*last = attempt{status: 503, msg: "every backend is at its request limit and the queue is full"}
-	default:
-		*last = attempt{status: 503, msg: "every backend is at its request limit: queue timeout"}
+	end := p.queue.wait(*until, p.cfg.MaxQueued, again, seen, x.Door.Gone)
+	if end == woken && x.Door.Gone() {
+		p.queue.wake() // the place goes to the next waiter
+		return clientGone
 	}
-	return false
+	return end
+}
+
+// unqueued answers a request that left the queue without a place: 503
+// when the queue was full or its time ran out, nothing to a client that
+// went away (499).
+func (p *Pool) unqueued(x *Exchange, end waitEnd) Outcome {
+	switch end {
+	case queueFull:
+		return p.fail(x, attempt{status: 503, msg: "every backend is at its request limit and the queue is full"}, nil)
+	case timedOut:
+		return p.fail(x, attempt{status: 503, msg: "every backend is at its request limit: queue timeout"}, nil)
+	}
+	return Outcome{Status: 499}
 }
 
 // enterPanic notes that the pool has no backend in rotation and balances
@@ -264,9 +325,15 @@ func (p *Pool) exchange(b *backend.Backend, u *upstream, x *Exchange, now time.T
 	}
 	isHead := req.IsMethod("HEAD")
 	resp := &x.resp
+	interim := false // an informational response reached the client
 	for {
 		if err := u.br.ReadResponse(resp, isHead); err != nil {
-			return p.responseFailed(u, x, err, in)
+			a, end := p.responseFailed(u, x, err, in)
+			if interim && a.verdict == retry {
+				// Bytes reached the client: the request is not sent again.
+				a.verdict, end = failed, closeConn
+			}
+			return a, end
 		}
 		if resp.Status >= 200 || resp.Status == 101 {
 			break
@@ -277,6 +344,7 @@ func (p *Pool) exchange(b *backend.Backend, u *upstream, x *Exchange, now time.T
 			if x.Door.Interim(resp) != nil {
 				return attempt{status: 499, in: in}, closeConn
 			}
+			interim = true
 		}
 	}
 	if resp.Status == 101 {
@@ -284,12 +352,14 @@ func (p *Pool) exchange(b *backend.Backend, u *upstream, x *Exchange, now time.T
 			return attempt{verdict: failed, status: 502, msg: "backend switched protocols unasked", in: in,
 				health: faulted, fault: "switched protocols unasked"}, closeConn
 		}
+		p.judgeHead(x, 101)
 		// Bytes that arrived behind the head belong to the new protocol.
 		early := u.br.Peek()
 		u.br.Discard(len(early))
 		out := x.Door.Tunnel(resp, u.conn.Conn, early)
 		return attempt{status: 101, in: in, out: out, health: served}, closeConn
 	}
+	p.judgeHead(x, resp.Status)
 	x.respBody.reset(u, resp, p.cfg.ResponseTimeout, x.Door)
 	out, rerr, werr := x.Door.Respond(resp, &x.respBody)
 	a := attempt{status: resp.Status, in: in, out: out, health: served}

@@ -156,6 +156,9 @@ type snapshot struct {
 	members []*backend.Backend
 	picker  balance.Picker
 	conns   map[*backend.Backend]*conns
+	// limited says some member has a request limit, so requests may
+	// queue and a request ending must wake the queue.
+	limited bool
 }
 
 func newPool(c *Core, pc PoolConfig) (*Pool, error) {
@@ -206,6 +209,7 @@ func (p *Pool) SetBackends(bs []*backend.Backend) {
 			p.conns[b.Name] = cs
 		}
 		next.conns[b] = cs
+		next.limited = next.limited || p.limit(b) > 0
 		keep[b.Name] = true
 		if was != nil && !was[b] {
 			b.Returned(now) // joined a pool that was serving: slow start
@@ -220,6 +224,9 @@ func (p *Pool) SetBackends(bs []*backend.Backend) {
 	next.picker = p.alg.New(members, balance.Options{Rand: p.cfg.Rand})
 	p.state.Store(next)
 }
+
+// Queued is the number of requests waiting in the pool's queue.
+func (p *Pool) Queued() int { return p.queue.Len() }
 
 // Backends returns the pool's members.
 func (p *Pool) Backends() []*backend.Backend { return p.state.Load().members }

@@ -9,24 +9,50 @@ import (
 // queue holds the requests of a pool that found every backend they could
 // go to at its request limit (MaxRequests), first come first served, as
 // HAProxy's maxconn queue and Envoy's pending requests do: a spike waits at
-// relay instead of toppling the backends. A request that ends on a backend
-// of the pool wakes the longest waiter, which picks again.
+// relay instead of toppling the backends.
+//
+// A request that ends on a backend of the pool wakes the longest waiter,
+// which picks again. Places also open without a request ending: a backend
+// passes its health check, its breaker closes or its ejection runs out, a
+// backend joins the pool. Nothing announces those, so the longest waiter
+// also picks again every queueTick; when it gets a place, it wakes the next
+// one, and so on while places last.
 type queue struct {
 	mu      sync.Mutex
 	waiters []chan struct{}
-	n       atomic.Int32 // len(waiters), read by every release
+	n       atomic.Int32 // len(waiters), read by every wake
+	// seq counts wakes. A request reads it before it picks; when it has
+	// moved by the time the request is queued, a place may have opened
+	// that no waiter was woken for (the releaser saw an empty queue), so
+	// the request picks again at once.
+	seq atomic.Uint64
 }
 
-// wait queues the caller until a place may have opened or deadline passes,
-// and reports which. A request woken before that did not find a place
-// waits again at the front (again set), keeping its turn. full reports the
-// queue held max waiters already, so the caller was not queued.
-func (q *queue) wait(deadline time.Time, limit int, again bool) (woken, full bool) {
+// queueTick is how often the longest waiter picks again unwoken, and how
+// often every waiter looks whether its client went away.
+const queueTick = 100 * time.Millisecond
+
+// waitEnd is how a wait in the queue ended.
+type waitEnd uint8
+
+const (
+	woken      waitEnd = iota // a place opened: pick again
+	ticked                    // the longest waiter's turn to look: pick again
+	timedOut                  // the deadline passed
+	queueFull                 // the queue held its limit already
+	clientGone                // the request's client went away
+)
+
+// wait queues the caller until a place may have opened, the deadline
+// passes, or gone reports the client went away. A request woken before
+// that did not find a place waits again at the front (again set), keeping
+// its turn. seen is q.seq as the caller read it before it picked.
+func (q *queue) wait(deadline time.Time, limit int, again bool, seen uint64, gone func() bool) waitEnd {
 	ch := make(chan struct{}, 1)
 	q.mu.Lock()
 	if !again && len(q.waiters) >= limit {
 		q.mu.Unlock()
-		return false, true
+		return queueFull
 	}
 	if again {
 		q.waiters = append(q.waiters, nil)
@@ -38,30 +64,68 @@ func (q *queue) wait(deadline time.Time, limit int, again bool) (woken, full boo
 	q.n.Add(1)
 	q.mu.Unlock()
 
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
-	select {
-	case <-ch:
-		return true, false
-	case <-t.C:
+	if q.seq.Load() != seen {
+		q.leave(ch)
+		return woken
 	}
+	t := time.NewTimer(min(time.Until(deadline), queueTick))
+	defer t.Stop()
+	for {
+		select {
+		case <-ch:
+			return woken
+		case <-t.C:
+		}
+		now := time.Now()
+		switch {
+		case !now.Before(deadline):
+			if q.leave(ch) {
+				return woken
+			}
+			return timedOut
+		case gone():
+			if q.leave(ch) {
+				q.wake() // the turn it was given goes to the next
+			}
+			return clientGone
+		case q.head(ch):
+			if q.leave(ch) {
+				return woken
+			}
+			return ticked
+		}
+		t.Reset(min(deadline.Sub(now), queueTick))
+	}
+}
+
+// leave takes ch out of the queue. It reports whether ch had been woken
+// already (and takes the wake), in which case it was no longer queued.
+func (q *queue) leave(ch chan struct{}) (wasWoken bool) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	for i, w := range q.waiters {
 		if w == ch {
 			q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
 			q.n.Add(-1)
-			return false, false
+			q.mu.Unlock()
+			return false
 		}
 	}
-	// Woken as the timer fired: take the turn.
-	<-ch
-	return true, false
+	q.mu.Unlock()
+	<-ch // wake sends right after taking ch out
+	return true
 }
 
-// wake lets the longest waiter pick again. It costs one atomic load while
-// nobody waits.
+// head reports whether ch is the longest waiter.
+func (q *queue) head(ch chan struct{}) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.waiters) > 0 && q.waiters[0] == ch
+}
+
+// wake lets the longest waiter pick again. While nobody waits it costs
+// one atomic add and one load; pools without request limits never call it.
 func (q *queue) wake() {
+	q.seq.Add(1)
 	if q.n.Load() == 0 {
 		return
 	}

@@ -56,7 +56,7 @@ func (cb *clientBody) Read(p []byte) (int, error) {
 	if cfg.BodyTimeout > 0 {
 		whole := cb.start.Add(cfg.BodyTimeout)
 		if cfg.BodyMinRate > 0 {
-			whole = whole.Add(time.Duration(cb.got) * time.Second / time.Duration(cfg.BodyMinRate))
+			whole = whole.Add(allowance(cb.got, int64(cfg.BodyMinRate)))
 		}
 		if whole.Before(d) {
 			d = whole
@@ -66,6 +66,21 @@ func (cb *clientBody) Read(p []byte) (int, error) {
 	n, err := cb.b.Read(p)
 	cb.got += int64(n)
 	return n, err
+}
+
+// maxAllowance caps the time a body's bytes earn: far beyond any timeout,
+// far below where a time.Duration overflows.
+const maxAllowance = 100 * 365 * 24 * time.Hour
+
+// allowance is how long got bytes may take at rate bytes a second: the
+// time a body at least that fast has earned beyond body_timeout. It holds
+// for any size; got*time.Second alone overflows past 9.2 GB.
+func allowance(got, rate int64) time.Duration {
+	secs := got / rate
+	if secs >= int64(maxAllowance/time.Second) {
+		return maxAllowance
+	}
+	return time.Duration(secs)*time.Second + time.Duration(got%rate)*time.Second/time.Duration(rate)
 }
 
 // Done reports whether the body has been read to its end.
