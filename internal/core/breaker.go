@@ -1,7 +1,9 @@
 package core
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"relay/internal/backend"
@@ -63,8 +65,9 @@ func (p *Pool) judge(b *backend.Backend, probe bool, a *attempt) {
 	case served:
 		b.Succeed()
 		if probe && b.Close() {
-			p.core.cfg.Logger.Info("circuit breaker closed", "pool", p.cfg.Name, "backend", b.Name, "reason", "probe request succeeded")
-			p.announce(b, time.Time{})
+			const why = "probe request succeeded"
+			p.core.cfg.Logger.Log(context.Background(), p.breakerLevel(slog.LevelInfo), "circuit breaker closed", "pool", p.cfg.Name, "backend", b.Name, "reason", why)
+			p.announce(b, time.Time{}, why)
 		}
 	case faulted:
 		n := b.Fail()
@@ -119,20 +122,30 @@ func (p *Pool) trip(b *backend.Backend, probe bool, n int, why string) {
 	open = min(open, max(MaxBreakerOpenTime, p.cfg.BreakerOpenTime))
 	until := time.Now().Add(open)
 	b.Eject(until)
-	p.announce(b, until)
+	msg := "circuit breaker opened"
+	reason := fmt.Sprintf("%d failures in a row, the last: %s", n, why)
 	if probe {
-		log.Warn("circuit breaker reopened", "pool", p.cfg.Name, "backend", b.Name,
-			"reason", "probe request failed: "+why, "open_for", open.String())
-		return
+		msg, reason = "circuit breaker reopened", "probe request failed: "+why
 	}
-	log.Warn("circuit breaker opened", "pool", p.cfg.Name, "backend", b.Name,
-		"reason", fmt.Sprintf("%d failures in a row, the last: %s", n, why), "open_for", open.String())
+	log.Log(context.Background(), p.breakerLevel(slog.LevelWarn), msg, "pool", p.cfg.Name, "backend", b.Name,
+		"reason", reason, "open_for", open.String())
+	p.announce(b, until, reason)
 }
 
 // announce tells the pool's OnBreaker hook that b's breaker opened until
-// until, or closed when until is zero.
-func (p *Pool) announce(b *backend.Backend, until time.Time) {
+// until, or closed when until is zero, and why.
+func (p *Pool) announce(b *backend.Backend, until time.Time, reason string) {
 	if p.cfg.OnBreaker != nil {
-		p.cfg.OnBreaker(b, until)
+		p.cfg.OnBreaker(b, until, reason)
 	}
+}
+
+// breakerLevel is the level of a breaker's change in the log: level, or
+// debug when an OnBreaker hook reports changes to a supervisor, which logs
+// each change once for all processes.
+func (p *Pool) breakerLevel(level slog.Level) slog.Level {
+	if p.cfg.OnBreaker != nil {
+		return slog.LevelDebug
+	}
+	return level
 }

@@ -91,7 +91,7 @@ func (p *Pool) forward(x *Exchange) Outcome {
 				if end != woken && end != ticked {
 					return p.unqueued(x, end)
 				}
-				seen = p.queue.seq.Load()
+				now, seen = time.Now(), p.queue.seq.Load()
 				f, full, fromTick, picks = tried, false, end == ticked, 0
 				continue
 			}

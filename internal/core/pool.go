@@ -56,9 +56,10 @@ type PoolConfig struct {
 	BreakerOpenTime   time.Duration
 	MaxEjectedPercent int
 	// OnBreaker, when set, learns of every breaker opening (until is when
-	// it ends) and closing (until is zero), so that other serving
-	// processes eject and restore the backend too.
-	OnBreaker func(b *backend.Backend, until time.Time)
+	// it ends) and closing (until is zero), with the reason, so that other
+	// serving processes eject and restore the backend too. Whoever it
+	// reports to logs the change; the pool logs it at debug level.
+	OnBreaker func(b *backend.Backend, until time.Time, reason string)
 
 	// Limits (queue.go). MaxRequests caps the requests in flight to each
 	// backend whose own MaxRequests is 0; 0 leaves them uncapped. A request

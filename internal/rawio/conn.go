@@ -161,8 +161,16 @@ func (s *Conn) WriteThenRead(req, buf []byte) (int, error) {
 	w := &s.wtr
 	*w = wtrState{req: req, buf: buf}
 	err := s.raw.Read(s.wtrFn)
-	n, rest, errno, op := w.n, w.req, w.errno, w.op
+	n, rest, errno, op, written := w.n, w.req, w.errno, w.op, w.written
 	*w = wtrState{}
+	if !written {
+		// The poller refused before the callback ran (a read deadline
+		// that had passed already): the request must still go out.
+		if _, err := s.Write(req); err != nil {
+			return 0, err
+		}
+		return s.Read(buf)
+	}
 	if err == nil && errno == 0 && len(rest) > 0 {
 		// The socket buffer was full: finish through the poller.
 		if _, err := s.Write(rest); err != nil {

@@ -163,6 +163,29 @@ func TestConnWriteThenRead(t *testing.T) {
 	}
 }
 
+// A read deadline that passed before WriteThenRead is called times the
+// read out, but the request still goes out: a caller that waits on for
+// the answer (relay looks whether its client is there, then reads again)
+// must get one.
+func TestConnWriteThenReadWithAPassedDeadlineStillWrites(t *testing.T) {
+	s, peer := tcpPair(t)
+	s.SetReadDeadline(time.Now().Add(-time.Second))
+	peer.SetDeadline(time.Now().Add(ioTimeout))
+	buf := make([]byte, 16)
+	if _, err := s.WriteThenRead([]byte("ping"), buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("WriteThenRead with a passed deadline: %v, want a timeout", err)
+	}
+	got := make([]byte, 4)
+	if _, err := io.ReadFull(peer, got); err != nil || string(got) != "ping" {
+		t.Fatalf("peer read %q, %v; want the request", got, err)
+	}
+	peer.Write([]byte("pong"))
+	s.SetReadDeadline(time.Now().Add(ioTimeout))
+	if n, err := s.Read(buf); err != nil || string(buf[:n]) != "pong" {
+		t.Fatalf("reading on: %q, %v", buf[:n], err)
+	}
+}
+
 // TestConnWriteThenReadLargeRequest writes a request larger than the
 // socket buffers: the rest goes out through the poller before the read.
 func TestConnWriteThenReadLargeRequest(t *testing.T) {

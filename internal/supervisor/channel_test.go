@@ -155,7 +155,7 @@ func TestProcessFollowsTheSupervisor(t *testing.T) {
 	checked := newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002")
 	checked[1].SetHealthy(false)
 	src := ConfigSource{Generation: 1, Name: "relay.yml", Data: []byte("x: 1\n")}
-	l := newLinks(checked, src, slog.New(slog.DiscardHandler))
+	l := newLinks(checked, src, 50, slog.New(slog.DiscardHandler))
 	p := attachProcess(t, l, 0)
 	if !reflect.DeepEqual(p.Config, src) {
 		t.Fatalf("process got configuration %+v, want %+v", p.Config, src)
@@ -189,7 +189,7 @@ func TestProcessFollowsTheSupervisor(t *testing.T) {
 // stall the supervisor; its queue fills and it loses its channel.
 func TestSlowProcessLosesItsChannel(t *testing.T) {
 	bs := newBackends(t, "http://127.0.0.1:8001")
-	l := newLinks(bs, ConfigSource{Generation: 1}, slog.New(slog.DiscardHandler))
+	l := newLinks(bs, ConfigSource{Generation: 1}, 50, slog.New(slog.DiscardHandler))
 	slow := attachProcess(t, l, 0) // never reads again
 	done := make(chan struct{})
 	go func() {
@@ -223,7 +223,7 @@ func TestSlowProcessLosesItsChannel(t *testing.T) {
 // totals, so they never go backwards.
 func TestCountersSumOverProcesses(t *testing.T) {
 	bs := newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002")
-	l := newLinks(bs, ConfigSource{Generation: 1}, slog.New(slog.DiscardHandler))
+	l := newLinks(bs, ConfigSource{Generation: 1}, 50, slog.New(slog.DiscardHandler))
 	procs := []*Process{attachProcess(t, l, 0), attachProcess(t, l, 1)}
 	own := [][]*backend.Backend{newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002"), newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002")}
 	for i, n := range []int{3, 5} {

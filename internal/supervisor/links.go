@@ -7,6 +7,7 @@ import (
 	"sort"
 	"sync"
 	"syscall"
+	"time"
 
 	"relay/internal/backend"
 )
@@ -21,6 +22,9 @@ type links struct {
 	log    *slog.Logger
 	bs     []*backend.Backend // the backends the supervisor checks
 	config ConfigSource
+	// maxEjected is the most breakers may hold out, in percent of the
+	// backends: the bound every process keeps, kept here for them all.
+	maxEjected int
 
 	mu      sync.Mutex
 	byProc  map[int]*link
@@ -34,8 +38,8 @@ type link struct {
 	queue chan Message
 }
 
-func newLinks(bs []*backend.Backend, config ConfigSource, log *slog.Logger) *links {
-	return &links{log: log, bs: bs, config: config, byProc: map[int]*link{},
+func newLinks(bs []*backend.Backend, config ConfigSource, maxEjected int, log *slog.Logger) *links {
+	return &links{log: log, bs: bs, config: config, maxEjected: maxEjected, byProc: map[int]*link{},
 		latest: map[int]*ProcessCounters{}, retired: map[string]BackendCounters{}}
 }
 
@@ -142,6 +146,10 @@ func (l *links) dropLocked(i int) {
 func (l *links) broadcast(m Message) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.broadcastLocked(m)
+}
+
+func (l *links) broadcastLocked(m Message) {
 	for i, lk := range l.byProc {
 		select {
 		case lk.queue <- m:
@@ -152,29 +160,65 @@ func (l *links) broadcast(m Message) {
 	}
 }
 
-// breakerChanged records a breaker that opened or closed in process from,
-// on the supervisor's own backend (so a process that starts later gets it),
-// and passes it to every other process.
+// breakerChanged takes in a breaker that opened or closed in process from.
+// Processes judge their own requests, so two may change the same breaker,
+// or breakers of different backends, at the same moment; the supervisor
+// decides. It applies the changes one at a time, in the order they
+// arrive, on its own backends; refuses an opening that would hold out
+// more than maxEjected percent of the backends (another process ejected
+// one meanwhile); logs each change of state once; and sends its verdict to
+// every process, the sender included. Every process applies the same
+// verdicts in the same order, so all end where the supervisor is.
 func (l *links) breakerChanged(from int, s *BreakerState) {
-	for _, b := range l.bs {
-		if b.Name == s.Name {
-			ApplyBreaker(b, s)
+	var b *backend.Backend
+	for _, c := range l.bs {
+		if c.Name == s.Name {
+			b = c
 		}
 	}
-	m := Message{Kind: KindBreaker, Breaker: s}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for i, lk := range l.byProc {
-		if i == from {
-			continue
+	if b == nil {
+		// Not a backend the supervisor knows: pass it on as it came.
+		l.broadcastLocked(Message{Kind: KindBreaker, Breaker: s})
+		return
+	}
+	verdict := *s
+	switch {
+	case s.Until == 0:
+		if b.Ejected() {
+			l.log.Info("circuit breaker closed", "backend", b.Name, "reason", s.Reason, "process", from)
 		}
-		select {
-		case lk.queue <- m:
-		default:
-			l.log.Error("process fell behind on messages from the supervisor; its channel is closed so it restarts", "process", i)
-			l.dropLocked(i)
+	case !b.EjectedUntil().IsZero():
+		// Open already: another process saw it first. The later end stands.
+	case b.Ejected():
+		l.log.Warn("circuit breaker reopened", "backend", b.Name, "reason", s.Reason, "process", from,
+			"open_for", time.Until(time.Unix(0, s.Until)).Round(time.Millisecond).String())
+	case l.tooManyEjected(b):
+		l.log.Warn("circuit breaker not opened: too many backends ejected already", "backend", b.Name,
+			"reason", s.Reason, "process", from, "max_ejected_percent", l.maxEjected)
+		verdict = BreakerState{Name: s.Name, Reason: "too many backends ejected already"}
+	default:
+		l.log.Warn("circuit breaker opened", "backend", b.Name, "reason", s.Reason, "process", from,
+			"open_for", time.Until(time.Unix(0, s.Until)).Round(time.Millisecond).String())
+	}
+	if verdict.Until != 0 && b.EjectedUntil().After(time.Unix(0, verdict.Until)) {
+		verdict = *BreakerOf(b, b.EjectedUntil())
+	}
+	ApplyBreaker(b, &verdict)
+	l.broadcastLocked(Message{Kind: KindBreaker, Breaker: &verdict})
+}
+
+// tooManyEjected reports whether ejecting b too would hold out more than
+// maxEjected percent of the backends.
+func (l *links) tooManyEjected(b *backend.Backend) bool {
+	out := 1
+	for _, c := range l.bs {
+		if c != b && c.Ejected() {
+			out++
 		}
 	}
+	return out*100 > l.maxEjected*len(l.bs)
 }
 
 // healthChanged sends one backend's transition to every process.

@@ -49,6 +49,8 @@ type BreakerState struct {
 	// Trips counts the openings since the last success, which the next
 	// open time doubles from.
 	Trips int `json:"trips"`
+	// Reason says why it changed, for the one log line of the change.
+	Reason string `json:"reason,omitempty"`
 }
 
 // ConfigSource is a configuration as the supervisor loaded it: the file's

@@ -183,10 +183,14 @@ func BreakerOf(b *backend.Backend, until time.Time) *BreakerState {
 }
 
 // ReportBreaker tells the supervisor that b's breaker opened until until,
-// or closed when until is zero, so the other processes follow. It is the
-// forwarding core's breaker hook (core.PoolConfig.OnBreaker).
-func (p *Process) ReportBreaker(b *backend.Backend, until time.Time) {
-	p.ch.Send(Message{Kind: KindBreaker, Breaker: BreakerOf(b, until)})
+// or closed when until is zero, and why. The supervisor decides, logs the
+// change and sends its verdict to every process, this one included
+// (links.breakerChanged). It is the forwarding core's breaker hook
+// (core.PoolConfig.OnBreaker).
+func (p *Process) ReportBreaker(b *backend.Backend, until time.Time, reason string) {
+	s := BreakerOf(b, until)
+	s.Reason = reason
+	p.ch.Send(Message{Kind: KindBreaker, Breaker: s})
 }
 
 func applyOperator(b *backend.Backend, o *OperatorState) {

@@ -133,7 +133,7 @@ func Run(opts Options) error {
 	defer signal.Stop(sigs)
 
 	// The supervisor checks the backends once for every process.
-	lk := newLinks(opts.Backends, opts.Source, log)
+	lk := newLinks(opts.Backends, opts.Source, opts.Config.MaxEjectedPercent, log)
 	stopChecks, err := opts.StartChecks(lk.healthChanged)
 	if err != nil {
 		return err

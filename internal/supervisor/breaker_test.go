@@ -1,0 +1,123 @@
+package supervisor
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"relay/internal/backend"
+)
+
+// lockedBuffer is a log destination read while the supervisor writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.b.String(), s)
+}
+
+// Two processes open the breakers of two different backends at the same
+// moment, each within max_ejected_percent (50) on its own: together they
+// would hold out both backends of two. The supervisor keeps the first and
+// refuses the second, both processes end with the same one backend
+// ejected, and each change is logged once.
+func TestCrossingBreakerOpeningsEndTheSameInEveryProcess(t *testing.T) {
+	for round := range 20 {
+		checked := newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002")
+		var logs lockedBuffer
+		l := newLinks(checked, ConfigSource{Generation: 1}, 50, slog.New(slog.NewTextHandler(&logs, nil)))
+		procs := []*Process{attachProcess(t, l, 0), attachProcess(t, l, 1)}
+		own := make([][]*backend.Backend, 2)
+		for i, p := range procs {
+			own[i] = newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002")
+			if err := p.Follow(own[i], Updates{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Process i trips backend i: locally, then it reports.
+		until := time.Now().Add(time.Minute)
+		var wg sync.WaitGroup
+		for i, p := range procs {
+			wg.Go(func() {
+				b := own[i][i]
+				b.Trip()
+				b.Eject(until)
+				p.ReportBreaker(b, until, "3 failures in a row")
+			})
+		}
+		wg.Wait()
+		agree := func() bool {
+			for j := range 2 {
+				if own[0][j].Ejected() != own[1][j].Ejected() || own[0][j].Ejected() != checked[j].Ejected() {
+					return false
+				}
+			}
+			return logs.count("circuit breaker not opened") == 1
+		}
+		waitFor(t, "both processes following the supervisor's verdicts", agree)
+		out := 0
+		for _, b := range checked {
+			if b.Ejected() {
+				out++
+			}
+		}
+		if out != 1 {
+			t.Fatalf("round %d: %d of 2 backends ejected, want 1 (max_ejected_percent 50)", round, out)
+		}
+		if n := logs.count("circuit breaker opened"); n != 1 {
+			t.Fatalf("round %d: %d \"opened\" lines, want 1; logs:\n%s", round, n, logs.b.String())
+		}
+	}
+}
+
+// Two processes open the same backend's breaker at once: it opens once,
+// with one log line, and stays open in both.
+func TestTheSameBreakerOpenedTwiceIsLoggedOnce(t *testing.T) {
+	checked := newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002", "http://127.0.0.1:8003")
+	var logs lockedBuffer
+	l := newLinks(checked, ConfigSource{Generation: 1}, 50, slog.New(slog.NewTextHandler(&logs, nil)))
+	procs := []*Process{attachProcess(t, l, 0), attachProcess(t, l, 1)}
+	own := make([][]*backend.Backend, 2)
+	for i, p := range procs {
+		own[i] = newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002", "http://127.0.0.1:8003")
+		if err := p.Follow(own[i], Updates{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, p := range procs {
+		until := time.Now().Add(time.Minute + time.Duration(i)*time.Millisecond)
+		own[i][0].Trip()
+		own[i][0].Eject(until)
+		p.ReportBreaker(own[i][0], until, "3 failures in a row")
+	}
+	waitFor(t, "the supervisor taking in both", func() bool { return checked[0].Ejected() })
+	time.Sleep(50 * time.Millisecond)
+	if n := logs.count("circuit breaker opened"); n != 1 {
+		t.Errorf("%d \"opened\" lines, want 1; logs:\n%s", n, logs.b.String())
+	}
+	if !own[0][0].Ejected() || !own[1][0].Ejected() {
+		t.Error("the breaker is not open in both processes")
+	}
+	// One process's probe succeeds: closed everywhere, logged once.
+	own[1][0].Close()
+	procs[1].ReportBreaker(own[1][0], time.Time{}, "probe request succeeded")
+	waitFor(t, "the breaker closing everywhere", func() bool {
+		return !checked[0].Ejected() && !own[0][0].Ejected() && !own[1][0].Ejected()
+	})
+	if n := logs.count("circuit breaker closed"); n != 1 {
+		t.Errorf("%d \"closed\" lines, want 1; logs:\n%s", n, logs.b.String())
+	}
+}
