@@ -12,53 +12,50 @@ import (
 	"relay/internal/core"
 )
 
-// probeConfig opens a breaker after three 503s in a row for open, with no
-// retries and no cap on the share ejected, so one backend can be ejected.
-func probeConfig(open time.Duration) Config {
+// startTripped starts relay over one backend that answers 503 until its
+// breaker opens (three in a row, no retries, no cap on the share ejected)
+// and then hands its requests to then. It returns once the open time has
+// passed: the next request is the half-open probe.
+func startTripped(t *testing.T, open time.Duration, then http.HandlerFunc) (*testRelay, *http.Client, *httpBackend) {
+	t.Helper()
+	var tripped atomic.Bool
+	hb := newHTTPBackend(t, "tripped", 1, func(w http.ResponseWriter, r *http.Request) {
+		if !tripped.Load() {
+			w.WriteHeader(503)
+			return
+		}
+		then(w, r)
+	})
 	cfg := withDefaults(Config{})
 	cfg.Pool.BreakerFailures = 3
 	cfg.Pool.BreakerStatuses = []int{503}
 	cfg.Pool.BreakerOpenTime = open
 	cfg.Pool.Retries = 0
 	cfg.Pool.MaxEjectedPercent = 100
-	return cfg
-}
-
-// tripBreaker sends requests until the backend has answered three 503s
-// and its breaker opened.
-func tripBreaker(t *testing.T, cl *http.Client, r *testRelay, hb *httpBackend) {
-	t.Helper()
+	r := startRelayExactly(t, cfg, hb.b)
+	cl := newClient(t, 2, "")
 	for range 3 {
 		if res := get(t, cl, r.url+"/"); res.status != 503 {
 			t.Fatalf("tripping the breaker: %d", res.status)
 		}
 	}
 	eventually(t, "the breaker opening", hb.b.Ejected)
+	tripped.Store(true)
+	time.Sleep(open)
+	return r, cl, hb
 }
 
 // A probe whose response streams for a long time closes the breaker as
 // soon as its head arrives: the backend takes its share again while the
 // body is still on its way, instead of staying half-open for the stream.
 func TestProbeIsJudgedByItsResponseHead(t *testing.T) {
-	const open = 300 * time.Millisecond
-	var streaming atomic.Bool
-	hb := newHTTPBackend(t, "streamer", 1, func(w http.ResponseWriter, r *http.Request) {
-		if !streaming.Load() {
-			w.WriteHeader(503)
-			return
-		}
-		w.WriteHeader(200)
+	r, cl, hb := startTripped(t, 300*time.Millisecond, func(w http.ResponseWriter, r *http.Request) {
 		for range 15 {
 			w.(http.Flusher).Flush()
 			time.Sleep(100 * time.Millisecond)
 			w.Write([]byte("x"))
 		}
 	})
-	r := startRelayExactly(t, probeConfig(open), hb.b)
-	cl := newClient(t, 2, "")
-	tripBreaker(t, cl, r, hb)
-	streaming.Store(true)
-	time.Sleep(open)
 
 	resp, err := cl.Get(r.url + "/stream") // the probe
 	if err != nil {
@@ -80,21 +77,10 @@ func TestProbeIsJudgedByItsResponseHead(t *testing.T) {
 // requests are not refused: no backend is in rotation, so the pool panics
 // and balances over all of them.
 func TestHalfOpenBackendWithItsProbeOutDoesNotRefuseOthers(t *testing.T) {
-	const open = 300 * time.Millisecond
-	var slow atomic.Bool
-	hb := newHTTPBackend(t, "slow", 1, func(w http.ResponseWriter, r *http.Request) {
-		if !slow.Load() {
-			w.WriteHeader(503)
-			return
-		}
+	r, cl, hb := startTripped(t, 300*time.Millisecond, func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(500 * time.Millisecond)
 		w.Write([]byte("slow"))
 	})
-	r := startRelayExactly(t, probeConfig(open), hb.b)
-	cl := newClient(t, 2, "")
-	tripBreaker(t, cl, r, hb)
-	slow.Store(true)
-	time.Sleep(open)
 
 	probe := make(chan result, 1)
 	go func() { probe <- get(t, cl, r.url+"/probe") }()

@@ -11,22 +11,11 @@ import (
 	"relay/internal/backend"
 )
 
-// lockedBuffer is a log destination read while the supervisor writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.b.String(), s)
+// logCount counts the lines of the supervisor's log that hold msg.
+func logCount(logs *LockedWriter, msg string) int {
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	return strings.Count(logs.W.(*bytes.Buffer).String(), msg)
 }
 
 // Two processes open the breakers of two different backends at the same
@@ -37,8 +26,8 @@ func (l *lockedBuffer) count(s string) int {
 func TestCrossingBreakerOpeningsEndTheSameInEveryProcess(t *testing.T) {
 	for round := range 20 {
 		checked := newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002")
-		var logs lockedBuffer
-		l := newLinks(checked, ConfigSource{Generation: 1}, 50, slog.New(slog.NewTextHandler(&logs, nil)))
+		logs := &LockedWriter{W: new(bytes.Buffer)}
+		l := newLinks(checked, ConfigSource{Generation: 1}, 50, slog.New(slog.NewTextHandler(logs, nil)))
 		procs := []*Process{attachProcess(t, l, 0), attachProcess(t, l, 1)}
 		own := make([][]*backend.Backend, 2)
 		for i, p := range procs {
@@ -65,7 +54,7 @@ func TestCrossingBreakerOpeningsEndTheSameInEveryProcess(t *testing.T) {
 					return false
 				}
 			}
-			return logs.count("circuit breaker not opened") == 1
+			return logCount(logs, "circuit breaker not opened") == 1
 		}
 		waitFor(t, "both processes following the supervisor's verdicts", agree)
 		out := 0
@@ -77,8 +66,8 @@ func TestCrossingBreakerOpeningsEndTheSameInEveryProcess(t *testing.T) {
 		if out != 1 {
 			t.Fatalf("round %d: %d of 2 backends ejected, want 1 (max_ejected_percent 50)", round, out)
 		}
-		if n := logs.count("circuit breaker opened"); n != 1 {
-			t.Fatalf("round %d: %d \"opened\" lines, want 1; logs:\n%s", round, n, logs.b.String())
+		if n := logCount(logs, "circuit breaker opened"); n != 1 {
+			t.Fatalf("round %d: %d \"opened\" lines, want 1; logs:\n%s", round, n, logs.W)
 		}
 	}
 }
@@ -87,8 +76,8 @@ func TestCrossingBreakerOpeningsEndTheSameInEveryProcess(t *testing.T) {
 // with one log line, and stays open in both.
 func TestTheSameBreakerOpenedTwiceIsLoggedOnce(t *testing.T) {
 	checked := newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002", "http://127.0.0.1:8003")
-	var logs lockedBuffer
-	l := newLinks(checked, ConfigSource{Generation: 1}, 50, slog.New(slog.NewTextHandler(&logs, nil)))
+	logs := &LockedWriter{W: new(bytes.Buffer)}
+	l := newLinks(checked, ConfigSource{Generation: 1}, 50, slog.New(slog.NewTextHandler(logs, nil)))
 	procs := []*Process{attachProcess(t, l, 0), attachProcess(t, l, 1)}
 	own := make([][]*backend.Backend, 2)
 	for i, p := range procs {
@@ -105,8 +94,8 @@ func TestTheSameBreakerOpenedTwiceIsLoggedOnce(t *testing.T) {
 	}
 	waitFor(t, "the supervisor taking in both", func() bool { return checked[0].Ejected() })
 	time.Sleep(50 * time.Millisecond)
-	if n := logs.count("circuit breaker opened"); n != 1 {
-		t.Errorf("%d \"opened\" lines, want 1; logs:\n%s", n, logs.b.String())
+	if n := logCount(logs, "circuit breaker opened"); n != 1 {
+		t.Errorf("%d \"opened\" lines, want 1; logs:\n%s", n, logs.W)
 	}
 	if !own[0][0].Ejected() || !own[1][0].Ejected() {
 		t.Error("the breaker is not open in both processes")
@@ -117,7 +106,7 @@ func TestTheSameBreakerOpenedTwiceIsLoggedOnce(t *testing.T) {
 	waitFor(t, "the breaker closing everywhere", func() bool {
 		return !checked[0].Ejected() && !own[0][0].Ejected() && !own[1][0].Ejected()
 	})
-	if n := logs.count("circuit breaker closed"); n != 1 {
-		t.Errorf("%d \"closed\" lines, want 1; logs:\n%s", n, logs.b.String())
+	if n := logCount(logs, "circuit breaker closed"); n != 1 {
+		t.Errorf("%d \"closed\" lines, want 1; logs:\n%s", n, logs.W)
 	}
 }
