@@ -1,5 +1,3 @@
-//go:build linux
-
 package main
 
 import (
@@ -8,6 +6,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,71 +14,126 @@ import (
 	"time"
 )
 
-// demoServer is cmd/server running as a process of its own, so a test can
-// kill it the way a crash or the OOM killer would.
-type demoServer struct {
+// backendProc is cmd/server running as a child process on a fixed
+// loopback port, so it can be killed by its pid and started again on the
+// same port.
+type backendProc struct {
 	bin, port string
 	cmd       *exec.Cmd
+	exited    chan struct{} // closed once cmd has been waited for
 }
 
-func startDemoServer(t *testing.T, bin, port string) *demoServer {
+// startBackendProc starts cmd/server on port and waits until it answers;
+// it is killed at cleanup.
+func startBackendProc(t *testing.T, bin, port string) *backendProc {
 	t.Helper()
-	s := &demoServer{bin: bin, port: port}
-	s.start(t)
-	t.Cleanup(func() { s.kill() })
-	return s
-}
-
-func (s *demoServer) start(t *testing.T) {
-	t.Helper()
-	s.cmd = exec.Command(s.bin, "-addr", "127.0.0.1:"+s.port, "-quiet")
-	if err := s.cmd.Start(); err != nil {
+	p := &backendProc{bin: bin, port: port}
+	t.Cleanup(func() { p.kill(t) })
+	if err := p.start(); err != nil {
 		t.Fatal(err)
 	}
+	return p
+}
+
+func (p *backendProc) url() string { return "http://127.0.0.1:" + p.port }
+
+// start runs the process and polls /health until it answers 200.
+func (p *backendProc) start() error {
+	cmd := exec.Command(p.bin, "-addr", "127.0.0.1:"+p.port, "-quiet")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start cmd/server on %s: %v", p.port, err)
+	}
+	exited := make(chan struct{})
+	p.cmd, p.exited = cmd, exited
+	go func() { cmd.Wait(); close(exited) }()
+	c := &http.Client{Timeout: time.Second}
 	deadline := time.Now().Add(startTimeout)
 	for {
-		resp, err := http.Get("http://127.0.0.1:" + s.port + "/health")
+		resp, err := c.Get(p.url() + "/health")
 		if err == nil {
 			resp.Body.Close()
-			return
+			if resp.StatusCode == 200 {
+				return nil
+			}
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("cmd/server on port %s exited before answering: %s", p.port, stderr.String())
+		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("cmd/server on port %s did not answer: %v", s.port, err)
+			return fmt.Errorf("cmd/server on port %s did not answer within %v: %v", p.port, startTimeout, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// kill sends SIGKILL to the server's process and reaps it.
-func (s *demoServer) kill() {
-	if s.cmd != nil && s.cmd.Process != nil {
-		s.cmd.Process.Kill()
-		s.cmd.Wait()
+// kill sends SIGKILL to the process by its pid and waits until it is reaped.
+func (p *backendProc) kill(t *testing.T) {
+	if p.cmd == nil {
+		return
+	}
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	p.cmd.Process.Kill()
+	select {
+	case <-p.exited:
+	case <-time.After(exitTimeout):
+		t.Errorf("cmd/server pid %d did not exit after SIGKILL", p.cmd.Process.Pid)
 	}
 }
 
-// Continuous GET load from 50 clients for 20 s over three backends, each a
-// process of its own; one is killed with SIGKILL 5 s in and started again
-// 10 s later. No client request fails: the requests the dying backend held
-// are retried elsewhere (the retry budget banks what the last second's
-// requests earned, enough for all of them), its breaker and health check
-// take it out, and it takes traffic again once both allow.
-func TestKilledBackendCostsNoRequests(t *testing.T) {
-	t.Parallel()
+// buildServer builds cmd/server for a test that runs it as a process.
+func buildServer(t *testing.T) string {
+	t.Helper()
 	bin := filepath.Join(t.TempDir(), "server")
 	if out, err := exec.Command("go", "build", "-o", bin, "../server").CombinedOutput(); err != nil {
 		t.Fatalf("go build cmd/server: %v\n%s", err, out)
 	}
-	servers := make([]*demoServer, 3)
-	urls := make([]string, 3)
-	for i := range servers {
-		servers[i] = startDemoServer(t, bin, freePort(t))
-		urls[i] = "http://127.0.0.1:" + servers[i].port
+	return bin
+}
+
+func TestKilledBackendCostsNoRequests(t *testing.T) {
+	t.Parallel()
+	killBackendUnderLoad(t, 1)
+}
+
+// With two serving processes, each has its own connection pools and retry
+// budget, and breakers agree through the supervisor.
+func TestKilledBackendCostsNoRequestsWithTwoProcesses(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("several serving processes need Linux")
 	}
-	// A breaker open for 3 s, not 30, so the restarted backend is back
-	// before the load ends: it returns once its checks pass and the breaker
-	// is past its open time.
-	r, _ := startRelay(t, "", "-config", writeConfig(t, "access_log: false\nbreaker_open_time: 3s\n"+
+	t.Parallel()
+	killBackendUnderLoad(t, 2)
+}
+
+// killBackendUnderLoad: 50 keep-alive clients send GET / for 20 s over
+// three cmd/server processes; 5 s in one of them is killed with SIGKILL,
+// and 10 s later it is started again on the same port. No request may
+// fail (a transport error or any status but 200): the requests the dying
+// backend held are retried elsewhere (the retry budget banks what the last
+// second's requests earned, enough for all of them), its breaker and
+// health check take it out. The health checks must log it down and up
+// again, and it must answer requests again before the load ends.
+func killBackendUnderLoad(t *testing.T, processes int) {
+	bin := buildServer(t)
+	servers := make([]*backendProc, 3)
+	urls := make([]string, len(servers))
+	for i := range servers {
+		servers[i] = startBackendProc(t, bin, freePort(t))
+		urls[i] = servers[i].url()
+	}
+	victim := servers[1]
+	// breaker_open_time 2s instead of 30s: the restarted backend returns
+	// once its checks pass and its breaker is past its open time, which
+	// must happen within the 5 s the load runs after the restart.
+	r, _ := startRelay(t, "", "-config", writeConfig(t, fmt.Sprintf("processes: %d\n", processes)+"access_log: false\nbreaker_open_time: 2s\n"+
 		"health_check_interval: 500ms\nhealth_check_timeout: 250ms\nhealth_check_rise: 2\nhealth_check_fall: 2\n"+
 		backendsYAML(urls)))
 
@@ -89,60 +143,91 @@ func TestKilledBackendCostsNoRequests(t *testing.T) {
 		killAt   = 5 * time.Second
 		downFor  = 10 * time.Second
 	)
-	victim := servers[1]
 	var (
 		total, failed atomic.Int64
-		afterRestart  atomic.Int64 // answers from the victim once it is back
 		restarted     atomic.Bool
 		mu            sync.Mutex
+		perPort       = map[string]int{} // answers by backend port, whole run
+		afterRestart  = map[string]int{} // answers by backend port once the victim is back
 		failures      []string
 		wg            sync.WaitGroup
 	)
 	start := time.Now()
 	for range clients {
 		wg.Go(func() {
-			c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
-			defer c.CloseIdleConnections()
+			tr := &http.Transport{MaxIdleConnsPerHost: 1}
+			defer tr.CloseIdleConnections()
+			c := &http.Client{Transport: tr, Timeout: 5 * time.Second}
 			for time.Since(start) < duration {
+				sent := time.Since(start)
 				resp, err := c.Get(r.url("/"))
 				var body []byte
+				status := 0
 				if err == nil {
+					status = resp.StatusCode
 					body, err = io.ReadAll(resp.Body)
 					resp.Body.Close()
 				}
+				back := restarted.Load()
 				total.Add(1)
-				switch {
-				case err != nil || resp.StatusCode != 200:
+				mu.Lock()
+				if err != nil || status != 200 {
 					failed.Add(1)
-					mu.Lock()
 					if len(failures) < 10 {
-						failures = append(failures, fmt.Sprintf("at %v: %v %s", time.Since(start).Round(time.Millisecond), err, body))
-						if err == nil {
-							failures[len(failures)-1] = fmt.Sprintf("at %v: %d %q", time.Since(start).Round(time.Millisecond), resp.StatusCode, body)
-						}
+						failures = append(failures, fmt.Sprintf("sent %v in: status %d, error %v, body %q",
+							sent.Round(time.Millisecond), status, err, body))
 					}
-					mu.Unlock()
-				case restarted.Load() && strings.Contains(string(body), victim.port):
-					afterRestart.Add(1)
+				} else {
+					port := strings.TrimSuffix(strings.TrimPrefix(string(body), "Hello World from "), " server\n")
+					perPort[port]++
+					if back {
+						afterRestart[port]++
+					}
 				}
+				mu.Unlock()
 			}
 		})
 	}
-	time.Sleep(killAt)
-	victim.kill()
-	killed := time.Now()
-	time.Sleep(downFor)
-	victim.start(t)
+	time.Sleep(killAt - time.Since(start))
+	killedPID := victim.cmd.Process.Pid
+	victim.kill(t)
+	killed := time.Since(start)
+	time.Sleep(killAt + downFor - time.Since(start))
+	restartErr := victim.start()
 	restarted.Store(true)
-	t.Logf("backend on %s killed %v in, started again %v later", victim.port, killed.Sub(start).Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))
+	back := time.Since(start)
 	wg.Wait()
+	elapsed := time.Since(start)
+	if restartErr != nil {
+		t.Fatalf("starting the killed backend again: %v", restartErr)
+	}
 
-	t.Logf("%d requests, %d failed; the restarted backend answered %d", total.Load(), failed.Load(), afterRestart.Load())
+	t.Logf("cmd/server on %s: pid %d killed %v in, pid %d answering again %v in",
+		victim.port, killedPID, killed.Round(time.Millisecond), victim.cmd.Process.Pid, back.Round(time.Millisecond))
+	for _, l := range r.logs() {
+		if l.Str("backend") == victim.url() && (l.Msg() == "backend down" || l.Msg() == "backend up" ||
+			strings.HasPrefix(l.Msg(), "circuit breaker")) {
+			t.Logf("relay: %s %q (process %d)", l.Str("time"), l.Msg(), l.Num("process"))
+		}
+	}
+	t.Logf("%d requests from %d clients in %v, %d failed; answers by port %v; after the restart %v",
+		total.Load(), clients, elapsed.Round(time.Millisecond), failed.Load(), perPort, afterRestart)
 	if failed.Load() > 0 {
 		t.Errorf("%d of %d requests failed, want none; the first:\n%s", failed.Load(), total.Load(), strings.Join(failures, "\n"))
 	}
-	if afterRestart.Load() == 0 {
-		t.Errorf("the restarted backend took no traffic in the last %v", duration-killAt-downFor)
+	for _, s := range servers {
+		if s != victim && afterRestart[s.port] == 0 {
+			t.Errorf("backend %s answered nothing in the last %v", s.port, duration-killAt-downFor)
+		}
+	}
+	if afterRestart[victim.port] == 0 {
+		t.Errorf("the restarted backend %s answered none of the requests of the last %v", victim.port, duration-killAt-downFor)
+	}
+	if _, ok := r.waitLog(0, transition("backend down", victim.url())); !ok {
+		t.Errorf("no \"backend down\" line for the killed backend %s", victim.url())
+	}
+	if _, ok := r.waitLog(0, transition("backend up", victim.url())); !ok {
+		t.Errorf("no \"backend up\" line for the restarted backend %s", victim.url())
 	}
 	r.stop()
 }

@@ -1,7 +1,9 @@
 package core
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"time"
 
@@ -132,7 +134,8 @@ func (p *Pool) forward(x *Exchange) Outcome {
 			}
 		}
 		if probe {
-			p.core.cfg.Logger.Info("circuit breaker half-open", "pool", p.cfg.Name, "backend", b.Name, "reason", "open time over: one probe request goes through")
+			p.core.cfg.Logger.Log(context.Background(), p.breakerLevel(slog.LevelInfo), "circuit breaker half-open",
+				"pool", p.cfg.Name, "backend", b.Name, "reason", "open time over: one probe request goes through")
 			x.probe = b
 		}
 		if tries == 0 && !f.Panic {
