@@ -1,6 +1,9 @@
 package core
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // budget limits a pool's retries to a share of its recent requests, as
 // Envoy's retry budgets and Finagle's do: every request earns percent/100
@@ -13,11 +16,12 @@ import "sync/atomic"
 // earnings, floor retries a second are always allowed, so a relay with
 // little traffic can still retry.
 type budget struct {
+	epoch time.Time    // seconds count from here, on the monotonic clock
 	earn  int64        // milli-retries earned per request; 0: no budget
 	floor int64        // retries a second allowed beyond the earnings
 	milli atomic.Int64 // earned and not spent, in thousandths of a retry
 	cap   atomic.Int64 // most milli-retries milli may hold
-	sec   atomic.Int64 // the second (Unix time) count and used count in
+	sec   atomic.Int64 // the second (since epoch) count and used count in
 	count atomic.Int64 // requests in sec
 	used  atomic.Int64 // floor retries taken in sec
 }
@@ -26,10 +30,14 @@ type budget struct {
 const budgetBurst = 10
 
 func newBudget(percent, floor int) *budget {
-	b := &budget{earn: int64(percent) * 10, floor: int64(floor)}
+	b := &budget{epoch: time.Now(), earn: int64(percent) * 10, floor: int64(floor)}
 	b.cap.Store(budgetBurst * 1000)
 	return b
 }
+
+// second is the second t falls in, counted on the monotonic clock so that
+// a step of the wall clock neither stalls nor rewinds the budget.
+func (b *budget) second(t time.Time) int64 { return int64(t.Sub(b.epoch) / time.Second) }
 
 // request credits one request arriving in second now. Below the cap it
 // adds to the earnings; every request adds one to the second's count,

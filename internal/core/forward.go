@@ -63,7 +63,7 @@ func (p *Pool) forward(x *Exchange) Outcome {
 		key = x.hashKey(p.core)
 	}
 	now := time.Now()
-	p.budget.request(now.Unix())
+	p.budget.request(p.budget.second(now))
 	var tried, f balance.Filter // tried: backends tried; f: also those passed by
 	last := attempt{status: 503, msg: "no backend available"}
 	var lastB *backend.Backend
@@ -72,7 +72,9 @@ func (p *Pool) forward(x *Exchange) Outcome {
 	if snap.limited {
 		seen = p.queue.seq.Load()
 	}
-	tries, full, fromTick := 0, false, false
+	tries, full := 0, false
+	var end waitEnd                // how the last wait in the queue ended
+	queued := false                // the request had its turn in the queue
 	warming := p.cfg.SlowStart > 0 // pass by backends in slow start (slowstart.go)
 	passedCold := false
 	picks := 0 // since the last try, bounding the passes over a pool
@@ -89,12 +91,12 @@ func (p *Pool) forward(x *Exchange) Outcome {
 				continue
 			}
 			if full {
-				end := p.await(x, &queuedUntil, seen)
-				if end != woken && end != ticked {
+				if end = p.await(x, &queuedUntil, queued, seen); end != recheck && !end.turn() {
 					return p.unqueued(x, end)
 				}
-				now, seen = time.Now(), p.queue.seq.Load()
-				f, full, fromTick, picks = tried, false, end == ticked, 0
+				// The pool may have changed while the request waited.
+				snap, now, seen = p.state.Load(), time.Now(), p.queue.seq.Load()
+				f, full, queued, picks = tried, false, end.turn(), 0
 				continue
 			}
 			if tries == 0 && !f.Panic && len(snap.members) > 0 {
@@ -119,15 +121,15 @@ func (p *Pool) forward(x *Exchange) Outcome {
 			full = full || isFull
 			continue
 		}
-		if fromTick {
-			// The longest waiter found a place nobody announced: there
-			// may be more for the next one.
-			p.queue.wake()
-			fromTick = false
+		if end == ticked || end == chained {
+			// A waiter found a place nobody announced: there may be
+			// more for the next one.
+			p.queue.wakeWith(true)
+			end = woken
 		}
 		if tries > 0 {
 			now = time.Now()
-			if !p.budget.retry(now.Unix()) {
+			if !p.budget.retry(p.budget.second(now)) {
 				p.release(snap, b, probe)
 				last.msg += "; retry budget spent"
 				break
@@ -207,16 +209,16 @@ func (p *Pool) limit(b *backend.Backend) int64 {
 }
 
 // await queues the request until a backend may have a place. *until is
-// the request's queue deadline, set on its first wait; seen is the
+// the request's queue deadline, set on its first wait; again says the
+// request had its turn already and waits again at the front; seen is the
 // queue's wake count read before the picks that found no place.
-func (p *Pool) await(x *Exchange, until *time.Time, seen uint64) waitEnd {
-	again := !until.IsZero()
-	if !again {
+func (p *Pool) await(x *Exchange, until *time.Time, again bool, seen uint64) waitEnd {
+	if until.IsZero() {
 		*until = time.Now().Add(p.cfg.QueueTimeout)
 	}
 	end := p.queue.wait(*until, p.cfg.MaxQueued, again, seen, x.Door.Gone)
-	if end == woken && x.Door.Gone() {
-		p.queue.wake() // the place goes to the next waiter
+	if end.turn() && x.Door.Gone() {
+		p.queue.wakeWith(end == chained) // the turn goes to the next waiter
 		return clientGone
 	}
 	return end

@@ -9,14 +9,15 @@ func never() bool { return false }
 
 // A request that ends while another picks (and finds no place) wakes
 // nobody: the queue is still empty. The picker must not then wait for a
-// wake that already happened.
+// wake that already happened; it picks again without having had a turn,
+// so if it finds no place it queues behind those already waiting.
 func TestWakeBetweenPickAndQueueIsNotLost(t *testing.T) {
 	var q queue
 	seen := q.seq.Load() // read before the pick round
 	q.wake()             // a request ends: nobody waits yet
 	start := time.Now()
-	if end := q.wait(time.Now().Add(5*time.Second), 10, false, seen, never); end != woken {
-		t.Fatalf("wait ended %d, want woken", end)
+	if end := q.wait(time.Now().Add(5*time.Second), 10, false, seen, never); end != recheck {
+		t.Fatalf("wait ended %d, want recheck", end)
 	}
 	if d := time.Since(start); d > queueTick/2 {
 		t.Errorf("woken after %v, want at once", d)
@@ -30,7 +31,7 @@ func TestWakeBetweenPickAndQueueIsNotLost(t *testing.T) {
 // waiter looking every tick; the others keep their turn and only wait.
 func TestOnlyTheLongestWaiterLooksEveryTick(t *testing.T) {
 	var q queue
-	head := make(chan struct{}, 1) // a waiter ahead that never looks
+	head := make(chan bool, 1) // a waiter ahead that never looks
 	q.waiters = append(q.waiters, head)
 	q.n.Store(1)
 	if end := q.wait(time.Now().Add(3*queueTick+queueTick/2), 10, false, 0, never); end != timedOut {
@@ -59,10 +60,10 @@ func TestWaiterWhoseClientLeftPassesItsTurnOn(t *testing.T) {
 	// after it finds its client gone; a second waiter is behind it.
 	q.mu.Lock()
 	ch := q.waiters[0]
-	next := make(chan struct{}, 1)
+	next := make(chan bool, 1)
 	q.waiters[0] = next
 	q.mu.Unlock()
-	time.AfterFunc(3*queueTick/2, func() { ch <- struct{}{} })
+	time.AfterFunc(3*queueTick/2, func() { ch <- false })
 	if end := <-first; end != clientGone {
 		t.Errorf("the waiter ended %d, want clientGone", end)
 	}
@@ -86,5 +87,27 @@ func TestQueueFullAndTimeout(t *testing.T) {
 	end := q.wait(time.Now().Add(30*time.Millisecond), 1, false, 0, never)
 	if end != timedOut || q.Len() != 0 {
 		t.Errorf("wait ended %d with %d queued, want timedOut and none", end, q.Len())
+	}
+}
+
+// A chained wake tells the woken waiter to wake the next one if it gets a
+// place; a plain one, after a request ended, does not.
+func TestChainedWakesSaySo(t *testing.T) {
+	var q queue
+	ends := make(chan waitEnd, 2)
+	for range 2 {
+		n := q.Len()
+		go func() { ends <- q.wait(time.Now().Add(5*time.Second), 10, false, 0, never) }()
+		for q.Len() != n+1 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	q.wakeWith(true)
+	if end := <-ends; end != chained {
+		t.Errorf("chained wake ended the wait %d, want chained", end)
+	}
+	q.wake()
+	if end := <-ends; end != woken {
+		t.Errorf("plain wake ended the wait %d, want woken", end)
 	}
 }

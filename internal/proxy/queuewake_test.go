@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"relay/internal/backend"
 )
 
 // holdBackend answers after its release channel closes; started counts
@@ -21,42 +23,61 @@ func holdBackend(t *testing.T, name string) (*httpBackend, chan struct{}) {
 	return hb, release
 }
 
-// Queued requests are served as soon as a place opens that no ending
-// request announced: an operator enables a backend. The longest waiter
-// finds it within a tick and each one served wakes the next, so all three
-// go to the new backend long before the busy one frees a place.
+// Queued requests are served as soon as places open that no ending
+// request announced. The longest waiter finds them within a tick, and each
+// one that gets a place wakes the next, so all forty reach the new
+// backend at once (which holds them), long before the busy one frees its
+// place. The new backend comes either way nothing announces: an operator
+// enables it, or it joins the pool.
 func TestQueuedRequestsTakePlacesThatOpenWithoutARequestEnding(t *testing.T) {
-	busy, release := holdBackend(t, "busy")
-	defer close(release)
-	busy.b.MaxRequests = 1
-	spare := newHTTPBackend(t, "spare", 1, nil)
-	spare.b.SetDisabled(true)
-	r := startRelay(t, Config{}, busy.b, spare.b)
-	cl := newClient(t, 4, "")
+	for _, how := range []string{"enabled", "added"} {
+		t.Run(how, func(t *testing.T) {
+			const waiting = 40
+			busy, releaseBusy := holdBackend(t, "busy")
+			defer close(releaseBusy)
+			busy.b.MaxRequests = 1
+			spare, releaseSpare := holdBackend(t, "spare")
+			members := []*backend.Backend{busy.b}
+			if how == "enabled" {
+				spare.b.SetDisabled(true)
+				members = append(members, spare.b)
+			}
+			r := startRelay(t, Config{}, members...)
+			cl := newClient(t, waiting+1, "")
 
-	held := make(chan result, 1)
-	go func() { held <- get(t, cl, r.url+"/") }()
-	eventually(t, "the busy backend holding its one place", func() bool { return busy.hits.Load() == 1 })
-	var wg sync.WaitGroup
-	queued := make(chan result, 3)
-	for range 3 {
-		wg.Go(func() { queued <- get(t, cl, r.url+"/") })
-	}
-	eventually(t, "three requests queued", func() bool { return r.p.pool.Queued() == 3 })
-	enabled := time.Now()
-	spare.b.SetDisabled(false)
-	wg.Wait()
-	if d := time.Since(enabled); d > time.Second {
-		t.Errorf("the queued requests took %v after a backend was enabled, want about a tick (%v)", d, 100*time.Millisecond)
-	}
-	close(queued)
-	for res := range queued {
-		if res.status != 200 || res.backend != "spare" {
-			t.Errorf("queued request: %d from %q, want 200 from spare", res.status, res.backend)
-		}
-	}
-	if busy.hits.Load() != 1 {
-		t.Errorf("the busy backend got %d requests, want its one", busy.hits.Load())
+			held := make(chan result, 1)
+			go func() { held <- get(t, cl, r.url+"/") }()
+			eventually(t, "the busy backend holding its one place", func() bool { return busy.hits.Load() == 1 })
+			var wg sync.WaitGroup
+			queued := make(chan result, waiting)
+			for range waiting {
+				wg.Go(func() { queued <- get(t, cl, r.url+"/") })
+			}
+			eventually(t, "the requests queued", func() bool { return r.p.pool.Queued() == waiting })
+			opened := time.Now()
+			if how == "enabled" {
+				spare.b.SetDisabled(false)
+			} else {
+				r.p.SetBackends([]*backend.Backend{busy.b, spare.b})
+			}
+			eventually(t, "every queued request at the new backend", func() bool { return spare.hits.Load() == waiting })
+			t.Logf("%d queued requests at the new backend %v after it was %s", waiting, time.Since(opened), how)
+			if d := time.Since(opened); d > 350*time.Millisecond {
+				t.Errorf("the %d queued requests reached the new backend %v after it was %s, want about a tick (%v)",
+					waiting, d, how, 100*time.Millisecond)
+			}
+			close(releaseSpare)
+			wg.Wait()
+			close(queued)
+			for res := range queued {
+				if res.status != 200 || res.backend != "spare" {
+					t.Errorf("queued request: %d from %q, want 200 from spare", res.status, res.backend)
+				}
+			}
+			if busy.hits.Load() != 1 {
+				t.Errorf("the busy backend got %d requests, want its one", busy.hits.Load())
+			}
+		})
 	}
 }
 

@@ -110,3 +110,38 @@ func TestTheSameBreakerOpenedTwiceIsLoggedOnce(t *testing.T) {
 		t.Errorf("%d \"closed\" lines, want 1; logs:\n%s", n, logs.W)
 	}
 }
+
+// A process that starts while a breaker is half-open (its open time over,
+// no probe verdict yet) gets it half-open: it sends the probe and reports
+// the outcome, so the supervisor does not count the backend as ejected for
+// good.
+func TestProcessStartedLaterProbesAHalfOpenBreaker(t *testing.T) {
+	checked := newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002", "http://127.0.0.1:8003", "http://127.0.0.1:8004")
+	checked[0].Trip()
+	checked[0].Eject(time.Now().Add(-time.Second)) // opened, its time over
+	logs := &LockedWriter{W: new(bytes.Buffer)}
+	l := newLinks(checked, ConfigSource{Generation: 1}, 25, slog.New(slog.NewTextHandler(logs, nil)))
+	p := attachProcess(t, l, 0)
+	own := newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002", "http://127.0.0.1:8003", "http://127.0.0.1:8004")
+	if err := p.Follow(own, Updates{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the half-open breaker reaching the new process", own[0].Ejected)
+	if ok, probe, _ := own[0].Admit(0, true); !ok || !probe {
+		t.Fatalf("the new process's first request to the half-open backend: ok %v probe %v, want the probe", ok, probe)
+	}
+	// The probe succeeds: closed in the supervisor, and another backend's
+	// breaker may open within max_ejected_percent (1 of 4).
+	own[0].Release()
+	own[0].Close()
+	own[0].EndProbe()
+	p.ReportBreaker(own[0], time.Time{}, "probe request succeeded")
+	waitFor(t, "the supervisor closing it", func() bool { return !checked[0].Ejected() })
+	until := time.Now().Add(time.Minute)
+	own[1].Eject(until)
+	p.ReportBreaker(own[1], until, "5 failures in a row")
+	waitFor(t, "the next opening accepted", checked[1].Ejected)
+	if n := logCount(logs, "not opened"); n != 0 {
+		t.Errorf("%d refused openings, want none", n)
+	}
+}

@@ -70,7 +70,14 @@ func (l *links) attach(i int) (*os.File, error) {
 	}
 	lk.queue <- Message{Kind: KindHealth, Health: snap}
 	for _, b := range l.bs {
-		if until := b.EjectedUntil(); !until.IsZero() {
+		if b.Ejected() {
+			// Open, or half-open (its time over, so the new process sends
+			// a probe and reports how it went): either way the supervisor
+			// counts it against max_ejected_percent until a close.
+			until := b.EjectedUntil()
+			if until.IsZero() {
+				until = time.Now()
+			}
 			lk.queue <- Message{Kind: KindBreaker, Breaker: BreakerOf(b, until)}
 		}
 	}
