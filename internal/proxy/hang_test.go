@@ -15,7 +15,12 @@ import (
 // with breakers off it keeps its share. For 3 s, 40 keep-alive clients
 // load relay: every request the hanging backend gets ends in 504 within
 // response_timeout + 1 s, the backend sees each of those connections
-// closed, and the requests the other two answer keep a p99 under 50 ms.
+// closed, and no request the other two answer waits behind the hang: each
+// takes well under response_timeout, which such a wait would last. The
+// healthy answers' p99 is logged; cmd/relay's
+// TestHangingBackendGives504AndSparesOthers bounds it at 50 ms, running
+// before the parallel tests, where this test runs beside other packages
+// whose load moves a p99 but not a 400 ms bound.
 func TestHangingBackendGives504AndSparesTheOthers(t *testing.T) {
 	const (
 		respTimeout = 500 * time.Millisecond
@@ -74,8 +79,8 @@ func TestHangingBackendGives504AndSparesTheOthers(t *testing.T) {
 	slices.Sort(fast)
 	p99 := fast[len(fast)*99/100]
 	t.Logf("%d fast answers, p50 %v, p99 %v; %d 504s after %v to %v", len(fast), fast[len(fast)/2], p99, len(timeouts), timeouts[0], timeouts[len(timeouts)-1])
-	if p99 > 50*time.Millisecond {
-		t.Errorf("p99 of the healthy backends' answers is %v beside a hanging backend, want under 50ms", p99)
+	if worst := fast[len(fast)-1]; worst >= respTimeout*4/5 {
+		t.Errorf("a healthy backend's answer took %v beside a hanging backend, want under %v: it waited behind the hang", worst, respTimeout*4/5)
 	}
 	// The hanging backend sees the connection of every 504 closed, within
 	// a second of the client getting it.
