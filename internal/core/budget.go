@@ -1,10 +1,9 @@
 package core
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
-
-	"relay/internal/backend"
 )
 
 // budget limits a pool's retries to a share of its recent requests, as
@@ -20,24 +19,26 @@ import (
 //
 // The second's attempts are not counted here: the pool's backends count
 // every request sent to them already (Backend.Served), and the budget
-// reads their sum once a second. A request that finds the bank full
-// writes nothing shared.
+// reads their total, through attempts, once a second. A request that finds
+// the bank full writes nothing shared.
 type budget struct {
-	epoch time.Time     // seconds count from here, on the monotonic clock
-	earn  int64         // milli-retries earned per request; 0: no budget
-	floor int64         // retries a second allowed beyond the earnings
-	milli atomic.Int64  // earned and not spent, in thousandths of a retry
-	cap   atomic.Int64  // most milli-retries milli may hold
-	sec   atomic.Int64  // the second (since epoch) seen and used count in
-	seen  atomic.Uint64 // the members' attempts when sec began
-	used  atomic.Int64  // floor retries taken in sec
+	epoch    time.Time     // seconds count from here, on the monotonic clock
+	earn     int64         // milli-retries earned per request; 0: no budget
+	floor    int64         // retries a second allowed beyond the earnings
+	attempts func() uint64 // the pool's attempts so far (Pool.attempts)
+	milli    atomic.Int64  // earned and not spent, in thousandths of a retry
+	cap      atomic.Int64  // most milli-retries milli may hold
+	sec      atomic.Int64  // the second (since epoch) seen and used count in
+	used     atomic.Int64  // floor retries taken in sec
+	rolling  sync.Mutex    // held by the one caller that starts a second
+	seen     uint64        // attempts when sec began; under rolling
 }
 
 // budgetBurst is the fewest retries the earnings may hold.
 const budgetBurst = 10
 
-func newBudget(percent, floor int) *budget {
-	b := &budget{epoch: time.Now(), earn: int64(percent) * 10, floor: int64(floor)}
+func newBudget(percent, floor int, attempts func() uint64) *budget {
+	b := &budget{epoch: time.Now(), earn: int64(percent) * 10, floor: int64(floor), attempts: attempts}
 	b.cap.Store(budgetBurst * 1000)
 	return b
 }
@@ -46,14 +47,14 @@ func newBudget(percent, floor int) *budget {
 // a step of the wall clock neither stalls nor rewinds the budget.
 func (b *budget) second(t time.Time) int64 { return int64(t.Sub(b.epoch) / time.Second) }
 
-// request credits one request arriving in second sec to a pool of members.
-// Below the cap it adds to the earnings.
-func (b *budget) request(sec int64, members []*backend.Backend) {
+// request credits one request arriving in second sec. Below the cap it
+// adds to the earnings.
+func (b *budget) request(sec int64) {
 	if b.earn == 0 {
 		return
 	}
 	if sec > b.sec.Load() {
-		b.roll(sec, members)
+		b.roll(sec)
 	}
 	if b.milli.Load() < b.cap.Load() {
 		b.milli.Add(b.earn)
@@ -61,7 +62,7 @@ func (b *budget) request(sec int64, members []*backend.Backend) {
 }
 
 // retry reports whether one retry may go out in second sec, and spends it.
-func (b *budget) retry(sec int64, members []*backend.Backend) bool {
+func (b *budget) retry(sec int64) bool {
 	if b.earn == 0 {
 		return true
 	}
@@ -70,34 +71,39 @@ func (b *budget) retry(sec int64, members []*backend.Backend) bool {
 	}
 	b.milli.Add(1000)
 	if sec > b.sec.Load() {
-		b.roll(sec, members)
+		b.roll(sec)
 	}
 	return b.used.Add(1) <= b.floor
 }
 
 // roll starts second sec: the cap becomes what the last second's attempts
-// earned (nothing when a quiet second came between, or members left), the
-// floor is fresh, and earnings above the new cap are let go. One caller
-// wins the change; a caller that read the clock before another rolled on
-// changes nothing, so the second never goes backwards.
-func (b *budget) roll(sec int64, members []*backend.Backend) {
+// earned (the minimum burst when a quiet second came between), the floor
+// is fresh, and earnings above the new cap are let go. One caller does it
+// while others wait; a caller that read the clock before another rolled on
+// changes nothing, so the second never goes backwards. A total below the
+// last one (a membership change read halfway, see Pool.attempts) keeps the
+// cap as it was rather than cut the bank when retries may be needed most.
+func (b *budget) roll(sec int64) {
+	b.rolling.Lock()
+	defer b.rolling.Unlock()
 	s := b.sec.Load()
-	if sec <= s || !b.sec.CompareAndSwap(s, sec) {
+	if sec <= s {
 		return
 	}
-	var total uint64
-	for _, m := range members {
-		total += m.Served()
+	total := b.attempts()
+	prev := b.seen
+	b.seen = total
+	c := b.cap.Load()
+	switch {
+	case sec != s+1:
+		c = budgetBurst * 1000
+	case total >= prev:
+		c = max(budgetBurst*1000, int64(total-prev)*b.earn)
 	}
-	prev := b.seen.Swap(total)
-	var last int64
-	if sec == s+1 && total > prev {
-		last = int64(total - prev)
-	}
-	c := max(budgetBurst*1000, last*b.earn)
 	b.cap.Store(c)
 	b.used.Store(0)
 	if b.milli.Load() > c {
 		b.milli.Store(c)
 	}
+	b.sec.Store(sec)
 }

@@ -2,41 +2,60 @@ package core
 
 import (
 	"net/url"
+	"strconv"
 	"testing"
 
 	"relay/internal/backend"
 )
 
-// budgetPool is a budget and the one backend whose attempts it reads, used
-// as forward uses them: a request is credited, then sent.
+// budgetPool is a pool's budget and the pool whose members' counts it
+// reads, used as forward uses them: a request is credited, then sent to
+// the first member.
 type budgetPool struct {
+	p  *Pool
 	b  *budget
 	bs []*backend.Backend
 }
 
 func newBudgetPool(t *testing.T, percent, floor int) *budgetPool {
 	t.Helper()
-	be, err := backend.New(&url.URL{Scheme: "http", Host: "127.0.0.1:1"}, 1)
+	pc := poolConfig("budget")
+	pc.RetryBudgetPercent, pc.RetryBudgetFloor = percent, floor
+	p, err := New(Config{}).AddPool(pc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &budgetPool{b: newBudget(percent, floor), bs: []*backend.Backend{be}}
+	bp := &budgetPool{p: p, b: p.budget}
+	bp.add(t)
+	return bp
 }
 
-func (p *budgetPool) send() { p.bs[0].Acquire(); p.bs[0].Release() }
+// add makes a new backend a member, first in line for requests.
+func (bp *budgetPool) add(t *testing.T) *backend.Backend {
+	t.Helper()
+	be, err := backend.New(&url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(1+len(bp.bs))}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bp.bs = append([]*backend.Backend{be}, bp.bs...)
+	bp.p.SetBackends(bp.bs)
+	return be
+}
 
-func (p *budgetPool) request(sec int64) {
-	p.b.request(sec, p.bs)
-	p.send()
+func (bp *budgetPool) send() { bp.bs[0].Acquire(); bp.bs[0].Release() }
+
+func (bp *budgetPool) request(sec int64) {
+	bp.b.request(sec)
+	bp.send()
 }
 
 // retries counts the retries allowed in second sec, asking up to n times;
 // each one allowed is sent.
-func (p *budgetPool) retries(sec int64, n int) int {
+func (bp *budgetPool) retries(sec int64, n int) int {
 	ok := 0
 	for range n {
-		if p.b.retry(sec, p.bs) {
-			p.send()
+		if bp.b.retry(sec) {
+			bp.send()
 			ok++
 		}
 	}
@@ -117,5 +136,40 @@ func TestBudgetSecondNeverGoesBackwards(t *testing.T) {
 	p.b.milli.Store(0)
 	if got := p.retries(101, 10) + p.retries(100, 10); got != 3 {
 		t.Errorf("%d floor retries in second 101 with late callers, want 3", got)
+	}
+}
+
+// A member that leaves takes its count with it, and one that joins brings
+// its own: neither may move the budget. The second after a backend is
+// removed (a dead one taken out, when retries are needed most) keeps what
+// the traffic earned, and one re-added with a long history does not inflate
+// the cap.
+func TestBudgetHoldsAcrossMembershipChanges(t *testing.T) {
+	bp := newBudgetPool(t, 20, 0)
+	old := bp.bs[0]
+	for sec := int64(1); sec <= 3; sec++ {
+		for range 1000 {
+			bp.request(sec)
+		}
+	}
+	// Replace the member that took all 3,000 attempts by a new one.
+	bp.bs = nil
+	bp.add(t)
+	for range 1000 {
+		bp.request(4)
+	}
+	bp.request(5)
+	if got := bp.b.cap.Load(); got != 200*1000 {
+		t.Errorf("cap %d milli-retries after a member was replaced, want 200,000 (1,000 attempts a second)", got)
+	}
+	// The old member, with its 3,000, joins again.
+	bp.bs = append(bp.bs, old)
+	bp.p.SetBackends(bp.bs)
+	for range 999 {
+		bp.request(5)
+	}
+	bp.request(6)
+	if got := bp.b.cap.Load(); got != 200*1000 {
+		t.Errorf("cap %d milli-retries after a member with a history joined, want 200,000", got)
 	}
 }

@@ -63,7 +63,7 @@ func (p *Pool) forward(x *Exchange) Outcome {
 		key = x.hashKey(p.core)
 	}
 	now := time.Now()
-	p.budget.request(p.budget.second(now), snap.members)
+	p.budget.request(p.budget.second(now))
 	var tried, f balance.Filter // tried: backends tried; f: also those passed by
 	last := attempt{status: 503, msg: "no backend available"}
 	var lastB *backend.Backend
@@ -129,7 +129,7 @@ func (p *Pool) forward(x *Exchange) Outcome {
 		}
 		if tries > 0 {
 			now = time.Now()
-			if !p.budget.retry(p.budget.second(now), snap.members) {
+			if !p.budget.retry(p.budget.second(now)) {
 				p.release(snap, b, probe)
 				last.msg += "; retry budget spent"
 				break

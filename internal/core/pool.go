@@ -147,6 +147,10 @@ type Pool struct {
 	queue           queue
 	budget          *budget
 	panicking       atomic.Bool // balancing over every backend: none in rotation
+	// attemptsBase keeps attempts steady across membership changes: what
+	// removed members had counted, less what members had counted when they
+	// joined.
+	attemptsBase atomic.Int64
 }
 
 // snapshot is one immutable view of the pool's members: every backend,
@@ -170,8 +174,8 @@ func newPool(c *Core, pc PoolConfig) (*Pool, error) {
 	if err := pc.validate(); err != nil {
 		return nil, err
 	}
-	p := &Pool{core: c, cfg: pc, alg: alg, conns: make(map[string]*conns),
-		budget: newBudget(pc.RetryBudgetPercent, pc.RetryBudgetFloor)}
+	p := &Pool{core: c, cfg: pc, alg: alg, conns: make(map[string]*conns)}
+	p.budget = newBudget(pc.RetryBudgetPercent, pc.RetryBudgetFloor, p.attempts)
 	for _, s := range pc.BreakerStatuses {
 		p.breakerStatuses.add(s)
 	}
@@ -198,6 +202,18 @@ func (p *Pool) SetBackends(bs []*backend.Backend) {
 		}
 	}
 	now := time.Now()
+	var base int64
+	if prev := p.state.Load(); prev != nil {
+		in := make(map[*backend.Backend]bool, len(members))
+		for _, b := range members {
+			in[b] = true
+		}
+		for _, b := range prev.members {
+			if !in[b] {
+				base += int64(b.Served())
+			}
+		}
+	}
 	next := &snapshot{members: members, conns: make(map[*backend.Backend]*conns, len(members))}
 	keep := make(map[string]bool, len(members))
 	for _, b := range members {
@@ -215,6 +231,9 @@ func (p *Pool) SetBackends(bs []*backend.Backend) {
 		if was != nil && !was[b] {
 			b.Returned(now) // joined a pool that was serving: slow start
 		}
+		if was == nil || !was[b] {
+			base -= int64(b.Served()) // its count so far is not this pool's
+		}
 	}
 	for name, cs := range p.conns {
 		if !keep[name] {
@@ -223,7 +242,22 @@ func (p *Pool) SetBackends(bs []*backend.Backend) {
 		}
 	}
 	next.picker = p.alg.New(members, balance.Options{Rand: p.cfg.Rand})
+	p.attemptsBase.Add(base)
 	p.state.Store(next)
+}
+
+// attempts is how many requests the pool has sent to its backends, retries
+// included: what its members count (Backend.Served), kept steady across
+// membership changes by attemptsBase. A reader between the two stores of
+// SetBackends may see it off by a member's count for that moment.
+func (p *Pool) attempts() uint64 {
+	n := p.attemptsBase.Load()
+	if snap := p.state.Load(); snap != nil {
+		for _, b := range snap.members {
+			n += int64(b.Served())
+		}
+	}
+	return uint64(max(n, 0))
 }
 
 // Queued is the number of requests waiting in the pool's queue.
