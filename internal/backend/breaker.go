@@ -99,3 +99,16 @@ func (b *Backend) Admit(limit int64, gate bool) (ok, probe, full bool) {
 
 // EndProbe gives back the half-open probe place Admit handed out.
 func (b *Backend) EndProbe() { b.probing.Store(false) }
+
+// EjectionExceeds reports whether ejecting b as well would hold out more
+// than maxPercent of the backends bs: the bound on failure detection that
+// a pool's breakers keep, and the supervisor keeps for every process.
+func EjectionExceeds(bs []*Backend, b *Backend, maxPercent int) bool {
+	out := 1
+	for _, m := range bs {
+		if m != b && m.Ejected() {
+			out++
+		}
+	}
+	return out*100 > maxPercent*len(bs)
+}

@@ -102,14 +102,7 @@ func (p *Pool) trip(b *backend.Backend, probe bool, n int, why string) {
 		if b.Ejected() {
 			return // open already, or half-open with its probe out
 		}
-		members := p.state.Load().members
-		out := 1
-		for _, m := range members {
-			if m != b && m.Ejected() {
-				out++
-			}
-		}
-		if out*100 > p.cfg.MaxEjectedPercent*len(members) {
+		if backend.EjectionExceeds(p.state.Load().members, b, p.cfg.MaxEjectedPercent) {
 			if n == p.cfg.BreakerFailures {
 				log.Warn("circuit breaker not opened: too many backends ejected already",
 					"pool", p.cfg.Name, "backend", b.Name, "failures", n, "last", why,

@@ -202,18 +202,7 @@ func (p *Pool) SetBackends(bs []*backend.Backend) {
 		}
 	}
 	now := time.Now()
-	var base int64
-	if prev := p.state.Load(); prev != nil {
-		in := make(map[*backend.Backend]bool, len(members))
-		for _, b := range members {
-			in[b] = true
-		}
-		for _, b := range prev.members {
-			if !in[b] {
-				base += int64(b.Served())
-			}
-		}
-	}
+	var base int64 // the change to attemptsBase
 	next := &snapshot{members: members, conns: make(map[*backend.Backend]*conns, len(members))}
 	keep := make(map[string]bool, len(members))
 	for _, b := range members {
@@ -239,6 +228,13 @@ func (p *Pool) SetBackends(bs []*backend.Backend) {
 		if !keep[name] {
 			cs.close()
 			delete(p.conns, name)
+		}
+	}
+	if prev := p.state.Load(); prev != nil {
+		for _, b := range prev.members {
+			if next.conns[b] == nil {
+				base += int64(b.Served()) // a member leaving keeps its count here
+			}
 		}
 	}
 	next.picker = p.alg.New(members, balance.Options{Rand: p.cfg.Rand})

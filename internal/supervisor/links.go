@@ -201,7 +201,7 @@ func (l *links) breakerChanged(from int, s *BreakerState) {
 	case b.Ejected():
 		l.log.Warn("circuit breaker reopened", "backend", b.Name, "reason", s.Reason, "process", from,
 			"open_for", time.Until(time.Unix(0, s.Until)).Round(time.Millisecond).String())
-	case l.tooManyEjected(b):
+	case backend.EjectionExceeds(l.bs, b, l.maxEjected):
 		l.log.Warn("circuit breaker not opened: too many backends ejected already", "backend", b.Name,
 			"reason", s.Reason, "process", from, "max_ejected_percent", l.maxEjected)
 		verdict = BreakerState{Name: s.Name, Reason: "too many backends ejected already"}
@@ -214,18 +214,6 @@ func (l *links) breakerChanged(from int, s *BreakerState) {
 	}
 	ApplyBreaker(b, &verdict)
 	l.broadcastLocked(Message{Kind: KindBreaker, Breaker: &verdict})
-}
-
-// tooManyEjected reports whether ejecting b too would hold out more than
-// maxEjected percent of the backends.
-func (l *links) tooManyEjected(b *backend.Backend) bool {
-	out := 1
-	for _, c := range l.bs {
-		if c != b && c.Ejected() {
-			out++
-		}
-	}
-	return out*100 > l.maxEjected*len(l.bs)
 }
 
 // healthChanged sends one backend's transition to every process.
