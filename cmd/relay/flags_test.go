@@ -6,7 +6,7 @@ import (
 )
 
 // allFlags is every flag relay documents.
-var allFlags = []string{"-algorithm", "-backends", "-check", "-config", "-demo", "-listen", "-port", "-strategy"}
+var allFlags = []string{"-admin-listen", "-algorithm", "-backends", "-check", "-config", "-demo", "-listen", "-port", "-strategy"}
 
 func TestFlagsWithoutFile(t *testing.T) {
 	t.Parallel()

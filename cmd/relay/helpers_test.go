@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -124,6 +125,11 @@ func launchRelay(t *testing.T, dir string, args ...string) *relay {
 		dir = t.TempDir()
 	}
 	r := &relay{t: t, stdout: newLines(), stderr: newLines(), done: make(chan struct{})}
+	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "-admin-listen") }) {
+		// The default admin port is one for the whole machine; tests
+		// running side by side each take a free one.
+		args = append([]string{"-admin-listen=127.0.0.1:0"}, args...)
+	}
 	r.cmd = exec.Command(relayBin, args...)
 	r.cmd.Dir = dir
 	// A race-enabled binary sleeps a second before exiting by default, which

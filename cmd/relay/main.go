@@ -60,6 +60,10 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.overlay.Listen, "listen", "", "`host:port` to listen on (overrides -port and the file)")
 	fs.StringVar(&f.algorithm, "strategy", "", "balancing `algorithm`: "+strings.Join(balance.Names(), ", "))
 	fs.StringVar(&f.algorithm, "algorithm", "", "alias of -strategy")
+	fs.Func("admin-listen", "admin listener `host:port` (metrics, admin API, dashboard); \"\" turns it off", func(s string) error {
+		f.overlay.AdminListen = &s
+		return nil
+	})
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: relay [flags]\n\nrelay is a Layer-7 HTTP load balancer. Flags override the configuration file.\n\n")
 		fs.PrintDefaults()

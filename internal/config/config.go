@@ -60,7 +60,12 @@ const (
 	DefaultBodyBufferBytes        = 64 << 10
 	DefaultClientBodyTimeout      = 30 * time.Second
 	DefaultClientBodyMinRate      = 1024
+	DefaultAdminListen            = "127.0.0.1:9901"
 )
+
+// MinAdminToken is the shortest admin_token accepted: the token is all that
+// guards the admin API once it is reachable beyond this machine.
+const MinAdminToken = 16
 
 // MaxProcesses bounds processes: more serving processes than cores only
 // multiply health checks and upstream connections.
@@ -233,6 +238,13 @@ type Config struct {
 	// body, extended by a second for every ClientBodyMinRate bytes it sent.
 	ClientBodyTimeout time.Duration
 	ClientBodyMinRate int
+	// AdminListen is the HOST:PORT of the admin listener (metrics, admin
+	// API, dashboard, profiler); "" turns it off. It never carries client
+	// traffic.
+	AdminListen string
+	// AdminToken, when set, is the bearer token every admin request must
+	// carry; it is required when AdminListen is reachable beyond loopback.
+	AdminToken string
 
 	// listenSet records that Listen was given explicitly (file or flag), so
 	// it is no longer derived from Port.
@@ -303,6 +315,7 @@ func Default() *Config {
 		BodyBufferBytes:        DefaultBodyBufferBytes,
 		ClientBodyTimeout:      DefaultClientBodyTimeout,
 		ClientBodyMinRate:      DefaultClientBodyMinRate,
+		AdminListen:            DefaultAdminListen,
 	}
 }
 

@@ -198,6 +198,8 @@ func TestValues(t *testing.T) {
 		"retry_budget_percent: 10",
 		"retry_budget_floor: 1",
 		"slow_start: 1m",
+		"admin_listen: 0.0.0.0:9902",
+		"admin_token: 0123456789abcdef0123",
 		"backends:",
 		"  - url: http://LOCALHOST:8001/",
 		"    weight: 1000",
@@ -219,6 +221,7 @@ func TestValues(t *testing.T) {
 		ClientBodyTimeout: 11 * time.Second, ClientBodyMinRate: 0, MaxBodyBytes: 1000000, BodyBufferBytes: 0,
 		BreakerFailures: 7, BreakerStatuses: []int{502, 503}, BreakerOpenTime: 10 * time.Second, MaxEjectedPercent: 34,
 		BackendMaxRequests: 100, MaxQueuedRequests: 50, QueueTimeout: time.Second, RetryBudgetPercent: 10, RetryBudgetFloor: 1, SlowStart: time.Minute,
+		AdminListen: "0.0.0.0:9902", AdminToken: "0123456789abcdef0123",
 	}
 	got := *c
 	gotBackends := got.Backends

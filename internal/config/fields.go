@@ -107,6 +107,8 @@ var fields = []field{
 	intField("retry_budget_percent", func(c *Config) *int { return &c.RetryBudgetPercent }),
 	intField("retry_budget_floor", func(c *Config) *int { return &c.RetryBudgetFloor }),
 	durField("slow_start", func(c *Config) *time.Duration { return &c.SlowStart }),
+	strField("admin_listen", func(c *Config) *string { return &c.AdminListen }),
+	strField("admin_token", func(c *Config) *string { return &c.AdminToken }),
 }
 
 // Keys lists every top-level YAML key relay understands.

@@ -19,6 +19,9 @@ type Overlay struct {
 	Algorithm string
 	// Listen (-listen) is the whole HOST:PORT to listen on; it wins over Port.
 	Listen string
+	// AdminListen (-admin-listen) is the admin listener's HOST:PORT; nil
+	// leaves the file's, a pointer to "" turns the listener off.
+	AdminListen *string
 }
 
 // Apply lays o over c and validates the result. On error c is left as it was
@@ -64,6 +67,10 @@ func (c *Config) overlay(o Overlay, errs *Errors) {
 	if o.Listen != "" {
 		c.Listen, c.listenSet = o.Listen, true
 		c.flags["listen"] = "-listen"
+	}
+	if o.AdminListen != nil {
+		c.AdminListen = *o.AdminListen
+		c.flags["admin_listen"] = "-admin-listen"
 	}
 	if len(o.Backends) > 0 {
 		c.flags["backends"] = "-backends"

@@ -144,6 +144,13 @@ func TestProblems(t *testing.T) {
 		{"unknown anchor", y("backends: *nowhere"), 0, "", "invalid YAML: unknown anchor 'nowhere' referenced"},
 		{"non-scalar key in backend", y("backends:", b1, "    {a: 1}: 2"), 3, "backends[0]", "keys must be plain names, got a mapping"},
 		{"non-scalar key", y("[a]: 1", "backends:", b1), 1, "", "keys must be plain names, got a list"},
+
+		// The admin listener.
+		{"admin beyond loopback without token", y("admin_listen: 0.0.0.0:9901", "backends:", b1), 1, "admin_listen", `"0.0.0.0:9901" is reachable beyond this machine, so the admin API needs admin_token`},
+		{"admin on all interfaces without token", y("admin_listen: :9901", "backends:", b1), 1, "admin_listen", "needs admin_token"},
+		{"admin token too short", y("admin_listen: 0.0.0.0:9901", "admin_token: secret", "backends:", b1), 2, "admin_token", "must be at least 16 characters, got 6"},
+		{"admin listen not host:port", y("admin_listen: localhost", "backends:", b1), 1, "admin_listen", `"localhost" is not HOST:PORT`},
+		{"admin listen is the client listen", y("listen: 127.0.0.1:8080", "admin_listen: 127.0.0.1:8080", "backends:", b1), 2, "admin_listen", "never shared with client traffic"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -161,6 +168,18 @@ func TestProblems(t *testing.T) {
 
 // TestProblemsReportedTogether checks that one file with many mistakes gets
 // them all back, in line order, as one line each.
+func TestAdminListenAccepted(t *testing.T) {
+	for _, tt := range []struct{ name, yaml string }{
+		{"loopback without token", y("admin_listen: 127.0.0.1:9901", "backends:", "  - http://127.0.0.1:8001")},
+		{"localhost without token", y("admin_listen: localhost:9901", "backends:", "  - http://127.0.0.1:8001")},
+		{"ipv6 loopback without token", y(`admin_listen: "[::1]:9901"`, "backends:", "  - http://127.0.0.1:8001")},
+		{"off", y(`admin_listen: ""`, "backends:", "  - http://127.0.0.1:8001")},
+		{"everywhere with a token", y("admin_listen: 0.0.0.0:9901", "admin_token: 0123456789abcdef", "backends:", "  - http://127.0.0.1:8001")},
+	} {
+		t.Run(tt.name, func(t *testing.T) { mustParse(t, tt.yaml) })
+	}
+}
+
 func TestProblemsReportedTogether(t *testing.T) {
 	src := y(
 		"port: 70000",                     // 1

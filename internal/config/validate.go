@@ -149,6 +149,57 @@ func (c *Config) check(errs *Errors, opts Options) {
 	if c.SlowStart < 0 {
 		bad("slow_start", "must not be negative, got %v", c.SlowStart)
 	}
+	c.checkAdmin(bad)
+}
+
+// checkAdmin reports an admin listener that is not HOST:PORT, one reachable
+// beyond this machine without a token, and a token too short to guard it.
+func (c *Config) checkAdmin(bad func(key, format string, args ...any)) {
+	if c.AdminToken != "" && len(c.AdminToken) < MinAdminToken {
+		bad("admin_token", "must be at least %d characters, got %d", MinAdminToken, len(c.AdminToken))
+	}
+	if c.AdminListen == "" {
+		return
+	}
+	if msg := checkListen(c.AdminListen); msg != "" {
+		bad("admin_listen", "%s", msg)
+		return
+	}
+	if c.AdminToken == "" && !LoopbackOnly(c.AdminListen) {
+		bad("admin_listen", "%s is reachable beyond this machine, so the admin API needs admin_token "+
+			"(a secret of at least %d characters, sent as Authorization: Bearer TOKEN); "+
+			"or listen on 127.0.0.1", quote(c.AdminListen), MinAdminToken)
+	}
+	if c.listenSet || c.Listen != ":"+strconv.Itoa(c.Port) || c.Listen == c.AdminListen {
+		if sameAddress(c.Listen, c.AdminListen) {
+			bad("admin_listen", "%s is also the client listen address; the admin listener is never shared with client traffic", quote(c.AdminListen))
+		}
+	}
+}
+
+// LoopbackOnly reports whether a listen address accepts connections from
+// this machine only: its host is a loopback address or "localhost".
+func LoopbackOnly(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// sameAddress reports whether two listen addresses would bind the same
+// port on overlapping hosts (port 0 picks a free port, so never clashes).
+func sameAddress(a, b string) bool {
+	ha, pa, err1 := net.SplitHostPort(a)
+	hb, pb, err2 := net.SplitHostPort(b)
+	if err1 != nil || err2 != nil || pa != pb || pa == "0" {
+		return false
+	}
+	return ha == hb || ha == "" || hb == "" || ha == "0.0.0.0" || hb == "0.0.0.0" || ha == "::" || hb == "::"
 }
 
 const maxInt = int(^uint(0) >> 1)
