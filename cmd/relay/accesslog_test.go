@@ -125,19 +125,19 @@ func TestLogFileInsteadOfStdout(t *testing.T) {
 	waitFile(t, logFile, 0, func(s string) bool { return strings.Contains(s, `"msg":"stopped"`) })
 }
 
-func TestSIGHUPReopensLogFile(t *testing.T) {
+func TestSIGUSR1ReopensLogFile(t *testing.T) {
 	t.Parallel()
-	testSIGHUPReopensLogFile(t, "")
+	testSIGUSR1ReopensLogFile(t, "")
 }
 
-// With several processes the supervisor owns the log file; SIGHUP to it
+// With several processes the supervisor owns the log file; SIGUSR1 to it
 // must rotate what the serving processes write too.
-func TestProcessesSIGHUPReopensLogFile(t *testing.T) {
+func TestProcessesSIGUSR1ReopensLogFile(t *testing.T) {
 	t.Parallel()
-	testSIGHUPReopensLogFile(t, "processes: 2\n")
+	testSIGUSR1ReopensLogFile(t, "processes: 2\n")
 }
 
-func testSIGHUPReopensLogFile(t *testing.T, extra string) {
+func testSIGUSR1ReopensLogFile(t *testing.T, extra string) {
 	b := newBackend(t, nil)
 	r, logFile := fileLogRelay(t, b, extra)
 	dir := filepath.Dir(logFile)
@@ -157,12 +157,12 @@ func testSIGHUPReopensLogFile(t *testing.T, extra string) {
 	{
 		request("/before")
 		waitFile(t, logFile, logWait, hasAccess("/before"))
-		r.signal(syscall.SIGHUP)
+		r.signal(syscall.SIGUSR1)
 		// relay moves the full file aside under a timestamped name.
 		deadline := time.Now().Add(logWait)
 		for len(backups()) == 0 {
 			if time.Now().After(deadline) {
-				t.Fatalf("no rotated file beside %s after SIGHUP", logFile)
+				t.Fatalf("no rotated file beside %s after SIGUSR1", logFile)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -184,7 +184,7 @@ func testSIGHUPReopensLogFile(t *testing.T, extra string) {
 		if err := os.Rename(logFile, moved); err != nil {
 			t.Fatal(err)
 		}
-		r.signal(syscall.SIGHUP)
+		r.signal(syscall.SIGUSR1)
 		// relay creates the file anew when it handles the signal.
 		waitFile(t, logFile, logWait, func(string) bool {
 			_, err := os.Stat(logFile)

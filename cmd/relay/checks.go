@@ -25,9 +25,9 @@ func newChecker(cfg *config.Config, bs []*backend.Backend, onChange func(*backen
 }
 
 // startChecks builds the checker, probes every backend once, so the state
-// relay starts from is accurate, and then keeps checking them until stop
-// is called.
-func startChecks(cfg *config.Config, bs []*backend.Backend, onChange func(*backend.Backend, bool), log *slog.Logger) (stop func(), err error) {
+// relay starts from is accurate, and then keeps checking them until its
+// Stop is called.
+func startChecks(cfg *config.Config, bs []*backend.Backend, onChange func(*backend.Backend, bool), log *slog.Logger) (*health.Checker, error) {
 	c, err := newChecker(cfg, bs, onChange, log)
 	if err != nil {
 		return nil, err
@@ -36,5 +36,5 @@ func startChecks(cfg *config.Config, bs []*backend.Backend, onChange func(*backe
 	c.CheckAll(ctx)
 	cancel()
 	c.Run(context.Background())
-	return c.Stop, nil
+	return c, nil
 }

@@ -447,3 +447,13 @@ func waitFile(t *testing.T, path string, timeout time.Duration, ok func(string) 
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// writeFileAtomic replaces path's content in one rename, so a reload never
+// reads a half-written file.
+func writeFileAtomic(path, content string) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

@@ -6,7 +6,8 @@
 //	relay -demo                       # three demo backends and a balancer on :8080
 //
 // Flags override the file. SIGINT and SIGTERM drain in-flight requests and
-// exit; SIGHUP reopens (rotates) the log file. With processes: N relay runs
+// exit; SIGHUP reloads the configuration file; SIGUSR1 reopens (rotates)
+// the log file. With processes: N relay runs
 // N serving processes under a supervisor (internal/supervisor).
 package main
 
@@ -141,9 +142,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if sp == nil && supervisor.ProcessCount(cfg) > 1 {
-		err = supervise(cfg, src, args, f.demo, stdout, stderr)
+		err = supervise(f, cfg, src, args, stdout, stderr)
 	} else {
-		err = serve(cfg, f.demo && sp == nil, sp, stdout)
+		err = serve(f, cfg, src, sp, stdout)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "relay:", err)
@@ -200,27 +201,28 @@ func buildBackends(cfg *config.Config, share func(int) int) ([]*backend.Backend,
 	return bs, nil
 }
 
-// supervise runs relay as the supervisor of its serving processes.
-func supervise(cfg *config.Config, src supervisor.ConfigSource, args []string, demo bool, stdout, stderr io.Writer) error {
+// supervise runs relay as the supervisor of its serving processes: the
+// control, the active checks and the admin listener live here.
+func supervise(f *flags, cfg *config.Config, src supervisor.ConfigSource, args []string, stdout, stderr io.Writer) error {
 	logOut, out, log, err := openLog(cfg, cfg.LogFile, stdout, true)
 	if err != nil {
 		return err
 	}
 	defer logOut.Close()
-	bs, err := buildBackends(cfg, func(n int) int { return n })
+	c, err := startControl(f, cfg, src, log)
 	if err != nil {
 		return err
 	}
+	defer c.stop()
 	opts := supervisor.Options{
 		Config: cfg, Source: src, Args: args,
 		Log: log, Out: out, ErrOut: &supervisor.LockedWriter{W: stderr},
-		Rotate:   func() { rotateLog(log, logOut) },
-		Backends: bs,
-		StartChecks: func(onChange func(*backend.Backend, bool)) (func(), error) {
-			return startChecks(cfg, bs, onChange, log)
-		},
+		Rotate:  func() { rotateLog(log, logOut) },
+		Reload:  func() { c.reload() },
+		Control: c.ctl,
+		Admin:   c.adminAddr(),
 	}
-	if demo {
+	if f.demo {
 		opts.Demo = func() (func(), error) { return startDemoBackends(log) }
 	}
 	return supervisor.Run(opts)
@@ -229,12 +231,13 @@ func supervise(cfg *config.Config, src supervisor.ConfigSource, args []string, d
 // serve runs relay until SIGINT or SIGTERM: the whole of it, or with sp
 // one of the serving processes a supervisor started, which serves on the
 // socket it inherited, follows the supervisor's channel and writes its log
-// lines to stdout for the supervisor to copy.
-func serve(cfg *config.Config, demo bool, sp *supervisor.Process, stdout io.Writer) error {
+// lines to stdout for the supervisor to copy. Alone, relay runs its
+// control in this process and follows it over the same channel.
+func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *supervisor.Process, stdout io.Writer) error {
 	// Signals first: one that arrives while the backends are probed is
 	// handled once relay serves, instead of killing it (SIGHUP's default).
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1)
 	defer signal.Stop(sigs)
 	if sp != nil {
 		// Standard output is a pipe to the supervisor. If the supervisor
@@ -254,24 +257,36 @@ func serve(cfg *config.Config, demo bool, sp *supervisor.Process, stdout io.Writ
 		return err
 	}
 	defer logOut.Close()
+
+	var c *controlled // alone: the control, in this process
 	if sp != nil {
 		log = log.With("process", sp.Index)
-	}
-
-	if demo {
-		stop, err := startDemoBackends(log)
+	} else {
+		if f.demo {
+			stop, err := startDemoBackends(log)
+			if err != nil {
+				return err
+			}
+			defer stop()
+		}
+		ln, err := net.Listen("tcp", cfg.Listen)
 		if err != nil {
+			return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		}
+		if c, err = startControl(f, cfg, src, log); err != nil {
+			ln.Close()
 			return err
 		}
-		defer stop()
+		defer c.stop()
+		if sp, err = c.ctl.Local(ln); err != nil {
+			ln.Close()
+			return err
+		}
 	}
 
 	// With several processes each enforces its part of every request cap,
 	// so relay as a whole never exceeds it.
-	share := func(n int) int { return n }
-	if sp != nil {
-		share = func(n int) int { return supervisor.Share(n, supervisor.ProcessCount(cfg), sp.Index) }
-	}
+	share := func(n int) int { return supervisor.Share(n, supervisor.ProcessCount(cfg), sp.Index) }
 	bs, err := buildBackends(cfg, share)
 	if err != nil {
 		return err
@@ -284,68 +299,59 @@ func serve(cfg *config.Config, demo bool, sp *supervisor.Process, stdout io.Writ
 	pcfg := proxy.ConfigFrom(cfg)
 	pcfg.AccessLog, pcfg.Logger = access, log
 	pcfg.Pool.MaxRequests = share(pcfg.Pool.MaxRequests)
-	if sp != nil {
-		// A breaker that opens or closes here does so in every process.
-		pcfg.Pool.OnBreaker = sp.ReportBreaker
-	}
+	// A breaker that opens or closes here does so in every process; the
+	// control decides and logs it.
+	pcfg.Pool.OnBreaker = sp.ReportBreaker
 	p, err := proxy.New(pcfg, bs)
 	if err != nil {
 		return err
 	}
 
-	if sp != nil {
-		// The supervisor checks the backends for every process; the pool
-		// starts from its snapshot. A transition takes effect on the
-		// backend itself: pickers read its state at every pick.
-		err := sp.Follow(bs, supervisor.Updates{
-			Membership: func(ms []supervisor.Member) []*backend.Backend { return applyMembership(p, ms, share, log) },
-			Ended: func(err error) {
-				log.Error("channel from the supervisor ended; stopping so that it restarts this process", "err", err)
-				syscall.Kill(os.Getpid(), syscall.SIGTERM)
-			},
-		})
-		if err != nil {
-			return err
-		}
-		stopCounters := sp.ReportCounters(time.Second, p.Backends)
-		defer stopCounters()
-	} else {
-		// One probe round before serving, so the pool starts accurate.
-		stopChecks, err := startChecks(cfg, bs, nil, log)
-		if err != nil {
-			return err
-		}
-		defer stopChecks()
+	// The control checks the backends for every process; the pool starts
+	// from its membership and health snapshot. A transition takes effect
+	// on the backend itself: pickers read its state at every pick.
+	err = sp.Follow(bs, supervisor.Updates{
+		Membership: func(ms []supervisor.Member) []*backend.Backend { return applyMembership(p, ms, share, log) },
+		Stats:      p.Stats,
+		Ended: func(err error) {
+			log.Error("channel from the supervisor ended; stopping so that it restarts this process", "err", err)
+			syscall.Kill(os.Getpid(), syscall.SIGTERM)
+		},
+	})
+	if err != nil {
+		return err
 	}
+	stopCounters := sp.ReportCounters(time.Second, p.Stats)
+	defer stopCounters()
 
-	var ln net.Listener
-	if sp != nil {
-		ln = sp.Listener
+	if c == nil {
 		log.Info("process started", "pid", os.Getpid(), "healthy", len(p.Available()), "workers", runtime.GOMAXPROCS(0))
 	} else {
-		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
-			return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
-		}
-		log.Info("relay started", "listen", ln.Addr().String(), "algorithm", cfg.Algorithm,
-			"backends", len(bs), "healthy", len(p.Available()), "workers", runtime.GOMAXPROCS(0))
+		log.Info("relay started", "listen", sp.Listener.Addr().String(), "algorithm", cfg.Algorithm,
+			"backends", len(p.Backends()), "healthy", len(p.Available()), "workers", runtime.GOMAXPROCS(0),
+			"admin", c.adminAddr())
 		if cfg.CPUAffinity { // processes: 0 on a single core
 			log.Warn("cpu_affinity ignored: it binds serving processes to cores, and there is one process")
 		}
 	}
 
 	served := make(chan error, 1)
-	go func() { served <- p.Serve(ln) }()
-	if sp != nil {
-		sp.Serving()
-	}
+	go func() { served <- p.Serve(sp.Listener) }()
+	sp.Serving()
 	for {
 		select {
 		case err := <-served:
 			return fmt.Errorf("serve: %w", err)
 		case sig := <-sigs:
-			if sig == syscall.SIGHUP {
+			switch {
+			case sig == syscall.SIGUSR1 && c != nil:
 				rotateLog(log, logOut)
 				continue
+			case sig == syscall.SIGHUP && c != nil:
+				c.reload()
+				continue
+			case sig == syscall.SIGUSR1 || sig == syscall.SIGHUP:
+				continue // the supervisor's business
 			}
 			log.Info("shutting down", "signal", sig.String(), "window", cfg.ShutdownTimeout.String(), "connections", p.Connections())
 			ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
@@ -361,7 +367,8 @@ func serve(cfg *config.Config, demo bool, sp *supervisor.Process, stdout io.Writ
 }
 
 // applyMembership makes ms the pool's backends, keeping the Backend (and
-// with it the state) of every backend that stays with the same weight.
+// with it the state) of every backend that stays; the snapshot it builds
+// weighs each member by its weight in ms.
 func applyMembership(p *proxy.Proxy, ms []supervisor.Member, share func(int) int, log *slog.Logger) []*backend.Backend {
 	cur := make(map[string]*backend.Backend)
 	for _, b := range p.Backends() {
@@ -380,13 +387,15 @@ func applyMembership(p *proxy.Proxy, ms []supervisor.Member, share func(int) int
 			return p.Backends()
 		}
 		b.MaxRequests = share(m.MaxRequests)
-		if old := cur[b.Name]; old != nil && old.Weight == b.Weight && old.MaxRequests == b.MaxRequests {
+		if old := cur[b.Name]; old != nil && old.MaxRequests == b.MaxRequests {
+			// It stays, with its state; only its weight may change.
+			old.SetEffectiveWeight(m.Weight)
 			b = old
 		}
 		next = append(next, b)
 	}
 	p.SetBackends(next)
-	log.Info("backends changed", "backends", len(next))
+	log.Debug("backends changed", "backends", len(next))
 	return next
 }
 
@@ -415,7 +424,7 @@ func openLog(cfg *config.Config, file string, stdout io.Writer, locked bool) (lo
 	return logOut, out, log, nil
 }
 
-// rotateLog reopens the log file, as SIGHUP asks.
+// rotateLog reopens the log file, as SIGUSR1 asks.
 func rotateLog(log *slog.Logger, logOut *logging.Output) {
 	if err := logOut.Rotate(); err != nil {
 		log.Error("log rotation failed", "err", err)

@@ -19,6 +19,8 @@ import (
 	"net"
 	"net/url"
 	"sync/atomic"
+
+	"relay/internal/stats"
 )
 
 // Backend is one upstream server. Identity fields are set by New and never
@@ -36,6 +38,12 @@ type Backend struct {
 	// MaxRequests caps the requests in flight to the backend; 0 leaves it
 	// to its pool's default. Set it before the backend is shared.
 	MaxRequests int
+
+	// Requests counts the requests the backend answered (the forwarding
+	// core observes each once it is done); Checks counts its active health
+	// checks.
+	Requests stats.Requests
+	Checks   stats.Checks
 
 	// blocked has one bit per condition that keeps the backend out of
 	// rotation, so Available is one atomic load while none is set.

@@ -139,8 +139,8 @@ func maglevTable(bs []*backend.Backend) []int32 {
 	totalWeight := 0.0
 	for i, b := range bs {
 		offset, skip := permutation(b.Name, m)
-		walks[i] = walk{pos: offset, skip: skip, pace: (1 << 32) / min(uint64(b.Weight), 1<<32)}
-		totalWeight += float64(b.Weight)
+		walks[i] = walk{pos: offset, skip: skip, pace: (1 << 32) / min(uint64(b.EffectiveWeight()), 1<<32)}
+		totalWeight += float64(b.EffectiveWeight())
 	}
 
 	// Each slot holds the best claim so far: time in the high word, the

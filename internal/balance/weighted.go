@@ -54,14 +54,14 @@ type smooth struct {
 func newSmooth(bs []*backend.Backend) *smooth {
 	g := int64(0)
 	for _, b := range bs {
-		g = gcd(g, int64(b.Weight))
+		g = gcd(g, int64(b.EffectiveWeight()))
 	}
 	s := &smooth{bs: clone(bs), weight: make([]int64, len(bs)), current: make([]int64, len(bs))}
 	for i, b := range bs {
 		// Dividing by the GCD changes no decision (every current weight
 		// scales by the same factor) but shortens the cycle: 10,10,10 is
 		// a cycle of 3, not 30.
-		s.weight[i] = int64(b.Weight) / g
+		s.weight[i] = int64(b.EffectiveWeight()) / g
 		s.total += s.weight[i]
 	}
 	return s

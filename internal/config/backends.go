@@ -232,3 +232,17 @@ func (c *Config) normalize() {
 		c.Backends[i].URL = &url.URL{Scheme: strings.ToLower(u.Scheme), Host: canonicalHost(u)}
 	}
 }
+
+// BackendURL checks a backend address given at runtime (the admin API) by
+// the rules of the file's backends and returns it in canonical form, or
+// an error naming every problem.
+func BackendURL(raw string) (*url.URL, error) {
+	u, msg := parseBackendURL(raw)
+	if msg != "" {
+		return nil, errors.New(msg)
+	}
+	if msgs := checkBackendURL(u, raw); len(msgs) > 0 {
+		return nil, errors.New(strings.Join(msgs, "; "))
+	}
+	return &url.URL{Scheme: strings.ToLower(u.Scheme), Host: canonicalHost(u)}, nil
+}

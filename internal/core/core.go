@@ -30,6 +30,7 @@ import (
 	"relay/internal/backend"
 	"relay/internal/h1"
 	"relay/internal/logging"
+	"relay/internal/stats"
 )
 
 // Config holds what the core needs besides its pools.
@@ -130,27 +131,34 @@ func (c *Core) route(*Exchange) *Pool { return c.def }
 // tries the request on them until one answers or retrying is no longer
 // safe, answers the client through x.Door, and accounts for the request.
 func (c *Core) Forward(x *Exchange) Outcome {
-	var start time.Time
+	start := time.Now()
 	n := len(x.Req.Method)
+	// The head's bytes may be overwritten once body bytes are read.
+	method := stats.MethodIndex(x.Req.Method)
 	if c.cfg.AccessLog != nil {
-		start = time.Now()
-		// The head's bytes may be overwritten once body bytes are read.
 		x.logLine = append(append(x.logLine[:0], x.Req.Method...), x.Req.Target...)
 	}
+	p := c.route(x)
 	var o Outcome
 	if x.Body == nil {
-		o = c.route(x).forward(x)
+		o = p.forward(x)
 	} else {
 		var ok bool
 		if o, ok = c.admitBody(x); ok {
-			o = c.route(x).forward(x)
+			o = p.forward(x)
 		}
 		x.releaseBody()
+	}
+	took := time.Since(start)
+	if o.Backend != nil {
+		o.Backend.Requests.Observe(method, o.Status, took, o.In, o.Out)
+	} else {
+		p.unanswered.Observe(method, o.Status, took, o.In, o.Out)
 	}
 	if c.cfg.AccessLog != nil {
 		e := logging.Entry{
 			Time: start, Client: x.Peer.Addr, Method: x.logLine[:n], Path: x.logLine[n:],
-			Status: o.Status, Duration: time.Since(start), BytesIn: o.In, BytesOut: o.Out,
+			Status: o.Status, Duration: took, BytesIn: o.In, BytesOut: o.Out,
 		}
 		if o.Backend != nil {
 			e.Backend = o.Backend.Name

@@ -130,10 +130,12 @@ func (p *Pool) forward(x *Exchange) Outcome {
 		if tries > 0 {
 			now = time.Now()
 			if !p.budget.retry(p.budget.second(now)) {
+				p.budgetRefusals.Add(1)
 				p.release(snap, b, probe)
 				last.msg += "; retry budget spent"
 				break
 			}
+			p.retries.Add(1)
 		}
 		if probe {
 			p.core.cfg.Logger.Log(context.Background(), p.breakerLevel(slog.LevelInfo), "circuit breaker half-open",

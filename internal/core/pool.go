@@ -11,6 +11,7 @@ import (
 
 	"relay/internal/backend"
 	"relay/internal/balance"
+	"relay/internal/stats"
 )
 
 // MaxRetries is the most retries a pool may ask for: a request is tried on
@@ -147,6 +148,11 @@ type Pool struct {
 	queue           queue
 	budget          *budget
 	panicking       atomic.Bool // balancing over every backend: none in rotation
+
+	// Counters of what no backend accounts for (stats.Pool).
+	unanswered     stats.Requests // requests no backend answered
+	retries        atomic.Uint64  // attempts after a request's first
+	budgetRefusals atomic.Uint64  // retries the budget refused
 	// attemptsBase keeps attempts steady across membership changes: what
 	// removed members had counted, less what members had counted when they
 	// joined.
@@ -254,6 +260,22 @@ func (p *Pool) attempts() uint64 {
 		}
 	}
 	return uint64(max(n, 0))
+}
+
+// Stats returns the pool's own counters and those of its members, as of
+// now, into st.
+func (p *Pool) Stats(st *stats.Process) {
+	st.Pools = append(st.Pools, stats.Pool{
+		Name: p.cfg.Name, Queued: int64(p.Queued()),
+		Retries: p.retries.Load(), BudgetRefusals: p.budgetRefusals.Load(),
+		Unanswered: p.unanswered.Read(),
+	})
+	for _, b := range p.Backends() {
+		st.Backends = append(st.Backends, stats.Backend{
+			Name: b.Name, InFlight: b.InFlight(), Served: b.Served(), Failures: b.Failures(),
+			Requests: b.Requests.Read(),
+		})
+	}
 }
 
 // Queued is the number of requests waiting in the pool's queue.

@@ -356,11 +356,14 @@ func (c *Checker) loop(ctx context.Context, t *target, offset time.Duration) {
 // check runs one probe and records its result against rise and fall.
 func (c *Checker) check(ctx context.Context, t *target, rise, fall int) {
 	pctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	start := time.Now()
 	err := t.probe(pctx)
+	took := time.Since(start)
 	cancel()
 	if ctx.Err() != nil {
 		return // the checker is stopping: the failure is ours, not the backend's
 	}
+	t.backend().Checks.Observe(err == nil, took)
 	c.record(t, err, rise, fall)
 }
 

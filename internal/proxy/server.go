@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"relay/internal/stats"
 )
 
 // Connection states, for graceful shutdown: an idle connection waits for its
@@ -23,6 +25,7 @@ type server struct {
 	lns      map[net.Listener]struct{}
 	conns    map[*clientConn]struct{}
 	stopping atomic.Bool
+	accepted atomic.Uint64 // client connections ever accepted
 	slots    chan struct{} // connection cap; nil when uncapped
 	done     chan struct{} // closed when the last connection ends during shutdown
 }
@@ -78,6 +81,7 @@ func (p *Proxy) Serve(ln net.Listener) error {
 			return err
 		}
 		backoff = 0
+		s.accepted.Add(1)
 		cc := newClientConn(p, c)
 		if !s.track(cc) {
 			c.Close()
@@ -125,6 +129,13 @@ func (p *Proxy) Connections() int {
 	p.srv.mu.Lock()
 	defer p.srv.mu.Unlock()
 	return len(p.srv.conns)
+}
+
+// Stats returns what the front door and its core counted, as of now.
+func (p *Proxy) Stats() *stats.Process {
+	st := &stats.Process{ConnsOpen: int64(p.Connections()), ConnsAccepted: p.srv.accepted.Load()}
+	p.pool.Stats(st)
+	return st
 }
 
 // Shutdown stops accepting, closes idle client connections, lets active

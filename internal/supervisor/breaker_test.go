@@ -27,7 +27,7 @@ func TestCrossingBreakerOpeningsEndTheSameInEveryProcess(t *testing.T) {
 	for round := range 20 {
 		checked := newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002")
 		logs := &LockedWriter{W: new(bytes.Buffer)}
-		l := newLinks(checked, ConfigSource{Generation: 1}, 50, slog.New(slog.NewTextHandler(logs, nil)))
+		l := NewControl(ConfigSource{Generation: 1}, checked, 50, slog.New(slog.NewTextHandler(logs, nil)))
 		procs := []*Process{attachProcess(t, l, 0), attachProcess(t, l, 1)}
 		own := make([][]*backend.Backend, 2)
 		for i, p := range procs {
@@ -77,7 +77,7 @@ func TestCrossingBreakerOpeningsEndTheSameInEveryProcess(t *testing.T) {
 func TestTheSameBreakerOpenedTwiceIsLoggedOnce(t *testing.T) {
 	checked := newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002", "http://127.0.0.1:8003")
 	logs := &LockedWriter{W: new(bytes.Buffer)}
-	l := newLinks(checked, ConfigSource{Generation: 1}, 50, slog.New(slog.NewTextHandler(logs, nil)))
+	l := NewControl(ConfigSource{Generation: 1}, checked, 50, slog.New(slog.NewTextHandler(logs, nil)))
 	procs := []*Process{attachProcess(t, l, 0), attachProcess(t, l, 1)}
 	own := make([][]*backend.Backend, 2)
 	for i, p := range procs {
@@ -120,7 +120,7 @@ func TestProcessStartedLaterProbesAHalfOpenBreaker(t *testing.T) {
 	checked[0].Trip()
 	checked[0].Eject(time.Now().Add(-time.Second)) // opened, its time over
 	logs := &LockedWriter{W: new(bytes.Buffer)}
-	l := newLinks(checked, ConfigSource{Generation: 1}, 25, slog.New(slog.NewTextHandler(logs, nil)))
+	l := NewControl(ConfigSource{Generation: 1}, checked, 25, slog.New(slog.NewTextHandler(logs, nil)))
 	p := attachProcess(t, l, 0)
 	own := newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002", "http://127.0.0.1:8003", "http://127.0.0.1:8004")
 	if err := p.Follow(own, Updates{}); err != nil {

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"relay/internal/backend"
+	"relay/internal/stats"
 )
 
 const ioTimeout = 10 * time.Second
@@ -64,10 +66,11 @@ func TestChannelRoundTrip(t *testing.T) {
 		{Kind: KindConfig, Config: &ConfigSource{Generation: 4, Name: "big.yml", Data: []byte(strings.Repeat("# comment line\n", 20000))}},
 		{Kind: KindMembership, Membership: []Member{{URL: "http://127.0.0.1:8001", Weight: 2}, {URL: "http://[::1]:8002", Weight: 1}}},
 		{Kind: KindHealth, Health: &HealthUpdate{Snapshot: true, Backends: []BackendHealth{{Name: "http://127.0.0.1:8001", Up: true}, {Name: "http://[::1]:8002"}}}},
-		{Kind: KindOperator, Operator: &OperatorState{Name: "http://127.0.0.1:8001", Draining: true, Weight: 5}},
+		{Kind: KindOperator, Operator: &OperatorState{Name: "http://127.0.0.1:8001", Draining: true}},
+		{Kind: KindCollect, Collect: 7},
 	}
 	up := []Message{
-		{Kind: KindCounters, Counters: &ProcessCounters{Process: 1, Backends: []BackendCounters{{Name: "http://127.0.0.1:8001", Served: 12, Failures: 1, InFlight: 2}}}},
+		{Kind: KindCounters, Counters: &stats.Process{Backends: []stats.Backend{{Name: "http://127.0.0.1:8001", Served: 12, Failures: 1, InFlight: 2}}}},
 	}
 	check := func(from, to *Channel, msgs []Message) {
 		t.Helper()
@@ -102,7 +105,7 @@ func TestChannelRejectsMalformedMessages(t *testing.T) {
 		{`{"kind":"reload"}` + "\n", `unknown message kind "reload"`},
 		{`{"kind":"config"}` + "\n", "without its configuration"},
 		{`{"kind":"health","health":{"backends":[{"up":true}]}}` + "\n", "backend 0 has no name"},
-		{`{"kind":"operator","operator":{"name":"x","weight":-1}}` + "\n", "weight -1 is negative"},
+		{`{"kind":"collect"}` + "\n", "without its number"},
 		{`{"kind":"membership","membership":[{"url":"http://a:1","weight":0}]}` + "\n", "member 0"},
 		{`{"kind":"counters","counters":{},"operator":{"name":"x"}}` + "\n", "more than one payload"},
 	}
@@ -127,7 +130,7 @@ func TestChannelRejectsMalformedMessages(t *testing.T) {
 
 // attachProcess opens process i's channel the way the supervisor does and
 // returns the process's side of it, its configuration already read.
-func attachProcess(t *testing.T, l *links, i int) *Process {
+func attachProcess(t *testing.T, l *Control, i int) *Process {
 	t.Helper()
 	f, err := l.attach(i)
 	if err != nil {
@@ -155,7 +158,7 @@ func TestProcessFollowsTheSupervisor(t *testing.T) {
 	checked := newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002")
 	checked[1].SetHealthy(false)
 	src := ConfigSource{Generation: 1, Name: "relay.yml", Data: []byte("x: 1\n")}
-	l := newLinks(checked, src, 50, slog.New(slog.DiscardHandler))
+	l := NewControl(src, checked, 50, slog.New(slog.DiscardHandler))
 	p := attachProcess(t, l, 0)
 	if !reflect.DeepEqual(p.Config, src) {
 		t.Fatalf("process got configuration %+v, want %+v", p.Config, src)
@@ -169,10 +172,12 @@ func TestProcessFollowsTheSupervisor(t *testing.T) {
 		t.Fatalf("after the snapshot: %v %v %v, want up, down, up (a name the supervisor does not check is left alone)",
 			served[0].Healthy(), served[1].Healthy(), served[2].Healthy())
 	}
-	l.healthChanged(checked[1], true)
-	l.broadcast(Message{Kind: KindOperator, Operator: &OperatorState{Name: checked[0].Name, Draining: true, Weight: 4}})
+	l.HealthChanged(checked[1], true)
+	if err := l.Drain(checked[0].Name); err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, "the transition and the drain", func() bool {
-		return served[1].Healthy() && served[0].Draining() && served[0].EffectiveWeight() == 4
+		return served[1].Healthy() && served[0].Draining()
 	})
 	l.detach(0)
 	select {
@@ -189,13 +194,13 @@ func TestProcessFollowsTheSupervisor(t *testing.T) {
 // stall the supervisor; its queue fills and it loses its channel.
 func TestSlowProcessLosesItsChannel(t *testing.T) {
 	bs := newBackends(t, "http://127.0.0.1:8001")
-	l := newLinks(bs, ConfigSource{Generation: 1}, 50, slog.New(slog.DiscardHandler))
+	l := NewControl(ConfigSource{Generation: 1}, bs, 50, slog.New(slog.DiscardHandler))
 	slow := attachProcess(t, l, 0) // never reads again
 	done := make(chan struct{})
 	go func() {
 		// Far more than the queue and the socket buffers hold.
 		for i := range queueLen * 40 {
-			l.healthChanged(bs[0], i%2 == 0)
+			l.HealthChanged(bs[0], i%2 == 0)
 		}
 		close(done)
 	}()
@@ -218,38 +223,53 @@ func TestSlowProcessLosesItsChannel(t *testing.T) {
 	}
 }
 
-// TestCountersSumOverProcesses: counters that two processes send add up in
-// the supervisor, and a process that exits keeps what it counted in the
-// totals, so they never go backwards.
+// TestCountersSumOverProcesses: a collect gets every process's counters
+// as of that moment and sums them; a process that exits keeps what it
+// counted in the sums, so counters never go backwards, while its gauges
+// (in flight) end with it.
 func TestCountersSumOverProcesses(t *testing.T) {
 	bs := newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002")
-	l := newLinks(bs, ConfigSource{Generation: 1}, 50, slog.New(slog.DiscardHandler))
+	l := NewControl(ConfigSource{Generation: 1}, bs, 50, slog.New(slog.DiscardHandler))
 	procs := []*Process{attachProcess(t, l, 0), attachProcess(t, l, 1)}
 	own := [][]*backend.Backend{newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002"), newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002")}
 	for i, n := range []int{3, 5} {
 		for range n {
 			own[i][0].Acquire()
 			own[i][0].Release()
+			own[i][0].Requests.Observe(0, 200, time.Millisecond, 0, 10)
 		}
 		own[i][1].Acquire() // one in flight each
 		own[i][1].Fail()
 	}
-	stops := make([]func(), 2)
+	read := func(i int) func() *stats.Process {
+		return func() *stats.Process {
+			st := &stats.Process{ConnsAccepted: uint64(i + 1)}
+			for _, b := range own[i] {
+				st.Backends = append(st.Backends, stats.Backend{Name: b.Name, InFlight: b.InFlight(),
+					Served: b.Served(), Failures: b.Failures(), Requests: b.Requests.Read()})
+			}
+			return st
+		}
+	}
 	for i, p := range procs {
-		stops[i] = p.ReportCounters(time.Hour, func() []*backend.Backend { return own[i] })
+		if err := p.Follow(own[i], Updates{Stats: read(i)}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	for _, stop := range stops {
-		stop() // sends the final counters
+	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+	defer cancel()
+	got := l.Stats(ctx)
+	if got.ConnsAccepted != 3 || len(got.Backends) != 2 {
+		t.Fatalf("collected %+v, want both processes' counters", got)
 	}
-	want := []BackendCounters{
-		{Name: "http://127.0.0.1:8001", Served: 8},
-		{Name: "http://127.0.0.1:8002", Served: 2, Failures: 2, InFlight: 2},
+	b0, b1 := got.Backends[0], got.Backends[1]
+	if b0.Served != 8 || b0.Requests.Total() != 8 || b0.Requests.BytesOut != 80 || b1.Served != 2 || b1.Failures != 2 || b1.InFlight != 2 {
+		t.Fatalf("collected %+v and %+v; want 8 served and answered to the first, 2 served, failed and in flight to the second", b0, b1)
 	}
-	waitFor(t, "both processes' counters", func() bool { return reflect.DeepEqual(l.totals(), want) })
 	l.detach(1)
-	want[1].InFlight = 1 // only living processes have requests in flight
-	if got := l.totals(); !reflect.DeepEqual(got, want) {
-		t.Fatalf("totals after process 1 exited: %+v, want %+v", got, want)
+	got = l.Stats(ctx)
+	if b0, b1 := got.Backends[0], got.Backends[1]; b0.Served != 8 || b1.Served != 2 || b1.InFlight != 1 {
+		t.Fatalf("after process 1 exited: %+v and %+v; want its counts kept and its request in flight gone", b0, b1)
 	}
 }
 

@@ -3,6 +3,8 @@ package supervisor
 import (
 	"errors"
 	"fmt"
+
+	"relay/internal/stats"
 )
 
 // Kind names what a Message carries.
@@ -20,7 +22,11 @@ const (
 	KindHealth Kind = "health"
 	// KindOperator (down): an operator's state for one backend.
 	KindOperator Kind = "operator"
-	// KindCounters (up): a process's counters.
+	// KindCollect (down): send your counters now, answering with the
+	// message's Collect number.
+	KindCollect Kind = "collect"
+	// KindCounters (up): a process's counters, every second and in answer
+	// to a collect (Collect then says which).
 	KindCounters Kind = "counters"
 	// KindBreaker (up and down): a backend's circuit breaker opened or
 	// closed in one process; the supervisor passes it to the others, so
@@ -31,13 +37,15 @@ const (
 // Message is one message on the channel between the supervisor and a
 // serving process. Kind says which one field is set.
 type Message struct {
-	Kind       Kind             `json:"kind"`
-	Config     *ConfigSource    `json:"config,omitempty"`
-	Membership []Member         `json:"membership,omitempty"`
-	Health     *HealthUpdate    `json:"health,omitempty"`
-	Operator   *OperatorState   `json:"operator,omitempty"`
-	Counters   *ProcessCounters `json:"counters,omitempty"`
-	Breaker    *BreakerState    `json:"breaker,omitempty"`
+	Kind       Kind           `json:"kind"`
+	Config     *ConfigSource  `json:"config,omitempty"`
+	Membership []Member       `json:"membership,omitempty"`
+	Health     *HealthUpdate  `json:"health,omitempty"`
+	Operator   *OperatorState `json:"operator,omitempty"`
+	Counters   *stats.Process `json:"counters,omitempty"`
+	Breaker    *BreakerState  `json:"breaker,omitempty"`
+	// Collect numbers a collect and the counters that answer it.
+	Collect uint64 `json:"collect,omitempty"`
 }
 
 // BreakerState is a backend's circuit breaker as one process left it.
@@ -87,28 +95,12 @@ type BackendHealth struct {
 	Up   bool   `json:"up"`
 }
 
-// OperatorState is what an operator set for one backend.
+// OperatorState is what an operator set for one backend. Weights travel
+// with the membership, which they are part of.
 type OperatorState struct {
 	Name     string `json:"name"`
 	Draining bool   `json:"draining"`
 	Disabled bool   `json:"disabled"`
-	// Weight is the effective weight; 0 leaves it alone.
-	Weight int `json:"weight,omitempty"`
-}
-
-// ProcessCounters are one serving process's counters, as of when they
-// were sent. Counts only grow while the process lives.
-type ProcessCounters struct {
-	Process  int               `json:"process"`
-	Backends []BackendCounters `json:"backends"`
-}
-
-// BackendCounters are one backend's counters in one process.
-type BackendCounters struct {
-	Name     string `json:"name"`
-	Served   uint64 `json:"served"`
-	Failures uint64 `json:"failures"`
-	InFlight int64  `json:"in_flight"`
 }
 
 // validate reports what is wrong with a message received, naming it.
@@ -146,8 +138,9 @@ func (m *Message) validate() error {
 		if m.Operator == nil || m.Operator.Name == "" {
 			return errors.New(`"operator" message without a backend name`)
 		}
-		if m.Operator.Weight < 0 {
-			return fmt.Errorf(`"operator" message: weight %d is negative`, m.Operator.Weight)
+	case KindCollect:
+		if m.Collect == 0 {
+			return errors.New(`"collect" message without its number`)
 		}
 	case KindCounters:
 		if m.Counters == nil {

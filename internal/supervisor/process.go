@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"relay/internal/backend"
+	"relay/internal/stats"
 )
 
 const (
@@ -79,35 +80,56 @@ func Inherited() (*Process, error) {
 
 // Serving tells the supervisor this process accepts connections now.
 func (p *Process) Serving() {
+	if p.ready == nil {
+		return // one process, nobody to tell
+	}
 	p.ready.Write([]byte{'\n'})
 	p.ready.Close()
 }
 
-// Updates are what Follow does with messages other than health, which it
-// applies to the backends itself.
+// Updates are what Follow does with messages other than health, breakers
+// and operator state, which it applies to the backends itself.
 type Updates struct {
 	// Membership receives a new set of backends and returns the process's
 	// backends after applying it; nil ignores membership messages.
 	Membership func([]Member) []*backend.Backend
+	// Config receives a configuration generation after the first (a
+	// reload); nil ignores them.
+	Config func(ConfigSource)
+	// Stats reads the process's counters, for the supervisor's collects;
+	// nil answers none.
+	Stats func() *stats.Process
 	// Ended is called once when the channel ends or breaks; the process
 	// should then stop, so that the supervisor starts it afresh.
 	Ended func(error)
 }
 
-// Follow reads the health snapshot into bs and returns once it is applied;
-// then it applies what the supervisor sends in the background: health
-// transitions and operator state to the backends of the same name (names
-// it does not know are ignored), membership through u.Membership.
+// Follow reads what the supervisor sends a new process, the membership
+// and the health snapshot, applies it to bs, and returns once it is
+// applied; then it applies what the supervisor sends in the background:
+// health transitions, breaker verdicts and operator state to the backends
+// of the same name (names it does not know are ignored), membership and
+// configuration through u, and answers collects with u.Stats.
 func (p *Process) Follow(bs []*backend.Backend, u Updates) error {
 	byName := index(bs)
-	m, err := p.ch.Recv()
-	if err == nil && (m.Kind != KindHealth || !m.Health.Snapshot) {
-		err = fmt.Errorf("expected the health snapshot, got a %q message", m.Kind)
+	for {
+		m, err := p.ch.Recv()
+		if err != nil {
+			return fmt.Errorf("reading the health snapshot from the supervisor: %w", err)
+		}
+		if m.Kind == KindMembership {
+			if u.Membership != nil {
+				byName = index(u.Membership(m.Membership))
+			}
+			continue
+		}
+		if m.Kind != KindHealth || !m.Health.Snapshot {
+			return fmt.Errorf("reading the health snapshot from the supervisor: expected the health snapshot, got a %q message", m.Kind)
+		}
+		applyHealth(byName, m.Health)
+		break
 	}
-	if err != nil {
-		return fmt.Errorf("reading the health snapshot from the supervisor: %w", err)
-	}
-	applyHealth(byName, m.Health)
+	generation := p.Config.Generation
 	go func() {
 		for {
 			m, err := p.ch.Recv()
@@ -135,10 +157,15 @@ func (p *Process) Follow(bs []*backend.Backend, u Updates) error {
 				if u.Membership != nil {
 					byName = index(u.Membership(m.Membership))
 				}
+			case KindCollect:
+				if u.Stats != nil {
+					p.ch.Send(Message{Kind: KindCounters, Counters: u.Stats(), Collect: m.Collect})
+				}
 			case KindConfig:
-				// A later generation would be a reload, which relay
-				// does not do yet: the process keeps the configuration
-				// it started with.
+				if m.Config.Generation > generation && u.Config != nil {
+					generation = m.Config.Generation
+					u.Config(*m.Config)
+				}
 			}
 		}
 	}()
@@ -196,25 +223,34 @@ func (p *Process) ReportBreaker(b *backend.Backend, until time.Time, reason stri
 func applyOperator(b *backend.Backend, o *OperatorState) {
 	b.SetDraining(o.Draining)
 	b.SetDisabled(o.Disabled)
-	if o.Weight > 0 {
-		b.SetEffectiveWeight(o.Weight)
-	}
 }
 
-// ReportCounters sends the counters of the backends that backends returns
-// to the supervisor every interval, and once more when stop is called.
-func (p *Process) ReportCounters(every time.Duration, backends func() []*backend.Backend) (stop func()) {
+// operatorOf is b's operator state as a message carries it.
+func operatorOf(b *backend.Backend) *OperatorState {
+	return &OperatorState{Name: b.Name, Draining: b.Draining(), Disabled: b.Disabled()}
+}
+
+// ReportCounters sends the process's counters, as read returns them, to
+// the supervisor every interval when they changed, and once more when stop
+// is called, so the supervisor keeps what a process counted after it
+// exits. Scrapes do not wait for it: they collect (Follow answers).
+func (p *Process) ReportCounters(every time.Duration, read func() *stats.Process) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		t := time.NewTicker(every)
 		defer t.Stop()
+		var last uint64
 		for {
 			select {
 			case <-t.C:
-				p.ch.Send(Message{Kind: KindCounters, Counters: countersOf(p.Index, backends())})
+				st := read()
+				if v := activity(st); v != last {
+					last = v
+					p.ch.Send(Message{Kind: KindCounters, Counters: st})
+				}
 			case <-done:
-				p.ch.Send(Message{Kind: KindCounters, Counters: countersOf(p.Index, backends())})
+				p.ch.Send(Message{Kind: KindCounters, Counters: read()})
 				return
 			}
 		}
@@ -223,11 +259,15 @@ func (p *Process) ReportCounters(every time.Duration, backends func() []*backend
 	return func() { once.Do(func() { close(done); wg.Wait() }) }
 }
 
-// countersOf reads the counters of bs.
-func countersOf(process int, bs []*backend.Backend) *ProcessCounters {
-	c := &ProcessCounters{Process: process, Backends: make([]BackendCounters, len(bs))}
-	for i, b := range bs {
-		c.Backends[i] = BackendCounters{Name: b.Name, Served: b.Served(), Failures: b.Failures(), InFlight: b.InFlight()}
+// activity is a number that changes whenever the process served anything:
+// connections accepted and requests sent or answered.
+func activity(st *stats.Process) uint64 {
+	n := st.ConnsAccepted
+	for _, b := range st.Backends {
+		n += b.Served + b.Requests.Total() + uint64(b.InFlight)<<32
 	}
-	return c
+	for _, q := range st.Pools {
+		n += q.Unanswered.Total() + uint64(q.Queued)
+	}
+	return n
 }

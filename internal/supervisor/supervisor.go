@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"relay/internal/backend"
 	"relay/internal/config"
 )
 
@@ -53,16 +52,18 @@ type Options struct {
 	// Log is the supervisor's logger. Out is where the processes' log
 	// lines go, in whole lines (Log writes there too, through the same
 	// lock); ErrOut gets their standard error. Rotate reopens the log
-	// file on SIGHUP.
+	// file on SIGUSR1; Reload loads the configuration again on SIGHUP.
 	Log    *slog.Logger
 	Out    io.Writer
 	ErrOut io.Writer
 	Rotate func()
-	// Backends are the configured backends, which the supervisor checks.
-	// StartChecks builds the active checks with onChange as their
-	// callback, runs a first round and starts them; stop ends them.
-	Backends    []*backend.Backend
-	StartChecks func(onChange func(b *backend.Backend, healthy bool)) (stop func(), err error)
+	Reload func()
+	// Control is relay's control (health, breakers, membership, operator
+	// state, counters), which the caller made and runs the active checks
+	// for; Run attaches every process to it.
+	Control *Control
+	// Admin is the admin listener's address, for the start line.
+	Admin string
 	// Demo, when set, starts the demo backends before the processes.
 	Demo func() (stop func(), err error)
 }
@@ -76,7 +77,7 @@ type supervisor struct {
 	exe     string
 	sockets []*os.File
 	cpus    []int // with cpu_affinity, the CPUs processes are bound to
-	links   *links
+	links   *Control
 	procs   []*exec.Cmd // nil while not running
 	exited  chan exited
 	copiers sync.WaitGroup // copyLines of every process started
@@ -129,19 +130,11 @@ func Run(opts Options) error {
 
 	// Signals first, so none is missed while the processes start.
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1)
 	defer signal.Stop(sigs)
 
-	// The supervisor checks the backends once for every process.
-	lk := newLinks(opts.Backends, opts.Source, opts.Config.MaxEjectedPercent, log)
-	stopChecks, err := opts.StartChecks(lk.healthChanged)
-	if err != nil {
-		return err
-	}
-	defer stopChecks()
-
 	s := &supervisor{
-		opts: opts, cfg: cfg, log: log, exe: exe, sockets: sockets, cpus: cpus, links: lk,
+		opts: opts, cfg: cfg, log: log, exe: exe, sockets: sockets, cpus: cpus, links: opts.Control,
 		procs:  make([]*exec.Cmd, n),
 		exited: make(chan exited, n),
 	}
@@ -155,14 +148,19 @@ func Run(opts Options) error {
 		return err
 	}
 	log.Info("relay started", "listen", addr, "algorithm", cfg.Algorithm,
-		"backends", len(cfg.Backends), "processes", n, "workers", ThreadsFor(cfg), "cpu_affinity", cpus != nil)
+		"backends", len(cfg.Backends), "processes", n, "workers", ThreadsFor(cfg), "cpu_affinity", cpus != nil,
+		"admin", opts.Admin)
 
 	restart := make(chan int, n)
 	for {
 		select {
 		case sig := <-sigs:
-			if sig == syscall.SIGHUP {
+			switch sig {
+			case syscall.SIGUSR1:
 				opts.Rotate()
+				continue
+			case syscall.SIGHUP:
+				opts.Reload()
 				continue
 			}
 			log.Info("shutting down", "signal", sig.String(), "window", cfg.ShutdownTimeout.String(), "processes", s.running())
@@ -218,7 +216,7 @@ func (s *supervisor) startAll(sigs <-chan os.Signal) error {
 			}
 			i++
 		case sig := <-sigs:
-			if sig != syscall.SIGHUP { // nothing to rotate yet
+			if sig != syscall.SIGHUP && sig != syscall.SIGUSR1 { // nothing to reload or rotate yet
 				return errInterrupted
 			}
 		case <-timeout.C:

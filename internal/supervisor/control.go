@@ -1,35 +1,51 @@
 package supervisor
 
 import (
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
-	"sort"
 	"sync"
 	"syscall"
 	"time"
 
 	"relay/internal/backend"
+	"relay/internal/stats"
 )
 
 // queueLen bounds the messages queued for one process; one that lets more
 // pile up is restarted rather than allowed to stall the supervisor.
 const queueLen = 4096
 
-// links is the supervisor's side of every serving process's channel: what
-// goes down to all of them, and the counters that come up.
-type links struct {
-	log    *slog.Logger
-	bs     []*backend.Backend // the backends the supervisor checks
-	config ConfigSource
+// Control is what makes several serving processes one relay: the one home
+// of what must be global. It holds the configuration generation, the
+// pool's membership, the backends it checks (their health, breakers and
+// operator state are the truth every process follows), each process's
+// channel, and what processes counted. Down every channel go the
+// configuration, membership, health transitions, breaker verdicts and
+// operator actions; up come breaker changes and counters. With one
+// process it runs in that process, over the same channel, so relay
+// behaves the same however many processes serve.
+type Control struct {
+	log *slog.Logger
 	// maxEjected is the most breakers may hold out, in percent of the
 	// backends: the bound every process keeps, kept here for them all.
 	maxEjected int
 
 	mu      sync.Mutex
+	config  ConfigSource
+	members []Member           // the pool's membership now
+	bs      []*backend.Backend // the backends checked here, in members' order
+	// targets hands the active checks the backends to check after a
+	// membership change; nil until SetTargets.
+	targets func([]*backend.Backend)
 	byProc  map[int]*link
-	latest  map[int]*ProcessCounters   // the last counters each live process sent
-	retired map[string]BackendCounters // what exited processes counted
+	latest  map[int]*stats.Process // the last counters each live process sent
+	retired stats.Process          // what exited processes counted
+	// ejections counts breaker openings by backend name.
+	ejections map[string]uint64
+	reloads   [2]uint64 // reloads applied, refused
+	collect   collector
 }
 
 // link is one process's channel and the messages queued for it.
@@ -38,15 +54,31 @@ type link struct {
 	queue chan Message
 }
 
-func newLinks(bs []*backend.Backend, config ConfigSource, maxEjected int, log *slog.Logger) *links {
-	return &links{log: log, bs: bs, config: config, maxEjected: maxEjected, byProc: map[int]*link{},
-		latest: map[int]*ProcessCounters{}, retired: map[string]BackendCounters{}}
+// NewControl returns the control of a relay that starts with config,
+// whose pool is bs (the members of config, checked here). maxEjected is
+// max_ejected_percent.
+func NewControl(config ConfigSource, bs []*backend.Backend, maxEjected int, log *slog.Logger) *Control {
+	c := &Control{log: log, config: config, bs: bs, maxEjected: maxEjected, byProc: map[int]*link{},
+		latest: map[int]*stats.Process{}, ejections: map[string]uint64{}}
+	c.members = make([]Member, len(bs))
+	for i, b := range bs {
+		c.members[i] = Member{URL: b.Name, Weight: b.Weight, MaxRequests: b.MaxRequests}
+	}
+	return c
+}
+
+// SetTargets gives the control the function that tells the active checks
+// which backends to check; membership changes call it.
+func (c *Control) SetTargets(set func([]*backend.Backend)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.targets = set
 }
 
 // attach opens the channel of process i and returns the end the process
 // inherits. The process first gets the configuration, then a snapshot of
 // every backend's health, then every transition from then on.
-func (l *links) attach(i int) (*os.File, error) {
+func (l *Control) attach(i int) (*os.File, error) {
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
 	if err != nil {
 		return nil, err
@@ -63,7 +95,9 @@ func (l *links) attach(i int) (*os.File, error) {
 	lk := &link{ch: NewChannel(conn), queue: make(chan Message, queueLen)}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	lk.queue <- Message{Kind: KindConfig, Config: &l.config}
+	config := l.config
+	lk.queue <- Message{Kind: KindConfig, Config: &config}
+	lk.queue <- Message{Kind: KindMembership, Membership: append([]Member(nil), l.members...)}
 	snap := &HealthUpdate{Snapshot: true}
 	for _, b := range l.bs {
 		snap.Backends = append(snap.Backends, BackendHealth{Name: b.Name, Up: b.Healthy()})
@@ -80,6 +114,9 @@ func (l *links) attach(i int) (*os.File, error) {
 			}
 			lk.queue <- Message{Kind: KindBreaker, Breaker: BreakerOf(b, until)}
 		}
+		if b.Draining() || b.Disabled() {
+			lk.queue <- Message{Kind: KindOperator, Operator: operatorOf(b)}
+		}
 	}
 	l.dropLocked(i)
 	l.byProc[i] = lk
@@ -94,8 +131,33 @@ func (l *links) attach(i int) (*os.File, error) {
 	return theirs, nil
 }
 
+// Local attaches the serving side of a relay that runs as one process:
+// the same channel a serving process inherits, both ends in this process,
+// so one process follows the control exactly as each of several does.
+func (l *Control) Local(ln net.Listener) (*Process, error) {
+	f, err := l.attach(0)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		l.detach(0)
+		return nil, err
+	}
+	p := &Process{Index: 0, Listener: ln, ch: NewChannel(conn)}
+	m, err := p.ch.Recv()
+	if err != nil || m.Kind != KindConfig {
+		conn.Close()
+		l.detach(0)
+		return nil, fmt.Errorf("the control's first message: %+v, %v", m.Kind, err)
+	}
+	p.Config = *m.Config
+	return p, nil
+}
+
 // read takes in what process i sends until its channel ends.
-func (l *links) read(i int, lk *link) {
+func (l *Control) read(i int, lk *link) {
 	for {
 		m, err := lk.ch.Recv()
 		if err != nil {
@@ -111,16 +173,15 @@ func (l *links) read(i int, lk *link) {
 		}
 		l.mu.Lock()
 		if l.byProc[i] == lk {
-			c := *m.Counters
-			c.Process = i
-			l.latest[i] = &c
+			l.latest[i] = m.Counters
+			l.collect.arrived(i, m.Collect)
 		}
 		l.mu.Unlock()
 	}
 }
 
 // detach ends the channel of process i.
-func (l *links) detach(i int) {
+func (l *Control) detach(i int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.dropLocked(i)
@@ -128,7 +189,7 @@ func (l *links) detach(i int) {
 
 // dropLocked ends and forgets the channel of process i, if any, keeping
 // what it counted so totals never go backwards; l.mu is held.
-func (l *links) dropLocked(i int) {
+func (l *Control) dropLocked(i int) {
 	lk := l.byProc[i]
 	if lk == nil {
 		return
@@ -137,26 +198,22 @@ func (l *links) dropLocked(i int) {
 	lk.ch.Close() // also ends a write in progress to a process that stopped reading
 	delete(l.byProc, i)
 	if c := l.latest[i]; c != nil {
-		for _, b := range c.Backends {
-			r := l.retired[b.Name]
-			r.Name = b.Name
-			r.Served += b.Served
-			r.Failures += b.Failures
-			l.retired[b.Name] = r
-		}
+		c.Retire()
+		l.retired.Add(c)
 		delete(l.latest, i)
 	}
+	l.collect.arrived(i, 0) // nothing more will come from it
 }
 
 // broadcast queues m for every process. It never blocks: a process whose
 // queue is full loses its channel, and with it its place, and restarts.
-func (l *links) broadcast(m Message) {
+func (l *Control) broadcast(m Message) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.broadcastLocked(m)
 }
 
-func (l *links) broadcastLocked(m Message) {
+func (l *Control) broadcastLocked(m Message) {
 	for i, lk := range l.byProc {
 		select {
 		case lk.queue <- m:
@@ -176,15 +233,10 @@ func (l *links) broadcastLocked(m Message) {
 // one meanwhile); logs each change of state once; and sends its verdict to
 // every process, the sender included. Every process applies the same
 // verdicts in the same order, so all end where the supervisor is.
-func (l *links) breakerChanged(from int, s *BreakerState) {
-	var b *backend.Backend
-	for _, c := range l.bs {
-		if c.Name == s.Name {
-			b = c
-		}
-	}
+func (l *Control) breakerChanged(from int, s *BreakerState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	b := l.backendLocked(s.Name)
 	if b == nil {
 		// Not a backend the supervisor knows: pass it on as it came.
 		l.broadcastLocked(Message{Kind: KindBreaker, Breaker: s})
@@ -199,6 +251,7 @@ func (l *links) breakerChanged(from int, s *BreakerState) {
 	case !b.EjectedUntil().IsZero():
 		// Open already: another process saw it first. The later end stands.
 	case b.Ejected():
+		l.ejections[b.Name]++
 		l.log.Warn("circuit breaker reopened", "backend", b.Name, "reason", s.Reason, "process", from,
 			"open_for", time.Until(time.Unix(0, s.Until)).Round(time.Millisecond).String())
 	case backend.EjectionExceeds(l.bs, b, l.maxEjected):
@@ -206,6 +259,7 @@ func (l *links) breakerChanged(from int, s *BreakerState) {
 			"reason", s.Reason, "process", from, "max_ejected_percent", l.maxEjected)
 		verdict = BreakerState{Name: s.Name, Reason: "too many backends ejected already"}
 	default:
+		l.ejections[b.Name]++
 		l.log.Warn("circuit breaker opened", "backend", b.Name, "reason", s.Reason, "process", from,
 			"open_for", time.Until(time.Unix(0, s.Until)).Round(time.Millisecond).String())
 	}
@@ -216,36 +270,18 @@ func (l *links) breakerChanged(from int, s *BreakerState) {
 	l.broadcastLocked(Message{Kind: KindBreaker, Breaker: &verdict})
 }
 
-// healthChanged sends one backend's transition to every process.
-func (l *links) healthChanged(b *backend.Backend, up bool) {
+// HealthChanged sends one backend's transition to every process.
+func (l *Control) HealthChanged(b *backend.Backend, up bool) {
 	l.broadcast(Message{Kind: KindHealth, Health: &HealthUpdate{Backends: []BackendHealth{{Name: b.Name, Up: up}}}})
 }
 
-// totals sums the counters of every process, living ones as last reported
-// and exited ones as they last reported before exiting, by backend name.
-// Served and failures never go backwards; in flight counts living
-// processes only.
-func (l *links) totals() []BackendCounters {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	sum := map[string]BackendCounters{}
-	for name, r := range l.retired {
-		sum[name] = r
-	}
-	for _, c := range l.latest {
-		for _, b := range c.Backends {
-			s := sum[b.Name]
-			s.Name = b.Name
-			s.Served += b.Served
-			s.Failures += b.Failures
-			s.InFlight += b.InFlight
-			sum[b.Name] = s
+// backendLocked returns the checked backend named name, or nil; l.mu is
+// held.
+func (l *Control) backendLocked(name string) *backend.Backend {
+	for _, b := range l.bs {
+		if b.Name == name {
+			return b
 		}
 	}
-	out := make([]BackendCounters, 0, len(sum))
-	for _, s := range sum {
-		out = append(out, s)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	return nil
 }

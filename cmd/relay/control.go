@@ -1,0 +1,134 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+
+	"relay/internal/admin"
+	"relay/internal/config"
+	"relay/internal/supervisor"
+)
+
+// controlled is relay's control and what runs beside it, however many
+// processes serve: the active checks, the admin listener and reloads.
+type controlled struct {
+	ctl    *supervisor.Control
+	admin  *admin.Server // nil when admin_listen is off
+	reload func() (uint64, error)
+	stop   func()
+}
+
+// startControl makes relay's control for cfg, loaded from src, starts the
+// active checks (one probe round first) and the admin listener.
+func startControl(f *flags, cfg *config.Config, src supervisor.ConfigSource, log *slog.Logger) (*controlled, error) {
+	bs, err := buildBackends(cfg, func(n int) int { return n })
+	if err != nil {
+		return nil, err
+	}
+	ctl := supervisor.NewControl(src, bs, cfg.MaxEjectedPercent, log)
+	checks, err := startChecks(cfg, bs, ctl.HealthChanged, log)
+	if err != nil {
+		return nil, err
+	}
+	ctl.SetTargets(checks.Set)
+	r := &reloader{f: f, ctl: ctl, running: cfg, name: src.Name, log: log, builtIn: f.demo && f.config == ""}
+	c := &controlled{ctl: ctl, reload: r.reload, stop: checks.Stop}
+	if cfg.AdminListen != "" {
+		c.admin, err = admin.Start(cfg.AdminListen, admin.Options{
+			Control: ctl, Token: cfg.AdminToken, Reload: r.reload,
+			Pool: "default", Algorithm: cfg.Algorithm, Log: log,
+		})
+		if err != nil {
+			checks.Stop()
+			return nil, fmt.Errorf("admin listener on %s: %w (set admin_listen to another address, or \"\" to turn it off)", cfg.AdminListen, err)
+		}
+		c.stop = func() { c.admin.Shutdown(); checks.Stop() }
+	}
+	return c, nil
+}
+
+// adminAddr is the admin listener's address for the start line, or "off".
+func (c *controlled) adminAddr() string {
+	if c.admin == nil {
+		return "off"
+	}
+	return c.admin.Addr()
+}
+
+// reloader loads the configuration file again (SIGHUP, POST /reload).
+type reloader struct {
+	mu      sync.Mutex // one reload at a time
+	f       *flags
+	ctl     *supervisor.Control
+	running *config.Config // what relay started with: restart-only settings
+	name    string
+	builtIn bool
+	log     *slog.Logger
+}
+
+// reload reads and validates the file; an invalid one is refused with
+// every problem logged, and relay keeps what it runs. A valid one becomes
+// the configuration every process runs: backends that stay keep their
+// state, added ones are checked at once, removed ones finish what they
+// have in flight. Settings that need a restart are named in the log.
+func (r *reloader) reload() (uint64, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.builtIn || r.name == "" {
+		err := errors.New("relay runs without a configuration file (flags or the demo), so there is nothing to reload")
+		r.log.Warn("reload refused", "err", err.Error())
+		r.ctl.ReloadRefused()
+		return 0, err
+	}
+	src := supervisor.ConfigSource{Generation: r.ctl.Generation() + 1, Name: r.name}
+	data, err := os.ReadFile(r.name)
+	src.Data = data
+	var cfg *config.Config
+	if err == nil {
+		cfg, err = parseConfig(r.f, src)
+	}
+	if err == nil {
+		err = supervisor.CheckPlatform(cfg)
+	}
+	if err == nil {
+		err = cfg.CheckEnvironment()
+	}
+	if err != nil {
+		var problems []string
+		var cerr *config.Errors
+		if errors.As(err, &cerr) {
+			for _, p := range cerr.Problems {
+				problems = append(problems, p.String())
+			}
+		} else {
+			problems = []string{err.Error()}
+		}
+		r.log.Error("reload refused: the configuration is invalid; relay keeps serving the one it runs",
+			"file", r.name, "problems", problems)
+		r.ctl.ReloadRefused()
+		return 0, err
+	}
+	if keys := config.RestartOnly(r.running, cfg); len(keys) > 0 {
+		r.log.Warn("reload: these settings changed but take effect only when relay restarts; it keeps the values it started with",
+			"settings", keys)
+	}
+	if err := r.ctl.Reloaded(src, membersOf(cfg)); err != nil {
+		r.log.Error("reload refused", "err", err.Error())
+		r.ctl.ReloadRefused()
+		return 0, err
+	}
+	r.log.Info("configuration reloaded", "file", r.name, "generation", src.Generation, "backends", len(cfg.Backends))
+	return src.Generation, nil
+}
+
+// membersOf is the pool's membership as cfg gives it.
+func membersOf(cfg *config.Config) []supervisor.Member {
+	ms := make([]supervisor.Member, len(cfg.Backends))
+	for i, b := range cfg.Backends {
+		ms[i] = supervisor.Member{URL: b.URL.String(), Weight: b.Weight, MaxRequests: b.MaxRequests}
+	}
+	return ms
+}

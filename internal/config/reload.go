@@ -1,0 +1,62 @@
+package config
+
+import (
+	"reflect"
+	"slices"
+	"strings"
+	"unicode"
+)
+
+// LiveKeys are the settings a reload applies while relay serves; every
+// other setting takes effect when relay restarts.
+var LiveKeys = []string{"backends"}
+
+// RestartOnly lists the keys, in the order examples/config.yml shows
+// them, whose values differ between the configuration relay runs and a
+// reloaded one but that a reload does not apply, so the log can name
+// them instead of ignoring them silently.
+func RestartOnly(running, next *Config) []string {
+	changed := map[string]bool{}
+	diff(reflect.ValueOf(*running), reflect.ValueOf(*next), "", changed)
+	var keys []string
+	for _, k := range Keys() {
+		if changed[k] && !slices.Contains(LiveKeys, k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// diff marks the key of every exported field that differs between a and
+// b; the fields of a nested struct (HealthCheck) take its name as a prefix.
+func diff(a, b reflect.Value, prefix string, changed map[string]bool) {
+	t := a.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() || f.Name == "Path" && prefix == "" {
+			continue
+		}
+		key := prefix + snake(f.Name)
+		if f.Type.Kind() == reflect.Struct && f.Type.PkgPath() == t.PkgPath() {
+			diff(a.Field(i), b.Field(i), key+"_", changed)
+			continue
+		}
+		if !reflect.DeepEqual(a.Field(i).Interface(), b.Field(i).Interface()) {
+			changed[key] = true
+		}
+	}
+}
+
+// snake turns a Go field name into its YAML key: MaxIdleConnsPerBackend
+// is max_idle_conns_per_backend, CPUAffinity cpu_affinity.
+func snake(name string) string {
+	var b strings.Builder
+	rs := []rune(name)
+	for i, r := range rs {
+		if i > 0 && unicode.IsUpper(r) && (unicode.IsLower(rs[i-1]) || i+1 < len(rs) && unicode.IsLower(rs[i+1])) {
+			b.WriteByte('_')
+		}
+		b.WriteRune(unicode.ToLower(r))
+	}
+	return b.String()
+}

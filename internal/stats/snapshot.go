@@ -1,0 +1,108 @@
+package stats
+
+import "sort"
+
+// Process is what one serving process counted, as of one moment. Counters
+// only grow while the process lives; gauges (in flight, queued, open
+// connections) are its values at that moment.
+type Process struct {
+	// Backends are the process's counts by backend name.
+	Backends []Backend `json:"backends"`
+	// Pools are the process's counts by pool name.
+	Pools []Pool `json:"pools"`
+	// ConnsOpen is the client connections open; ConnsAccepted the ones
+	// ever accepted.
+	ConnsOpen     int64  `json:"conns_open"`
+	ConnsAccepted uint64 `json:"conns_accepted"`
+}
+
+// Backend is one backend's counts in one process, or summed over several.
+type Backend struct {
+	Name string `json:"name"`
+	// InFlight is the requests forwarded to the backend and not yet done.
+	InFlight int64 `json:"in_flight"`
+	// Served counts attempts sent to it, retries included; Failures the
+	// attempts that failed (dial errors, timeouts, broken or failing
+	// answers).
+	Served   uint64 `json:"served"`
+	Failures uint64 `json:"failures"`
+	// Requests counts the requests it answered, by method and status.
+	Requests Counts `json:"requests"`
+}
+
+// Pool is one pool's counts in one process, or summed over several.
+type Pool struct {
+	Name string `json:"name"`
+	// Queued is the requests waiting for a backend below its cap.
+	Queued int64 `json:"queued"`
+	// Retries counts attempts after a request's first; BudgetRefusals the
+	// retries the retry budget refused.
+	Retries        uint64 `json:"retries"`
+	BudgetRefusals uint64 `json:"budget_refusals"`
+	// Unanswered counts the requests no backend answered: relay's own 502,
+	// 503 and 504, bodies refused, clients that left while queued.
+	Unanswered Counts `json:"unanswered"`
+}
+
+// Add adds o's counters and gauges to p, matching backends and pools by
+// name; ones p lacks are appended.
+func (p *Process) Add(o *Process) {
+	p.ConnsOpen += o.ConnsOpen
+	p.ConnsAccepted += o.ConnsAccepted
+	at := make(map[string]int, len(p.Backends))
+	for i, b := range p.Backends {
+		at[b.Name] = i
+	}
+	for i := range o.Backends {
+		ob := &o.Backends[i]
+		k, ok := at[ob.Name]
+		if !ok {
+			k = len(p.Backends)
+			at[ob.Name] = k
+			p.Backends = append(p.Backends, Backend{Name: ob.Name})
+		}
+		b := &p.Backends[k]
+		b.InFlight += ob.InFlight
+		b.Served += ob.Served
+		b.Failures += ob.Failures
+		b.Requests.Add(&ob.Requests)
+	}
+	for i := range o.Pools {
+		op := &o.Pools[i]
+		q := p.pool(op.Name)
+		q.Queued += op.Queued
+		q.Retries += op.Retries
+		q.BudgetRefusals += op.BudgetRefusals
+		q.Unanswered.Add(&op.Unanswered)
+	}
+}
+
+// pool returns p's entry for name, appending it when missing.
+func (p *Process) pool(name string) *Pool {
+	for i := range p.Pools {
+		if p.Pools[i].Name == name {
+			return &p.Pools[i]
+		}
+	}
+	p.Pools = append(p.Pools, Pool{Name: name})
+	return &p.Pools[len(p.Pools)-1]
+}
+
+// Retire turns p into what stays of an exited process: its counters, not
+// its gauges, which ended with it.
+func (p *Process) Retire() {
+	p.ConnsOpen = 0
+	for i := range p.Backends {
+		p.Backends[i].InFlight = 0
+	}
+	for i := range p.Pools {
+		p.Pools[i].Queued = 0
+	}
+}
+
+// Sort orders backends and pools by name, so sums read the same however
+// the processes reported.
+func (p *Process) Sort() {
+	sort.Slice(p.Backends, func(i, j int) bool { return p.Backends[i].Name < p.Backends[j].Name })
+	sort.Slice(p.Pools, func(i, j int) bool { return p.Pools[i].Name < p.Pools[j].Name })
+}
