@@ -23,7 +23,8 @@ type controlled struct {
 
 // startControl makes relay's control for cfg, loaded from src, starts the
 // active checks (one probe round first) and the admin listener.
-func startControl(f *flags, cfg *config.Config, src supervisor.ConfigSource, log *slog.Logger) (*controlled, error) {
+func startControl(f *flags, cfg *config.Config, src supervisor.ConfigSource, lg *logs) (*controlled, error) {
+	log := lg.log
 	bs, err := buildBackends(cfg, func(n int) int { return n })
 	if err != nil {
 		return nil, err
@@ -34,7 +35,7 @@ func startControl(f *flags, cfg *config.Config, src supervisor.ConfigSource, log
 		return nil, err
 	}
 	ctl.SetTargets(checks.Set)
-	r := &reloader{f: f, ctl: ctl, running: cfg, name: src.Name, log: log, builtIn: f.demo && f.config == ""}
+	r := &reloader{f: f, ctl: ctl, running: cfg, name: src.Name, logs: lg, log: log, builtIn: f.demo && f.config == ""}
 	c := &controlled{ctl: ctl, reload: r.reload, stop: checks.Stop}
 	if cfg.AdminListen != "" {
 		c.admin, err = admin.Start(cfg.AdminListen, admin.Options{
@@ -66,6 +67,7 @@ type reloader struct {
 	running *config.Config // what relay started with: restart-only settings
 	name    string
 	builtIn bool
+	logs    *logs
 	log     *slog.Logger
 }
 
@@ -115,7 +117,8 @@ func (r *reloader) reload() (uint64, error) {
 		r.log.Warn("reload: these settings changed but take effect only when relay restarts; it keeps the values it started with",
 			"settings", keys)
 	}
-	if err := r.ctl.Reloaded(src, membersOf(cfg)); err != nil {
+	r.logs.setLevel(cfg)
+	if err := r.ctl.Reloaded(src, membersOf(cfg), cfg.MaxEjectedPercent); err != nil {
 		r.log.Error("reload refused", "err", err.Error())
 		r.ctl.ReloadRefused()
 		return 0, err

@@ -204,12 +204,13 @@ func buildBackends(cfg *config.Config, share func(int) int) ([]*backend.Backend,
 // supervise runs relay as the supervisor of its serving processes: the
 // control, the active checks and the admin listener live here.
 func supervise(f *flags, cfg *config.Config, src supervisor.ConfigSource, args []string, stdout, stderr io.Writer) error {
-	logOut, out, log, err := openLog(cfg, cfg.LogFile, stdout, true)
+	lg, err := openLog(cfg, cfg.LogFile, stdout, true)
 	if err != nil {
 		return err
 	}
-	defer logOut.Close()
-	c, err := startControl(f, cfg, src, log)
+	defer lg.file.Close()
+	log, out := lg.log, lg.out
+	c, err := startControl(f, cfg, src, lg)
 	if err != nil {
 		return err
 	}
@@ -217,7 +218,7 @@ func supervise(f *flags, cfg *config.Config, src supervisor.ConfigSource, args [
 	opts := supervisor.Options{
 		Config: cfg, Source: src, Args: args,
 		Log: log, Out: out, ErrOut: &supervisor.LockedWriter{W: stderr},
-		Rotate:  func() { rotateLog(log, logOut) },
+		Rotate:  lg.rotate,
 		Reload:  func() { c.reload() },
 		Control: c.ctl,
 		Admin:   c.adminAddr(),
@@ -252,11 +253,12 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 	if sp != nil {
 		logFile = "" // the supervisor owns the file
 	}
-	logOut, out, log, err := openLog(cfg, logFile, stdout, false)
+	lg, err := openLog(cfg, logFile, stdout, false)
 	if err != nil {
 		return err
 	}
-	defer logOut.Close()
+	defer lg.file.Close()
+	log, out := lg.log, lg.out
 
 	var c *controlled // alone: the control, in this process
 	if sp != nil {
@@ -273,7 +275,7 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 		if err != nil {
 			return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 		}
-		if c, err = startControl(f, cfg, src, log); err != nil {
+		if c, err = startControl(f, cfg, src, lg); err != nil {
 			ln.Close()
 			return err
 		}
@@ -312,7 +314,23 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 	// on the backend itself: pickers read its state at every pick.
 	err = sp.Follow(bs, supervisor.Updates{
 		Membership: func(ms []supervisor.Member) []*backend.Backend { return applyMembership(p, ms, share, log) },
-		Stats:      p.Stats,
+		Config: func(src supervisor.ConfigSource) {
+			// The control validated it; what a reload changes live is
+			// the pool's settings and the log level (config.LiveKeys).
+			next, err := parseConfig(f, src)
+			if err == nil {
+				pc := proxy.PoolConfigFrom(next)
+				pc.MaxRequests = share(pc.MaxRequests)
+				err = p.Reconfigure(pc)
+			}
+			if err != nil {
+				log.Error("configuration from the supervisor refused; keeping the current one", "generation", src.Generation, "err", err)
+				return
+			}
+			lg.setLevel(next)
+			log.Debug("configuration applied", "generation", src.Generation)
+		},
+		Stats: p.Stats,
 		Ended: func(err error) {
 			log.Error("channel from the supervisor ended; stopping so that it restarts this process", "err", err)
 			syscall.Kill(os.Getpid(), syscall.SIGTERM)
@@ -345,7 +363,7 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 		case sig := <-sigs:
 			switch {
 			case sig == syscall.SIGUSR1 && c != nil:
-				rotateLog(log, logOut)
+				lg.rotate()
 				continue
 			case sig == syscall.SIGHUP && c != nil:
 				c.reload()
@@ -399,34 +417,52 @@ func applyMembership(p *proxy.Proxy, ms []supervisor.Member, share func(int) int
 	return next
 }
 
+// logs are relay's log outputs: the file (or nothing, for stdout), the
+// writer the access log shares, the logger, and its level, which a
+// reload may change.
+type logs struct {
+	file  *logging.Output
+	out   io.Writer
+	log   *slog.Logger
+	level *slog.LevelVar
+}
+
 // openLog opens relay's log: file, or stdout when file is "", and a logger
 // at the configured level writing to it (through a lock when several
 // writers share it), then raises the open-file limit, warning through
 // that logger. out is what the access log should write to.
-func openLog(cfg *config.Config, file string, stdout io.Writer, locked bool) (logOut *logging.Output, out io.Writer, log *slog.Logger, err error) {
+func openLog(cfg *config.Config, file string, stdout io.Writer, locked bool) (*logs, error) {
 	level, err := logging.ParseLevel(cfg.LogLevel)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	logOut, err = logging.Open(file, cfg.LogMaxSizeMB, cfg.LogMaxBackups, cfg.LogMaxAgeDays)
-	if err != nil {
-		return nil, nil, nil, err
+	l := &logs{level: new(slog.LevelVar)}
+	l.level.Set(level)
+	if l.file, err = logging.Open(file, cfg.LogMaxSizeMB, cfg.LogMaxBackups, cfg.LogMaxAgeDays); err != nil {
+		return nil, err
 	}
-	out = stdout
+	l.out = stdout
 	if file != "" {
-		out = logOut
+		l.out = l.file
 	}
 	if locked {
-		out = &supervisor.LockedWriter{W: out}
+		l.out = &supervisor.LockedWriter{W: l.out}
 	}
-	log = logging.NewLogger(out, level)
-	supervisor.RaiseFileLimit(log, cfg.MaxConnections)
-	return logOut, out, log, nil
+	l.log = logging.NewLogger(l.out, l.level)
+	supervisor.RaiseFileLimit(l.log, cfg.MaxConnections)
+	return l, nil
 }
 
-// rotateLog reopens the log file, as SIGUSR1 asks.
-func rotateLog(log *slog.Logger, logOut *logging.Output) {
-	if err := logOut.Rotate(); err != nil {
-		log.Error("log rotation failed", "err", err)
+// setLevel applies a reloaded log_level.
+func (l *logs) setLevel(cfg *config.Config) {
+	if level, err := logging.ParseLevel(cfg.LogLevel); err == nil {
+		l.level.Set(level)
+	}
+}
+
+// rotate reopens the log file, as SIGUSR1 asks.
+func (l *logs) rotate() {
+	if err := l.file.Rotate(); err != nil {
+		l.log.Error("log rotation failed", "err", err)
 	}
 }

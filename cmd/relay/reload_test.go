@@ -177,3 +177,48 @@ func reloadUnderLoad(t *testing.T, processes int) {
 	t.Logf("processes=%d: %d requests, none failed, across 20 reloads; added backend answered %v after its reload",
 		processes, total.Load(), firstAdded.Sub(addedAt).Round(time.Millisecond))
 }
+
+// TestReloadAppliesPoolSettingsAndNamesTheRest: a reload switches the
+// algorithm while relay serves (round robin to ip-hash: one client then
+// sticks to one backend), and a changed setting that needs a restart is
+// named in the log instead of being ignored silently.
+func TestReloadAppliesPoolSettingsAndNamesTheRest(t *testing.T) {
+	t.Parallel()
+	bs := newBackends(t, 3)
+	file := writeFile(t, t.TempDir(), "relay.yml", "listen: 127.0.0.1:0\naccess_log: false\n"+backendsYAML(urlsOf(bs)))
+	r, _ := startRelay(t, "", "-config", file)
+	c := newClient(t)
+	if got := sequence(t, c, r, 6); got[0] == got[1] {
+		t.Fatalf("round robin answered %v", got)
+	}
+	if err := writeFileAtomic(file, "listen: 127.0.0.1:1\nmax_connections: 99\naccess_log: false\nalgorithm: ip-hash\n"+backendsYAML(urlsOf(bs))); err != nil {
+		t.Fatal(err)
+	}
+	r.signal(syscall.SIGHUP)
+	warn, ok := r.waitLog(5*time.Second, func(l logLine) bool { return strings.HasPrefix(l.Msg(), "reload: these settings changed") })
+	if !ok {
+		t.Fatalf("no warning naming the restart-only settings; log:\n%s", r.stdout.text())
+	}
+	if got := fmt.Sprint(warn["settings"]); got != "[listen max_connections]" {
+		t.Fatalf("restart-only settings named %s, want [listen max_connections]", got)
+	}
+	if _, ok := r.waitLog(5*time.Second, func(l logLine) bool { return l.Msg() == "configuration reloaded" }); !ok {
+		t.Fatal("no reload logged")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got := sequence(t, c, r, 6)
+		same := true
+		for _, g := range got {
+			same = same && g == got[0]
+		}
+		if same {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the reload to ip-hash one client still spreads: %v", got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r.stop()
+}

@@ -7,9 +7,16 @@ import (
 	"unicode"
 )
 
-// LiveKeys are the settings a reload applies while relay serves; every
-// other setting takes effect when relay restarts.
-var LiveKeys = []string{"backends"}
+// LiveKeys are the settings a reload applies while relay serves: the
+// backends, the pool's settings and the log level. Every other setting
+// takes effect when relay restarts.
+var LiveKeys = []string{
+	"backends", "algorithm", "retries", "connect_timeout", "response_timeout",
+	"max_idle_conns_per_backend", "upstream_idle_timeout",
+	"breaker_failures", "breaker_statuses", "breaker_open_time", "max_ejected_percent",
+	"backend_max_requests", "max_queued_requests", "queue_timeout",
+	"retry_budget_percent", "retry_budget_floor", "slow_start", "log_level",
+}
 
 // RestartOnly lists the keys, in the order examples/config.yml shows
 // them, whose values differ between the configuration relay runs and a

@@ -58,7 +58,7 @@ func (s *statusSet) has(code int) bool {
 // was b's half-open probe, whose place it gives back.
 func (p *Pool) judge(b *backend.Backend, probe bool, a *attempt) {
 	h, why := a.health, a.fault
-	if h == served && p.breakerStatuses.has(a.status) {
+	if h == served && p.cfg().breakerStatuses.has(a.status) {
 		h, why = faulted, fmt.Sprintf("answered %d", a.status)
 	}
 	switch h {
@@ -66,12 +66,12 @@ func (p *Pool) judge(b *backend.Backend, probe bool, a *attempt) {
 		b.Succeed()
 		if probe && b.Close() {
 			const why = "probe request succeeded"
-			p.core.cfg.Logger.Log(context.Background(), p.breakerLevel(slog.LevelInfo), "circuit breaker closed", "pool", p.cfg.Name, "backend", b.Name, "reason", why)
+			p.core.cfg.Logger.Log(context.Background(), p.breakerLevel(slog.LevelInfo), "circuit breaker closed", "pool", p.cfg().Name, "backend", b.Name, "reason", why)
 			p.announce(b, time.Time{}, why)
 		}
 	case faulted:
 		n := b.Fail()
-		if p.cfg.BreakerFailures > 0 && (probe || n >= p.cfg.BreakerFailures) {
+		if p.cfg().BreakerFailures > 0 && (probe || n >= p.cfg().BreakerFailures) {
 			p.trip(b, probe, n, why)
 		}
 	}
@@ -102,17 +102,17 @@ func (p *Pool) trip(b *backend.Backend, probe bool, n int, why string) {
 		if b.Ejected() {
 			return // open already, or half-open with its probe out
 		}
-		if backend.EjectionExceeds(p.state.Load().members, b, p.cfg.MaxEjectedPercent) {
-			if n == p.cfg.BreakerFailures {
+		if backend.EjectionExceeds(p.state.Load().members, b, p.cfg().MaxEjectedPercent) {
+			if n == p.cfg().BreakerFailures {
 				log.Warn("circuit breaker not opened: too many backends ejected already",
-					"pool", p.cfg.Name, "backend", b.Name, "failures", n, "last", why,
-					"max_ejected_percent", p.cfg.MaxEjectedPercent)
+					"pool", p.cfg().Name, "backend", b.Name, "failures", n, "last", why,
+					"max_ejected_percent", p.cfg().MaxEjectedPercent)
 			}
 			return
 		}
 	}
-	open := p.cfg.BreakerOpenTime << min(b.Trip()-1, 16)
-	open = min(open, max(MaxBreakerOpenTime, p.cfg.BreakerOpenTime))
+	open := p.cfg().BreakerOpenTime << min(b.Trip()-1, 16)
+	open = min(open, max(MaxBreakerOpenTime, p.cfg().BreakerOpenTime))
 	until := time.Now().Add(open)
 	b.Eject(until)
 	msg := "circuit breaker opened"
@@ -120,7 +120,7 @@ func (p *Pool) trip(b *backend.Backend, probe bool, n int, why string) {
 	if probe {
 		msg, reason = "circuit breaker reopened", "probe request failed: "+why
 	}
-	log.Log(context.Background(), p.breakerLevel(slog.LevelWarn), msg, "pool", p.cfg.Name, "backend", b.Name,
+	log.Log(context.Background(), p.breakerLevel(slog.LevelWarn), msg, "pool", p.cfg().Name, "backend", b.Name,
 		"reason", reason, "open_for", open.String())
 	p.announce(b, until, reason)
 }
@@ -128,8 +128,8 @@ func (p *Pool) trip(b *backend.Backend, probe bool, n int, why string) {
 // announce tells the pool's OnBreaker hook that b's breaker opened until
 // until, or closed when until is zero, and why.
 func (p *Pool) announce(b *backend.Backend, until time.Time, reason string) {
-	if p.cfg.OnBreaker != nil {
-		p.cfg.OnBreaker(b, until, reason)
+	if p.cfg().OnBreaker != nil {
+		p.cfg().OnBreaker(b, until, reason)
 	}
 }
 
@@ -137,7 +137,7 @@ func (p *Pool) announce(b *backend.Backend, until time.Time, reason string) {
 // debug when an OnBreaker hook reports changes to a supervisor, which logs
 // each change once for all processes.
 func (p *Pool) breakerLevel(level slog.Level) slog.Level {
-	if p.cfg.OnBreaker != nil {
+	if p.cfg().OnBreaker != nil {
 		return slog.LevelDebug
 	}
 	return level

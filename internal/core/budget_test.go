@@ -25,7 +25,7 @@ func newBudgetPool(t *testing.T, percent, floor int) *budgetPool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bp := &budgetPool{p: p, b: p.budget}
+	bp := &budgetPool{p: p, b: p.cfg().budget}
 	bp.add(t)
 	return bp
 }

@@ -56,14 +56,14 @@ const (
 // panics: it picks among every member an operator has not taken out,
 // rather than answer 503 to requests a backend might still serve.
 func (p *Pool) forward(x *Exchange) Outcome {
-	snap := p.state.Load()
+	snap, cfg := p.state.Load(), p.cfg()
 	x.prepared, x.streamed, x.probe = false, false, nil
 	var key uint64
-	if p.alg.HashesClient {
+	if cfg.alg.HashesClient {
 		key = x.hashKey(p.core)
 	}
 	now := time.Now()
-	p.budget.request(p.budget.second(now))
+	cfg.budget.request(cfg.budget.second(now))
 	var tried, f balance.Filter // tried: backends tried; f: also those passed by
 	last := attempt{status: 503, msg: "no backend available"}
 	var lastB *backend.Backend
@@ -73,12 +73,12 @@ func (p *Pool) forward(x *Exchange) Outcome {
 		seen = p.queue.seq.Load()
 	}
 	tries, full := 0, false
-	var end waitEnd                // how the last wait in the queue ended
-	queued := false                // the request had its turn in the queue
-	warming := p.cfg.SlowStart > 0 // pass by backends in slow start (slowstart.go)
+	var end waitEnd              // how the last wait in the queue ended
+	queued := false              // the request had its turn in the queue
+	warming := cfg.SlowStart > 0 // pass by backends in slow start (slowstart.go)
 	passedCold := false
 	picks := 0 // since the last try, bounding the passes over a pool
-	for tries <= p.cfg.Retries {
+	for tries <= cfg.Retries {
 		var b *backend.Backend
 		if picks < 2*balance.MaxAttempts {
 			b = snap.picker.Pick(key, f)
@@ -129,7 +129,7 @@ func (p *Pool) forward(x *Exchange) Outcome {
 		}
 		if tries > 0 {
 			now = time.Now()
-			if !p.budget.retry(p.budget.second(now)) {
+			if !cfg.budget.retry(cfg.budget.second(now)) {
 				p.budgetRefusals.Add(1)
 				p.release(snap, b, probe)
 				last.msg += "; retry budget spent"
@@ -139,7 +139,7 @@ func (p *Pool) forward(x *Exchange) Outcome {
 		}
 		if probe {
 			p.core.cfg.Logger.Log(context.Background(), p.breakerLevel(slog.LevelInfo), "circuit breaker half-open",
-				"pool", p.cfg.Name, "backend", b.Name, "reason", "open time over: one probe request goes through")
+				"pool", cfg.Name, "backend", b.Name, "reason", "open time over: one probe request goes through")
 			x.probe = b
 		}
 		if tries == 0 && !f.Panic {
@@ -207,7 +207,7 @@ func (p *Pool) limit(b *backend.Backend) int64 {
 	if b.MaxRequests > 0 {
 		return int64(b.MaxRequests)
 	}
-	return int64(p.cfg.MaxRequests)
+	return int64(p.cfg().MaxRequests)
 }
 
 // await queues the request until a backend may have a place. *until is
@@ -216,9 +216,9 @@ func (p *Pool) limit(b *backend.Backend) int64 {
 // queue's wake count read before the picks that found no place.
 func (p *Pool) await(x *Exchange, until *time.Time, again bool, seen uint64) waitEnd {
 	if until.IsZero() {
-		*until = time.Now().Add(p.cfg.QueueTimeout)
+		*until = time.Now().Add(p.cfg().QueueTimeout)
 	}
-	end := p.queue.wait(*until, p.cfg.MaxQueued, again, seen, x.Door.Gone)
+	end := p.queue.wait(*until, p.cfg().MaxQueued, again, seen, x.Door.Gone)
 	if end.turn() && x.Door.Gone() {
 		p.queue.wakeWith(end == chained) // the turn goes to the next waiter
 		return clientGone
@@ -243,14 +243,14 @@ func (p *Pool) unqueued(x *Exchange, end waitEnd) Outcome {
 // over every member; the first request to find it so logs it.
 func (p *Pool) enterPanic() {
 	if !p.panicking.Load() && p.panicking.CompareAndSwap(false, true) {
-		p.core.cfg.Logger.Warn("no backend in rotation: balancing over all of them", "pool", p.cfg.Name)
+		p.core.cfg.Logger.Warn("no backend in rotation: balancing over all of them", "pool", p.cfg().Name)
 	}
 }
 
 // leavePanic notes that a backend is in rotation again.
 func (p *Pool) leavePanic() {
 	if p.panicking.Load() && p.panicking.CompareAndSwap(true, false) {
-		p.core.cfg.Logger.Info("a backend is back in rotation: panic over", "pool", p.cfg.Name)
+		p.core.cfg.Logger.Info("a backend is back in rotation: panic over", "pool", p.cfg().Name)
 	}
 }
 
@@ -315,7 +315,7 @@ func (p *Pool) unreachable(b *backend.Backend, x *Exchange, err error) attempt {
 // exchange writes the request on u and relays the response.
 func (p *Pool) exchange(b *backend.Backend, u *upstream, x *Exchange, now time.Time) (attempt, ending) {
 	req := x.Req
-	u.wait(now, p.cfg.ResponseTimeout, x.Door)
+	u.wait(now, p.cfg().ResponseTimeout, x.Door)
 	in, err := x.send(u)
 	if err != nil {
 		if errors.Is(err, errClientBody) {
@@ -367,7 +367,7 @@ func (p *Pool) exchange(b *backend.Backend, u *upstream, x *Exchange, now time.T
 		return attempt{status: 101, in: in, out: out, health: served}, closeConn
 	}
 	p.judgeHead(x, resp.Status)
-	x.respBody.reset(u, resp, p.cfg.ResponseTimeout, x.Door)
+	x.respBody.reset(u, resp, p.cfg().ResponseTimeout, x.Door)
 	out, rerr, werr := x.Door.Respond(resp, &x.respBody)
 	a := attempt{status: resp.Status, in: in, out: out, health: served}
 	if errors.Is(rerr, errClientGone) {

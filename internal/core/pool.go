@@ -136,18 +136,15 @@ func (pc *PoolConfig) validate() error {
 // never lock.
 type Pool struct {
 	core  *Core
-	cfg   PoolConfig
-	alg   balance.Algorithm
+	conf  atomic.Pointer[settings] // swapped whole by Reconfigure
 	state atomic.Pointer[snapshot]
 
 	mu    sync.Mutex        // serialises snapshot rebuilds
 	conns map[string]*conns // by backend name; outlive snapshots
 
-	breakerStatuses statusSet
-	breakerMu       sync.Mutex // serialises breaker openings (max ejected)
-	queue           queue
-	budget          *budget
-	panicking       atomic.Bool // balancing over every backend: none in rotation
+	breakerMu sync.Mutex // serialises breaker openings (max ejected)
+	queue     queue
+	panicking atomic.Bool // balancing over every backend: none in rotation
 
 	// Counters of what no backend accounts for (stats.Pool).
 	unanswered     stats.Requests // requests no backend answered
@@ -172,7 +169,31 @@ type snapshot struct {
 	limited bool
 }
 
+// settings are a pool's configuration and what is derived from it, read
+// by requests with one atomic load and replaced whole by Reconfigure.
+type settings struct {
+	PoolConfig
+	alg             balance.Algorithm
+	breakerStatuses statusSet
+	budget          *budget
+}
+
+// cfg returns the pool's settings now.
+func (p *Pool) cfg() *settings { return p.conf.Load() }
+
 func newPool(c *Core, pc PoolConfig) (*Pool, error) {
+	p := &Pool{core: c, conns: make(map[string]*conns)}
+	s, err := p.settingsFor(pc, nil)
+	if err != nil {
+		return nil, err
+	}
+	p.conf.Store(s)
+	return p, nil
+}
+
+// settingsFor validates pc and derives the pool's settings from it; a
+// retry budget of the same shape as old's is kept, with its tokens.
+func (p *Pool) settingsFor(pc PoolConfig, old *settings) (*settings, error) {
 	alg, err := balance.Lookup(pc.Algorithm)
 	if err != nil {
 		return nil, fmt.Errorf("pool %q: %w", pc.Name, err)
@@ -180,16 +201,38 @@ func newPool(c *Core, pc PoolConfig) (*Pool, error) {
 	if err := pc.validate(); err != nil {
 		return nil, err
 	}
-	p := &Pool{core: c, cfg: pc, alg: alg, conns: make(map[string]*conns)}
-	p.budget = newBudget(pc.RetryBudgetPercent, pc.RetryBudgetFloor, p.attempts)
-	for _, s := range pc.BreakerStatuses {
-		p.breakerStatuses.add(s)
+	s := &settings{PoolConfig: pc, alg: alg}
+	for _, st := range pc.BreakerStatuses {
+		s.breakerStatuses.add(st)
 	}
-	return p, nil
+	if old != nil && old.RetryBudgetPercent == pc.RetryBudgetPercent && old.RetryBudgetFloor == pc.RetryBudgetFloor {
+		s.budget = old.budget
+	} else {
+		s.budget = newBudget(pc.RetryBudgetPercent, pc.RetryBudgetFloor, p.attempts)
+	}
+	return s, nil
+}
+
+// Reconfigure makes pc the pool's configuration while it serves, as a
+// reload asks: requests that start later use it, those in flight finish
+// as they started. The pool keeps its name, members, upstream connections,
+// queue and counters; the hooks (Rand, Dial, OnBreaker) are kept too.
+func (p *Pool) Reconfigure(pc PoolConfig) error {
+	old := p.cfg()
+	pc.Name, pc.Rand, pc.Dial, pc.OnBreaker = old.Name, old.Rand, old.Dial, old.OnBreaker
+	s, err := p.settingsFor(pc, old)
+	if err != nil {
+		return err
+	}
+	p.conf.Store(s)
+	// The picker follows the algorithm, and whether requests may queue
+	// follows the caps.
+	p.SetBackends(p.Backends())
+	return nil
 }
 
 // Name returns the pool's name.
-func (p *Pool) Name() string { return p.cfg.Name }
+func (p *Pool) Name() string { return p.cfg().Name }
 
 // SetBackends makes bs the pool's members. Backends that stay keep their
 // runtime state and pooled connections; removed ones have their idle
@@ -217,7 +260,7 @@ func (p *Pool) SetBackends(bs []*backend.Backend) {
 			if cs != nil {
 				cs.close()
 			}
-			cs = newConns(b, &p.cfg, p.core.upstreamBufs)
+			cs = newConns(b, &p.conf, p.core.upstreamBufs)
 			p.conns[b.Name] = cs
 		}
 		next.conns[b] = cs
@@ -243,7 +286,8 @@ func (p *Pool) SetBackends(bs []*backend.Backend) {
 			}
 		}
 	}
-	next.picker = p.alg.New(members, balance.Options{Rand: p.cfg.Rand})
+	cfg := p.cfg()
+	next.picker = cfg.alg.New(members, balance.Options{Rand: cfg.Rand})
 	p.attemptsBase.Add(base)
 	p.state.Store(next)
 }
@@ -266,7 +310,7 @@ func (p *Pool) attempts() uint64 {
 // now, into st.
 func (p *Pool) Stats(st *stats.Process) {
 	st.Pools = append(st.Pools, stats.Pool{
-		Name: p.cfg.Name, Queued: int64(p.Queued()),
+		Name: p.cfg().Name, Queued: int64(p.Queued()),
 		Retries: p.retries.Load(), BudgetRefusals: p.budgetRefusals.Load(),
 		Unanswered: p.unanswered.Read(),
 	})

@@ -36,14 +36,14 @@ func (p *Pool) cold(b *backend.Backend, key uint64) bool {
 		return false
 	}
 	age := time.Now().UnixNano() - at
-	ramp := int64(p.cfg.SlowStart)
+	ramp := int64(p.cfg().SlowStart)
 	if age >= ramp || age < 0 {
 		b.EndReturn(at) // warm: no clock read on its later picks
 		return false
 	}
 	share := slowStartFloor + (1-slowStartFloor)*float64(age)/float64(ramp)
 	var draw float64
-	if p.alg.HashesClient {
+	if p.cfg().alg.HashesClient {
 		draw = float64(balance.Mix(key)>>11) / (1 << 53)
 	} else {
 		draw = rand.Float64()

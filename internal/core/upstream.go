@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -51,7 +52,7 @@ type upstream struct {
 // comes, so after a load relay's descriptors go back to where they were.
 type conns struct {
 	b      *backend.Backend
-	cfg    *PoolConfig
+	conf   *atomic.Pointer[settings] // the pool's
 	bufs   *h1.BufferPool
 	mu     sync.Mutex
 	idle   []*upstream // oldest first
@@ -60,9 +61,12 @@ type conns struct {
 	closed bool
 }
 
-func newConns(b *backend.Backend, cfg *PoolConfig, bufs *h1.BufferPool) *conns {
-	return &conns{b: b, cfg: cfg, bufs: bufs}
+func newConns(b *backend.Backend, conf *atomic.Pointer[settings], bufs *h1.BufferPool) *conns {
+	return &conns{b: b, conf: conf, bufs: bufs}
 }
+
+// cfg returns the pool's settings now.
+func (p *conns) cfg() *settings { return p.conf.Load() }
 
 // get returns an idle connection, or dials a new one. reused reports which,
 // since a reused connection may have been closed by the backend meanwhile.
@@ -72,7 +76,7 @@ func (p *conns) get(now time.Time) (u *upstream, reused bool, err error) {
 		u = p.idle[len(p.idle)-1]
 		p.idle[len(p.idle)-1] = nil
 		p.idle = p.idle[:len(p.idle)-1]
-		if now.Sub(u.idleAt) < p.cfg.IdleTimeout {
+		if now.Sub(u.idleAt) < p.cfg().IdleTimeout {
 			p.mu.Unlock()
 			return u, true, nil
 		}
@@ -88,12 +92,12 @@ func (p *conns) dial() (*upstream, error) {
 		c   net.Conn
 		err error
 	)
-	if p.cfg.Dial != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ConnectTimeout)
-		c, err = p.cfg.Dial(ctx, "tcp", p.b.Addr)
+	if p.cfg().Dial != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), p.cfg().ConnectTimeout)
+		c, err = p.cfg().Dial(ctx, "tcp", p.b.Addr)
 		cancel()
 	} else {
-		d := net.Dialer{Timeout: p.cfg.ConnectTimeout}
+		d := net.Dialer{Timeout: p.cfg().ConnectTimeout}
 		c, err = d.Dial("tcp", p.b.Addr)
 	}
 	if err != nil {
@@ -112,7 +116,7 @@ func (p *conns) put(u *upstream, now time.Time) {
 	// connection would not.
 	u.br.Release()
 	p.mu.Lock()
-	if p.closed || len(p.idle) >= p.cfg.MaxIdlePerBackend {
+	if p.closed || len(p.idle) >= p.cfg().MaxIdlePerBackend {
 		p.mu.Unlock()
 		u.conn.Close()
 		return
@@ -120,7 +124,7 @@ func (p *conns) put(u *upstream, now time.Time) {
 	p.idle = append(p.idle, u)
 	if !p.armed {
 		p.armed = true
-		p.arm(p.cfg.IdleTimeout)
+		p.arm(p.cfg().IdleTimeout)
 	}
 	p.mu.Unlock()
 }
@@ -140,14 +144,14 @@ func (p *conns) reap() {
 	now := time.Now()
 	p.mu.Lock()
 	k := 0
-	for k < len(p.idle) && now.Sub(p.idle[k].idleAt) >= p.cfg.IdleTimeout {
+	for k < len(p.idle) && now.Sub(p.idle[k].idleAt) >= p.cfg().IdleTimeout {
 		k++
 	}
 	expired := append([]*upstream(nil), p.idle[:k]...)
 	p.idle = append(p.idle[:0], p.idle[k:]...)
 	clear(p.idle[len(p.idle):cap(p.idle)])
 	if len(p.idle) > 0 && !p.closed {
-		p.arm(p.idle[0].idleAt.Add(p.cfg.IdleTimeout).Sub(now))
+		p.arm(p.idle[0].idleAt.Add(p.cfg().IdleTimeout).Sub(now))
 	} else {
 		p.armed = false
 	}

@@ -17,7 +17,7 @@ import (
 // NewLogger returns the process logger: JSON lines to w, dropping records
 // below level. It is the format the access log imitates, so tools that read
 // one read both.
-func NewLogger(w io.Writer, level slog.Level) *slog.Logger {
+func NewLogger(w io.Writer, level slog.Leveler) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
 }
 

@@ -3,6 +3,7 @@ package logging
 import (
 	"bytes"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -208,7 +209,7 @@ func TestSharedOutput(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
-	logger := NewLogger(o, 0)
+	logger := NewLogger(o, slog.LevelInfo)
 	access := NewAccessLog(o, WithFlushSize(2048), WithFlushInterval(time.Millisecond))
 	const n = 500
 	var wg sync.WaitGroup

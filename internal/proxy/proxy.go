@@ -159,6 +159,10 @@ func (p *Proxy) Core() *core.Core { return p.core }
 // SetBackends makes bs the default pool's members (core.Pool.SetBackends).
 func (p *Proxy) SetBackends(bs []*backend.Backend) { p.pool.SetBackends(bs) }
 
+// Reconfigure gives the default pool new settings while it serves
+// (core.Pool.Reconfigure).
+func (p *Proxy) Reconfigure(pc core.PoolConfig) error { return p.pool.Reconfigure(pc) }
+
 // Backends returns the default pool's members.
 func (p *Proxy) Backends() []*backend.Backend { return p.pool.Backends() }
 

@@ -130,12 +130,12 @@ func (l *Control) Remove(name string) error {
 }
 
 // Reloaded makes src the configuration of every process (a process
-// started later runs it too) and members the pool's membership.
-// Backends that stay keep their state: health, breaker, operator state,
-// counters.
-func (l *Control) Reloaded(src ConfigSource, members []Member) error {
+// started later runs it too), members the pool's membership and
+// maxEjected the bound on breakers. Backends that stay keep their state:
+// health, breaker, operator state, counters.
+func (l *Control) Reloaded(src ConfigSource, members []Member, maxEjected int) error {
 	return l.change(func([]Member) ([]Member, error) {
-		l.config = src
+		l.config, l.maxEjected = src, maxEjected
 		l.reloads[0]++
 		l.broadcastLocked(Message{Kind: KindConfig, Config: &src})
 		return members, nil
