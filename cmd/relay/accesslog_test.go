@@ -1,13 +1,18 @@
 package main
 
 import (
+	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"relay/internal/logging"
 )
 
 // logWait bounds how long a log line may take to appear; the access log
@@ -210,4 +215,62 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestProcessesAppendAndRotateOneLogFile: with two processes appending
+// their access lines to the log file themselves and the supervisor
+// rotating it by size, no line is lost, split or interleaved, and the
+// file is rotated.
+func TestProcessesAppendAndRotateOneLogFile(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t, nil)
+	r, logFile := fileLogRelay(t, b, "processes: 2\nlog_max_size_mb: 1\nlog_max_backups: 0\n")
+	const clients, each = 20, 300 // about 1.6 MB of access lines
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			tr := &http.Transport{MaxIdleConnsPerHost: 1}
+			defer tr.CloseIdleConnections()
+			hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+			for i := range each {
+				resp, err := hc.Get(r.url(fmt.Sprintf("/c%d/r%d/%s", c, i, strings.Repeat("x", 100))))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+	// Let the size check see the last lines, then stop: every line is out.
+	time.Sleep(logging.RotateCheckEvery + 500*time.Millisecond)
+	r.stop()
+	files, _ := filepath.Glob(filepath.Join(filepath.Dir(logFile), "lb*.log"))
+	if len(files) < 2 {
+		t.Fatalf("log files %v: want the file rotated at 1 MB", files)
+	}
+	seen := map[string]bool{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			l := parseLogLine(line)
+			if l == nil {
+				t.Fatalf("%s: line is not whole JSON: %.200q", f, line)
+			}
+			if isAccess(l) {
+				if seen[l.Str("path")] {
+					t.Fatalf("access line for %s written twice", l.Str("path"))
+				}
+				seen[l.Str("path")] = true
+			}
+		}
+	}
+	if len(seen) != clients*each {
+		t.Fatalf("%d access lines across %d files, want %d", len(seen), len(files), clients*each)
+	}
 }

@@ -208,7 +208,7 @@ func supervise(f *flags, cfg *config.Config, src supervisor.ConfigSource, args [
 	if err != nil {
 		return err
 	}
-	defer lg.file.Close()
+	defer lg.close()
 	log, out := lg.log, lg.out
 	c, err := startControl(f, cfg, src, lg)
 	if err != nil {
@@ -218,13 +218,33 @@ func supervise(f *flags, cfg *config.Config, src supervisor.ConfigSource, args [
 	opts := supervisor.Options{
 		Config: cfg, Source: src, Args: args,
 		Log: log, Out: out, ErrOut: &supervisor.LockedWriter{W: stderr},
-		Rotate:  lg.rotate,
+		Rotate:  func() { lg.reopen(); c.ctl.Reopen() },
 		Reload:  func() { c.reload() },
 		Control: c.ctl,
 		Admin:   c.adminAddr(),
 	}
 	if f.demo {
 		opts.Demo = func() (func(), error) { return startDemoBackends(log) }
+	}
+	if lg.shared != nil {
+		// The processes append to the file beside the supervisor, so its
+		// size is watched here and the rotation announced to them all.
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			t := time.NewTicker(logging.RotateCheckEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					if lg.shared.Due() {
+						opts.Rotate()
+					}
+				}
+			}
+		}()
 	}
 	return supervisor.Run(opts)
 }
@@ -257,7 +277,7 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 	if err != nil {
 		return err
 	}
-	defer lg.file.Close()
+	defer lg.close()
 	log, out := lg.log, lg.out
 
 	var c *controlled // alone: the control, in this process
@@ -294,8 +314,19 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 		return err
 	}
 	var access *logging.AccessLog
+	var appender *logging.Appender // with several processes, the shared log file
 	if cfg.AccessLog {
-		access = logging.NewAccessLog(out)
+		accessOut := out
+		if c == nil && cfg.LogFile != "" {
+			// Access lines go straight to the file, appended whole, as
+			// nginx's workers write theirs; the supervisor rotates it.
+			if appender, err = logging.OpenAppend(cfg.LogFile); err != nil {
+				return err
+			}
+			defer appender.Close()
+			accessOut = appender
+		}
+		access = logging.NewAccessLog(accessOut)
 		defer access.Close()
 	}
 	pcfg := proxy.ConfigFrom(cfg)
@@ -331,6 +362,13 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 			log.Debug("configuration applied", "generation", src.Generation)
 		},
 		Stats: p.Stats,
+		Reopen: func() {
+			if appender != nil {
+				if err := appender.Reopen(); err != nil {
+					log.Error("reopening the log file failed", "err", err)
+				}
+			}
+		},
 		Ended: func(err error) {
 			log.Error("channel from the supervisor ended; stopping so that it restarts this process", "err", err)
 			syscall.Kill(os.Getpid(), syscall.SIGTERM)
@@ -363,7 +401,7 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 		case sig := <-sigs:
 			switch {
 			case sig == syscall.SIGUSR1 && c != nil:
-				lg.rotate()
+				lg.reopen()
 				continue
 			case sig == syscall.SIGHUP && c != nil:
 				c.reload()
@@ -417,35 +455,46 @@ func applyMembership(p *proxy.Proxy, ms []supervisor.Member, share func(int) int
 	return next
 }
 
-// logs are relay's log outputs: the file (or nothing, for stdout), the
-// writer the access log shares, the logger, and its level, which a
-// reload may change.
+// logs are relay's log outputs: the writer the logger and the access log
+// share, the logger, and its level, which a reload may change.
 type logs struct {
-	file  *logging.Output
-	out   io.Writer
-	log   *slog.Logger
-	level *slog.LevelVar
+	out    io.Writer
+	log    *slog.Logger
+	level  *slog.LevelVar
+	rotate func() error // reopen or rotate the file; nothing for stdout
+	close  func() error
+	shared *logging.Shared // the supervisor's file, which its processes append to
 }
 
 // openLog opens relay's log: file, or stdout when file is "", and a logger
-// at the configured level writing to it (through a lock when several
-// writers share it), then raises the open-file limit, warning through
-// that logger. out is what the access log should write to.
-func openLog(cfg *config.Config, file string, stdout io.Writer, locked bool) (*logs, error) {
+// at the configured level writing to it, then raises the open-file limit,
+// warning through that logger. A supervisor (shared) writes the file
+// through an Appender beside its processes, serialising its own writers,
+// and rotates it for them all.
+func openLog(cfg *config.Config, file string, stdout io.Writer, shared bool) (*logs, error) {
 	level, err := logging.ParseLevel(cfg.LogLevel)
 	if err != nil {
 		return nil, err
 	}
-	l := &logs{level: new(slog.LevelVar)}
+	l := &logs{level: new(slog.LevelVar), out: stdout}
 	l.level.Set(level)
-	if l.file, err = logging.Open(file, cfg.LogMaxSizeMB, cfg.LogMaxBackups, cfg.LogMaxAgeDays); err != nil {
-		return nil, err
+	switch {
+	case shared && file != "":
+		if l.shared, err = logging.OpenShared(file, cfg.LogMaxSizeMB, cfg.LogMaxBackups, cfg.LogMaxAgeDays); err != nil {
+			return nil, err
+		}
+		l.out, l.rotate, l.close = l.shared, l.shared.Rotate, l.shared.Close
+	default:
+		o, err := logging.Open(file, cfg.LogMaxSizeMB, cfg.LogMaxBackups, cfg.LogMaxAgeDays)
+		if err != nil {
+			return nil, err
+		}
+		if file != "" {
+			l.out = o
+		}
+		l.rotate, l.close = o.Rotate, o.Close
 	}
-	l.out = stdout
-	if file != "" {
-		l.out = l.file
-	}
-	if locked {
+	if shared {
 		l.out = &supervisor.LockedWriter{W: l.out}
 	}
 	l.log = logging.NewLogger(l.out, l.level)
@@ -460,9 +509,10 @@ func (l *logs) setLevel(cfg *config.Config) {
 	}
 }
 
-// rotate reopens the log file, as SIGUSR1 asks.
-func (l *logs) rotate() {
-	if err := l.file.Rotate(); err != nil {
+// reopen reopens (rotates) the log file, as SIGUSR1 asks, and logs a
+// failure.
+func (l *logs) reopen() {
+	if err := l.rotate(); err != nil {
 		l.log.Error("log rotation failed", "err", err)
 	}
 }

@@ -13,9 +13,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"strings"
 	"time"
 
+	"relay/internal/admin/ui"
 	"relay/internal/supervisor"
 )
 
@@ -62,6 +62,8 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	mux.Handle("GET /{$}", ui.Handler())
+	mux.Handle("GET /ui/", ui.Handler())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no admin endpoint "+r.Method+" "+r.URL.Path+"; see README, Operations")
 	})
@@ -116,13 +118,4 @@ func (s *Server) Shutdown() {
 	if s.srv.Shutdown(ctx) != nil {
 		s.srv.Close()
 	}
-}
-
-// hostPort is how a backend name reads without its scheme.
-func hostPort(name string) string {
-	_, hp, ok := strings.Cut(name, "://")
-	if !ok {
-		return name
-	}
-	return hp
 }

@@ -22,6 +22,8 @@ const (
 	KindHealth Kind = "health"
 	// KindOperator (down): an operator's state for one backend.
 	KindOperator Kind = "operator"
+	// KindReopen (down): the shared log file was rotated; reopen it.
+	KindReopen Kind = "reopen"
 	// KindCollect (down): send your counters now, answering with the
 	// message's Collect number.
 	KindCollect Kind = "collect"
@@ -138,6 +140,7 @@ func (m *Message) validate() error {
 		if m.Operator == nil || m.Operator.Name == "" {
 			return errors.New(`"operator" message without a backend name`)
 		}
+	case KindReopen:
 	case KindCollect:
 		if m.Collect == 0 {
 			return errors.New(`"collect" message without its number`)

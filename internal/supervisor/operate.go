@@ -149,6 +149,9 @@ func (l *Control) ReloadRefused() {
 	l.reloads[1]++
 }
 
+// Reopen tells every process that the shared log file was rotated.
+func (l *Control) Reopen() { l.broadcast(Message{Kind: KindReopen}) }
+
 // Generation is the configuration generation relay runs.
 func (l *Control) Generation() uint64 {
 	l.mu.Lock()

@@ -99,6 +99,8 @@ type Updates struct {
 	// Stats reads the process's counters, for the supervisor's collects;
 	// nil answers none.
 	Stats func() *stats.Process
+	// Reopen reopens the shared log file after a rotation; nil ignores it.
+	Reopen func()
 	// Ended is called once when the channel ends or breaks; the process
 	// should then stop, so that the supervisor starts it afresh.
 	Ended func(error)
@@ -156,6 +158,10 @@ func (p *Process) Follow(bs []*backend.Backend, u Updates) error {
 			case KindMembership:
 				if u.Membership != nil {
 					byName = index(u.Membership(m.Membership))
+				}
+			case KindReopen:
+				if u.Reopen != nil {
+					u.Reopen()
 				}
 			case KindCollect:
 				if u.Stats != nil {

@@ -1,0 +1,124 @@
+package logging
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"gopkg.in/natefinch/lumberjack.v2"
+)
+
+// Appender writes to a log file that several processes share, as nginx's
+// workers do: each holds the file open with O_APPEND, so every write lands
+// whole at the end of the file, whoever else writes. Callers write whole
+// lines (the access log writes batches of them), so lines never
+// interleave. Reopen follows a rotation: the file at the path is a new one.
+type Appender struct {
+	path string
+	mu   sync.RWMutex // writes share it; Reopen takes it alone
+	f    *os.File
+}
+
+// OpenAppend opens path for appending, creating it when missing.
+func OpenAppend(path string) (*Appender, error) {
+	f, err := openAppend(path)
+	if err != nil {
+		return nil, err
+	}
+	return &Appender{path: path, f: f}, nil
+}
+
+func openAppend(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("log file %q: %w", path, err)
+	}
+	return f, nil
+}
+
+// Write appends p in one write.
+func (a *Appender) Write(p []byte) (int, error) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.f.Write(p)
+}
+
+// Reopen switches to the file now at the path; writes in progress finish
+// on the old one.
+func (a *Appender) Reopen() error {
+	f, err := openAppend(a.path)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	old := a.f
+	a.f = f
+	a.mu.Unlock()
+	return old.Close()
+}
+
+// Close closes the file.
+func (a *Appender) Close() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.f.Close()
+}
+
+// Shared is the supervisor's side of a log file its processes append to:
+// it writes through an Appender like them, and rotates the file by size
+// for all of them, since none sees the others' writes.
+type Shared struct {
+	*Appender
+	rotator *lumberjack.Logger // renames and prunes; never writes
+	maxSize int64
+}
+
+// OpenShared opens file for appending and rotation by size, with the
+// rotation settings of Open.
+func OpenShared(file string, maxSizeMB, maxBackups, maxAgeDays int) (*Shared, error) {
+	if maxSizeMB < 0 || maxBackups < 0 || maxAgeDays < 0 {
+		return nil, fmt.Errorf("log file %q: size, backups and age must not be negative (got %d MB, %d backups, %d days)",
+			file, maxSizeMB, maxBackups, maxAgeDays)
+	}
+	a, err := OpenAppend(file)
+	if err != nil {
+		return nil, err
+	}
+	if maxSizeMB == 0 {
+		maxSizeMB = 100
+	}
+	return &Shared{Appender: a, maxSize: int64(maxSizeMB) << 20,
+		rotator: &lumberjack.Logger{Filename: file, MaxSize: maxSizeMB, MaxBackups: maxBackups, MaxAge: maxAgeDays}}, nil
+}
+
+// Due reports whether the file has reached its rotation size.
+func (s *Shared) Due() bool {
+	fi, err := os.Stat(s.path)
+	return err == nil && fi.Size() >= s.maxSize
+}
+
+// Rotate moves the file aside under a timestamped name (as Open's
+// rotation does), prunes old ones, and reopens the path; the caller then
+// tells the other writers to reopen it too.
+func (s *Shared) Rotate() error {
+	if err := s.rotator.Rotate(); err != nil {
+		return fmt.Errorf("log file %q: rotate: %w", s.path, err)
+	}
+	return s.Reopen()
+}
+
+// Close closes the file.
+func (s *Shared) Close() error {
+	s.rotator.Close()
+	return s.Appender.Close()
+}
+
+// RotateCheckEvery is how often the supervisor looks at a shared log
+// file's size.
+const RotateCheckEvery = time.Second
