@@ -1,7 +1,6 @@
 package logging
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -37,14 +36,9 @@ func Open(file string, maxSizeMB, maxBackups, maxAgeDays int) (*Output, error) {
 	// lumberjack opens lazily and, if it cannot append to an existing file,
 	// quietly starts a new one; probing here turns a typo in the path or a
 	// read-only directory into an error at start that names the path.
-	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := openAppend(file)
 	if err != nil {
-		// The path is already in the message; keep only the reason.
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return nil, fmt.Errorf("log file %q: %w", file, err)
+		return nil, err
 	}
 	if err := f.Close(); err != nil {
 		return nil, fmt.Errorf("log file %q: %w", file, err)
