@@ -141,11 +141,12 @@ func (c *Core) Forward(x *Exchange) Outcome {
 	p := c.route(x)
 	var o Outcome
 	if x.Body == nil {
-		o = p.forward(x)
+		o = p.forward(x, start)
 	} else {
 		var ok bool
 		if o, ok = c.admitBody(x); ok {
-			o = p.forward(x)
+			// Reading a held body took time: deadlines start now.
+			o = p.forward(x, time.Now())
 		}
 		x.releaseBody()
 	}

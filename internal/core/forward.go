@@ -55,14 +55,15 @@ const (
 // When nothing else could take it, no backend is in rotation and the pool
 // panics: it picks among every member an operator has not taken out,
 // rather than answer 503 to requests a backend might still serve.
-func (p *Pool) forward(x *Exchange) Outcome {
+//
+// now is the time the request reached the pool.
+func (p *Pool) forward(x *Exchange, now time.Time) Outcome {
 	snap, cfg := p.state.Load(), p.cfg()
 	x.prepared, x.streamed, x.probe = false, false, nil
 	var key uint64
 	if cfg.alg.HashesClient {
 		key = x.hashKey(p.core)
 	}
-	now := time.Now()
 	cfg.budget.request(cfg.budget.second(now))
 	var tried, f balance.Filter // tried: backends tried; f: also those passed by
 	last := attempt{status: 503, msg: "no backend available"}
