@@ -1,11 +1,15 @@
-// Package browser drives Debian's headless Chromium from tests, through
-// the DevTools protocol (github.com/chromedp/chromedp), and collects what
-// a person would see go wrong: console errors and warnings, uncaught
-// exceptions, failed loads. A test without Chromium installed skips.
+// Package browser lets tests drive Debian's headless Chromium through the
+// DevTools protocol (github.com/chromedp/chromedp) and collects what a
+// person at the page would see go wrong: console errors and warnings,
+// uncaught exceptions and the browser's own error log (failed loads,
+// refused Content-Security-Policy). A test on a machine without Chromium
+// is skipped rather than failed.
 package browser
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,153 +18,265 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 )
 
-// Browser is one headless Chromium with one page.
-type Browser struct {
-	t   *testing.T
-	ctx context.Context // the page's; its first use started the browser
+// Width and Height are the size of the browser's window: a laptop screen.
+const (
+	Width  = 1366
+	Height = 900
+)
 
-	mu       sync.Mutex
-	problems []string
+// Timeouts bound every wait, so that a hung browser fails a test instead
+// of hanging it.
+const (
+	// StartTimeout bounds starting Chromium and opening its tab.
+	StartTimeout = 60 * time.Second
+	// RunTimeout bounds one call of Run, Eval or Screenshot.
+	RunTimeout = 30 * time.Second
+	// stopTimeout bounds closing Chromium at the end of the test.
+	stopTimeout = 10 * time.Second
+	// pollInterval is how often WaitFor evaluates its condition.
+	pollInterval = 50 * time.Millisecond
+)
+
+// Browser is one headless Chromium with one tab, owned by one test.
+type Browser struct {
+	t   testing.TB
+	ctx context.Context // the tab's; its first use started the browser
+
+	mu     sync.Mutex
+	errors []string
 }
 
-// find returns Chromium's path, or "".
-func find() string {
-	for _, p := range []string{"/usr/bin/chromium", "/usr/bin/chromium-browser"} {
-		if _, err := os.Stat(p); err == nil {
+// Path returns the Chromium binary tests use: /usr/bin/chromium, else
+// chromium or chromium-browser on PATH; "" when there is none.
+func Path() string {
+	if fi, err := os.Stat("/usr/bin/chromium"); err == nil && !fi.IsDir() {
+		return "/usr/bin/chromium"
+	}
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
 			return p
 		}
-	}
-	if p, err := exec.LookPath("chromium"); err == nil {
-		return p
 	}
 	return ""
 }
 
-// New starts Chromium for t, with a page of 1366x900 (a laptop screen),
-// and stops it when t ends. Without Chromium the test is skipped.
-func New(t *testing.T) *Browser {
+// New starts a headless Chromium for t with a window of Width x Height and
+// a fresh profile under t.TempDir(), and stops it when t ends. Without
+// Chromium, t is skipped.
+func New(t testing.TB) *Browser {
 	t.Helper()
-	path := find()
+	path := Path()
 	if path == "" {
 		t.Skip("chromium is not installed; .ci/run installs it (apt-get install chromium)")
 	}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
 		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1366, 900),
+		chromedp.WindowSize(Width, Height),
 		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("no-sandbox", true), // tests run as root in containers
 		chromedp.Flag("disable-gpu", true),
 		chromedp.Flag("disable-quic", true),
 		chromedp.Flag("no-first-run", true),
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-extensions", true),
+		// A container's /dev/shm is often too small for Chromium.
 		chromedp.Flag("disable-dev-shm-usage", true),
+		// Pages under test poll with timers; keep them on time.
+		chromedp.Flag("disable-background-timer-throttling", true),
+		chromedp.Flag("disable-renderer-backgrounding", true),
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	b := &Browser{t: t}
+	// WithListener, unlike a listener added later, sees the events of the
+	// tab's start too.
 	ctx, cancel := chromedp.NewContext(actx, chromedp.WithListener(b.listen))
 	b.ctx = ctx
-	t.Cleanup(func() { cancel(); cancelAlloc() })
-	// The first call starts the browser; it must not run under a timeout,
-	// which would stop the browser with it.
-	if _, err := chromedp.Call(ctx, runtime.Enable, cdp.Empty{}); err != nil {
-		t.Fatalf("starting chromium: %v", err)
+
+	// The first call starts the browser, and the browser lives as long as
+	// that call's context: a timeout on it would stop the browser when it
+	// fires. So the start is bounded from outside instead.
+	started := make(chan error, 1)
+	go func() { started <- chromedp.Do(ctx) }()
+	select {
+	case err := <-started:
+		if err != nil {
+			cancel()
+			cancelAlloc()
+			t.Fatalf("starting %s: %v", path, err)
+		}
+	case <-time.After(StartTimeout):
+		cancel()
+		cancelAlloc()
+		<-started
+		t.Fatalf("starting %s: no tab within %v", path, StartTimeout)
 	}
-	if _, err := chromedp.Call(ctx, log.Enable, cdp.Empty{}); err != nil {
-		t.Fatalf("chromium: enabling its log: %v", err)
-	}
+
+	t.Cleanup(func() {
+		// Close the browser politely first so that it flushes nothing into
+		// a removed profile directory; then make sure the process is gone.
+		cctx, ccancel := context.WithTimeout(ctx, stopTimeout)
+		if err := chromedp.Cancel(cctx); err != nil && !errors.Is(err, context.Canceled) {
+			t.Logf("closing chromium: %v", err)
+		}
+		ccancel()
+		cancel()
+		cancelAlloc() // waits for the process to exit
+	})
 	return b
 }
 
 // listen records what the page reports going wrong. It runs on the tab's
-// reading goroutine, so it only appends under a lock.
+// reading goroutine, before the replies that follow the event, so an
+// error the page logs before a Run returns is recorded when Run returns.
+// It must be quick and must not call into the browser.
 func (b *Browser) listen(ev any) {
 	switch ev := ev.(type) {
 	case *runtime.EventConsoleAPICalled:
-		if ev.Type == runtime.ConsoleAPICalledTypeError || ev.Type == runtime.ConsoleAPICalledTypeWarning {
-			var args []string
-			for _, a := range ev.Args {
-				if a.Description != "" {
-					args = append(args, a.Description)
-				} else {
-					args = append(args, strings.Trim(string(a.Value), `"`))
-				}
-			}
-			b.problem("console.%s: %s", ev.Type, strings.Join(args, " "))
+		if ev.Type != runtime.ConsoleAPICalledTypeError && ev.Type != runtime.ConsoleAPICalledTypeWarning {
+			return
 		}
+		args := make([]string, 0, len(ev.Args))
+		for _, a := range ev.Args {
+			args = append(args, describe(a))
+		}
+		b.add("console.%s: %s%s", ev.Type, strings.Join(args, " "), stackPlace(ev.StackTrace))
 	case *runtime.EventExceptionThrown:
 		d := ev.ExceptionDetails
 		msg := d.Text
-		if d.Exception != nil && d.Exception.Description != "" {
-			msg += " " + d.Exception.Description
+		if d.Exception != nil {
+			// The description of an Error is its message and stack; the
+			// first line is enough to recognise it.
+			desc, _, _ := strings.Cut(describe(d.Exception), "\n")
+			msg += " " + desc
 		}
-		b.problem("uncaught exception: %s", msg)
+		b.add("uncaught exception: %s (%s:%d)", msg, d.URL, d.LineNumber+1)
 	case *log.EventEntryAdded:
-		if ev.Entry.Level == log.EntryLevelError || ev.Entry.Level == log.EntryLevelWarning {
-			b.problem("%s %s: %s (%s)", ev.Entry.Source, ev.Entry.Level, ev.Entry.Text, ev.Entry.URL)
+		e := ev.Entry
+		if e.Level != log.EntryLevelError && e.Level != log.EntryLevelWarning {
+			return
 		}
+		place := ""
+		if e.URL != "" {
+			place = " (" + e.URL + ")"
+		}
+		b.add("%s %s: %s%s", e.Source, e.Level, e.Text, place)
 	}
 }
 
-func (b *Browser) problem(format string, args ...any) {
+// describe is how the console would show one value.
+func describe(o *runtime.RemoteObject) string {
+	if o == nil {
+		return ""
+	}
+	if o.Type == runtime.RemoteObjectTypeString {
+		var s string
+		if err := json.Unmarshal(o.Value, &s); err == nil {
+			return s
+		}
+	}
+	if o.Description != "" {
+		return o.Description
+	}
+	if len(o.Value) > 0 {
+		return string(o.Value)
+	}
+	return string(o.Type)
+}
+
+// stackPlace is " (url:line)" of the innermost frame, or "".
+func stackPlace(st *runtime.StackTrace) string {
+	if st == nil || len(st.CallFrames) == 0 {
+		return ""
+	}
+	f := st.CallFrames[0]
+	return fmt.Sprintf(" (%s:%d)", f.URL, f.LineNumber+1)
+}
+
+func (b *Browser) add(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	b.mu.Lock()
+	b.errors = append(b.errors, msg)
+	b.mu.Unlock()
+}
+
+// Errors returns, in order, the console errors and warnings, uncaught
+// exceptions and browser log errors and warnings seen so far, each as one
+// line that says where it came from (for example "console.error: ...",
+// "uncaught exception: ...", "network error: ... (URL)").
+func (b *Browser) Errors() []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.problems = append(b.problems, fmt.Sprintf(format, args...))
+	return append([]string(nil), b.errors...)
 }
 
-// Do runs steps on the page, in order, all within timeout.
-func (b *Browser) Do(timeout time.Duration, steps ...chromedp.Action[chromedp.Void]) error {
-	ctx, cancel := context.WithTimeout(b.ctx, timeout)
+// Context returns the tab's context, for chromedp calls Run does not
+// cover. Derive a context with a timeout from it; never cancel it.
+func (b *Browser) Context() context.Context { return b.ctx }
+
+// Run runs actions on the tab in order, all within RunTimeout.
+func (b *Browser) Run(actions ...chromedp.Action[chromedp.Void]) error {
+	ctx, cancel := context.WithTimeout(b.ctx, RunTimeout)
 	defer cancel()
-	return chromedp.Do(ctx, steps...)
+	return chromedp.Do(ctx, actions...)
 }
 
-// Eval evaluates a JavaScript expression on the page and returns its value.
+// Eval evaluates the JavaScript expression expr in the page, within
+// RunTimeout, and returns its value decoded as T.
 func Eval[T any](b *Browser, expr string) (T, error) {
-	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, RunTimeout)
 	defer cancel()
 	return chromedp.Run(ctx, chromedp.Evaluate[T](expr))
 }
 
-// Problems returns the console errors and warnings, uncaught exceptions
-// and failed loads seen so far.
-func (b *Browser) Problems() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append([]string(nil), b.problems...)
+// WaitFor evaluates the JavaScript expression expr in the page until it
+// is true, for at most timeout; what says what is awaited, for the error,
+// which also carries the last value or error seen.
+func (b *Browser) WaitFor(timeout time.Duration, what, expr string) error {
+	ctx, cancel := context.WithTimeout(b.ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	var last string
+	// The count bounds the loop even if each evaluation returned at once
+	// with the deadline somehow never reached.
+	for n := int(timeout/pollInterval) + 1; n > 0; n-- {
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
+		if err == nil && ok {
+			return nil
+		}
+		switch {
+		case err == nil:
+			last = "false"
+		case ctx.Err() == nil || last == "":
+			// An evaluation cut short by the deadline says nothing
+			// about the page; keep what the one before saw.
+			last = "error " + err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: not within %v (%s was %s)", what, timeout, expr, last)
+		case <-tick.C:
+		}
+	}
+	return fmt.Errorf("%s: not within %v (%s was %s)", what, timeout, expr, last)
 }
 
-// Screenshot writes a PNG of the whole page to path.
+// Screenshot writes a PNG of the whole page, beyond the window if the page
+// is longer, to path.
 func (b *Browser) Screenshot(path string) error {
-	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, RunTimeout)
 	defer cancel()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		return err
 	}
 	return os.WriteFile(path, png, 0o644)
-}
-
-// WaitFor polls the page's JavaScript expression expr until it is true,
-// for at most timeout; what says why it is awaited, for the error.
-func (b *Browser) WaitFor(timeout time.Duration, what, expr string) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, err := Eval[bool](b, expr)
-		if err == nil && ok {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: not within %v (%s; last error %v)", what, timeout, expr, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

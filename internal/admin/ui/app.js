@@ -1,212 +1,611 @@
-// relay's dashboard: polls GET /api/backends once a second and shows the
-// difference between two polls as rates and latency percentiles.
+// relay's dashboard. It polls GET /api/backends once a second and shows
+// the difference between two polls as rates and latency percentiles, the
+// way Prometheus's rate() and histogram_quantile() would over a window of
+// about a second. No framework, no build step: the page must work from
+// the binary alone, offline, under "Content-Security-Policy: default-src
+// 'self'" (so no inline script, no inline style, no eval).
 "use strict";
 
-const POLL_MS = 1000;
-const HISTORY = 60; // points kept for the charts, one per poll
+const POLL_MS = 1000;           // how often the API is polled
+const FETCH_TIMEOUT_MS = 3000;  // a poll taking longer counts as failed
+const SPAN_S = 60;              // seconds of history the charts show
+const MIN_WINDOW_S = 0.9;       // shortest window a rate is computed over
+const KEEP_S = 10;              // seconds of raw polls kept for windows
+const SVG_NS = "http://www.w3.org/2000/svg";
 
-const state = { prev: null, total: { rps: [], p99: [] }, backends: new Map() };
-const token = new URLSearchParams(location.hash.slice(1)).get("token");
+const $ = (id) => document.getElementById(id);
 
-function headers() {
-  const h = { "Accept": "application/json" };
-  if (token) h["Authorization"] = "Bearer " + token;
-  return h;
+// ---------------------------------------------------------------- API
+
+// The admin token, when relay wants one, comes from the address:
+// http://host:port/#token=SECRET. The fragment never leaves the browser.
+let token = tokenFromHash();
+function tokenFromHash() {
+  return new URLSearchParams(location.hash.slice(1)).get("token") || "";
 }
 
-// quantile estimates the q-quantile (0..1) of the requests counted between
-// two cumulative histograms, interpolating within the bucket it falls in.
-function quantile(q, bounds, now, before) {
-  const n = now.length;
-  const c = now.map((v, i) => v - (before ? before[i] : 0));
-  const total = c[n - 1];
-  if (total <= 0) return null;
+// api calls the admin API and returns its JSON answer. A failure throws
+// an Error whose status is the HTTP status (0 when relay was not reached)
+// and whose message is the API's {"error": ...} when it sent one.
+async function api(path, method) {
+  const headers = { "Accept": "application/json" };
+  if (token) headers["Authorization"] = "Bearer " + token;
+  let r;
+  try {
+    r = await fetch(path, {
+      method: method || "GET",
+      headers,
+      cache: "no-store",
+      signal: AbortSignal.timeout(FETCH_TIMEOUT_MS),
+    });
+  } catch (e) {
+    const err = new Error(e.name === "TimeoutError" ? "no answer within " + FETCH_TIMEOUT_MS / 1000 + " s" : "no connection");
+    err.status = 0;
+    throw err;
+  }
+  let body = null;
+  try {
+    body = await r.json();
+  } catch (e) {
+    body = null;
+  }
+  if (!r.ok) {
+    let msg = body && typeof body.error === "string" ? body.error : (r.statusText || "error");
+    if (r.status === 401 && !token) msg += " (open this page as …/#token=YOUR_TOKEN)";
+    const err = new Error(msg);
+    err.status = r.status;
+    throw err;
+  }
+  if (body === null) {
+    const err = new Error("the answer is not JSON");
+    err.status = r.status;
+    throw err;
+  }
+  return body;
+}
+
+// ------------------------------------------------------------- maths
+
+// histogramQuantile estimates the q-quantile (0 ≤ q ≤ 1) of the values
+// counted in a histogram, as Prometheus's histogram_quantile() does:
+// counts are cumulative, counts[i] for values ≤ bounds[i], and the last
+// count, one more than there are bounds, is for +Inf (everything). The
+// value is interpolated linearly within the bucket the rank falls in; a
+// rank in the +Inf bucket gives the highest finite bound; the first
+// bucket starts at 0. Returns null when nothing was counted.
+function histogramQuantile(q, bounds, counts) {
+  const n = counts.length;
+  if (n < 2 || n !== bounds.length + 1) return null;
+  const total = counts[n - 1];
+  if (!(total > 0)) return null;
   const rank = q * total;
-  let i = 0;
-  while (i < n - 1 && c[i] < rank) i++;
-  if (i >= bounds.length) return bounds[bounds.length - 1];
-  const lower = i === 0 ? 0 : bounds[i - 1];
-  const prev = i === 0 ? 0 : c[i - 1];
-  const inBucket = c[i] - prev;
-  const frac = inBucket > 0 ? (rank - prev) / inBucket : 1;
-  return lower + (bounds[i] - lower) * frac;
+  let b = 0;
+  while (b < n - 1 && counts[b] < rank) b++;
+  if (b === n - 1) return bounds[n - 2];
+  const upper = bounds[b];
+  if (b === 0 && upper <= 0) return upper;
+  const lower = b === 0 ? 0 : bounds[b - 1];
+  const below = b === 0 ? 0 : counts[b - 1];
+  const inBucket = counts[b] - below;
+  if (!(inBucket > 0)) return lower;
+  return lower + (upper - lower) * ((rank - below) / inBucket);
 }
 
-// delta is what happened to one set of counters between two polls.
-function delta(now, before, seconds) {
-  const d = { rps: null, err: null, p50: null, p99: null };
-  if (!before || seconds <= 0) return d;
-  const reqs = now.requests - before.requests;
-  d.rps = Math.max(reqs, 0) / seconds;
-  d.err = reqs > 0 ? (now.responses["5xx"] - before.responses["5xx"]) / reqs : 0;
-  d.p50 = quantile(0.5, now.latency.bounds, now.latency.counts, before.latency.counts);
-  d.p99 = quantile(0.99, now.latency.bounds, now.latency.counts, before.latency.counts);
-  return d;
+function class5xx(c) {
+  return (c && c.responses && c.responses["5xx"]) || 0;
 }
 
-function push(arr, v) {
-  arr.push(v);
-  if (arr.length > HISTORY) arr.shift();
+// change is what happened to one set of counters (the API's Counts)
+// between an older poll and a newer one, dt seconds apart: requests per
+// second, the share of them answered 5xx, and latency percentiles and
+// mean of the requests answered in between. Unknown values are null.
+function change(cur, old, dt) {
+  const out = { rps: null, errShare: null, errRate: null, p50: null, p99: null, mean: null };
+  if (!cur || !old || !(dt > 0)) return out;
+  const n = cur.requests - old.requests;
+  if (!(n >= 0)) return out; // a counter went back: relay restarted
+  out.rps = n / dt;
+  const e = Math.max(class5xx(cur) - class5xx(old), 0);
+  out.errRate = e / dt;
+  if (n === 0) return out;
+  out.errShare = Math.min(e / n, 1);
+  const lc = cur.latency, lo = old.latency;
+  if (lc && lo && Array.isArray(lc.counts) && Array.isArray(lo.counts) &&
+      lc.counts.length === lo.counts.length && sameBounds(lc.bounds, lo.bounds)) {
+    const diff = lc.counts.map((c, i) => c - lo.counts[i]);
+    out.p50 = histogramQuantile(0.5, lc.bounds, diff);
+    out.p99 = histogramQuantile(0.99, lc.bounds, diff);
+    const count = diff[diff.length - 1];
+    if (count > 0 && typeof lc.sum_seconds === "number") out.mean = (lc.sum_seconds - lo.sum_seconds) / count;
+  }
+  return out;
 }
+
+function sameBounds(a, b) {
+  return Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((v, i) => v === b[i]);
+}
+
+// niceCeil rounds v up to a round number (1, 1.5, 2, 2.5, 3, 4, 5, 6 or
+// 8 times a power of ten), for a chart's scale: close enough above the
+// data to use the height, round enough to read, and half of it too.
+function niceCeil(v) {
+  if (!(v > 0)) return 1;
+  const p = Math.pow(10, Math.floor(Math.log10(v)));
+  const f = v / p;
+  for (const n of [1, 1.5, 2, 2.5, 3, 4, 5, 6, 8]) if (f <= n * (1 + 1e-9)) return n * p;
+  return 10 * p;
+}
+
+// --------------------------------------------------------- formatting
+
+const DASH = "–";
+const intFmt = new Intl.NumberFormat("en-US", { maximumFractionDigits: 0 });
 
 const fmt = {
-  int: (v) => v == null ? "–" : Math.round(v).toLocaleString("en-US"),
-  rate: (v) => v == null ? "–" : v < 10 ? v.toFixed(1) : Math.round(v).toLocaleString("en-US"),
-  pct: (v) => v == null ? "–" : (v * 100).toFixed(v > 0 && v < 0.01 ? 2 : 1) + "%",
-  ms: (s) => s == null ? "–" : s * 1000 < 10 ? (s * 1000).toFixed(2) + " ms" : (s * 1000).toFixed(0) + " ms",
+  int: (v) => (v == null || !isFinite(v)) ? DASH : intFmt.format(v),
+  rate: (v) => {
+    if (v == null || !isFinite(v)) return DASH;
+    if (v === 0) return "0";
+    return v < 10 ? v.toFixed(1) : intFmt.format(v);
+  },
+  share: (v) => {
+    if (v == null || !isFinite(v)) return DASH;
+    if (v === 0) return "0%";
+    if (v < 0.001) return "<0.1%";
+    return (v * 100).toFixed(1) + "%";
+  },
+  dur: (s) => {
+    if (s == null || !isFinite(s)) return DASH;
+    const ms = s * 1000;
+    if (ms < 10) return ms.toFixed(2) + " ms";
+    if (ms < 100) return ms.toFixed(1) + " ms";
+    if (ms < 1000) return ms.toFixed(0) + " ms";
+    return s.toFixed(s < 10 ? 2 : 1) + " s";
+  },
+  clock: (t) => new Date(t * 1000).toLocaleTimeString("en-GB", { hour12: false }),
 };
 
-function el(tag, attrs, ...children) {
+function plural(n, one, many) {
+  return n + " " + (n === 1 ? one : many);
+}
+
+// --------------------------------------------------------------- DOM
+
+function el(tag, className, text) {
   const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) {
-    if (k === "class") e.className = v; else e.setAttribute(k, v);
-  }
-  for (const c of children) e.append(c);
+  if (className) e.className = className;
+  if (text != null) e.textContent = text;
   return e;
 }
 
-const SVG = "http://www.w3.org/2000/svg";
-
-// line draws values (nulls skipped) into svg as a polyline scaled to its
-// viewBox, with an area under it when filled.
-function line(svg, values, filled) {
-  const [, , w, h] = svg.getAttribute("viewBox").split(" ").map(Number);
-  svg.replaceChildren();
-  // Points before the first measured one are not zeros: nothing was known.
-  const first = values.findIndex((v) => v != null);
-  if (first < 0) return;
-  const vs = values.slice(first).map((v) => v == null ? 0 : v);
-  const top = Math.max(...vs, 1e-9);
-  const step = w / (HISTORY - 1);
-  const x0 = w - step * (vs.length - 1);
-  const pts = vs.map((v, i) => `${(x0 + i * step).toFixed(1)},${(h - 4 - (v / top) * (h - 18)).toFixed(1)}`);
-  if (filled) {
-    const area = document.createElementNS(SVG, "polygon");
-    area.setAttribute("class", "area");
-    area.setAttribute("points", `${x0},${h} ${pts.join(" ")} ${w},${h}`);
-    svg.append(area);
-  }
-  const pl = document.createElementNS(SVG, "polyline");
-  pl.setAttribute("points", pts.join(" "));
-  svg.append(pl);
-  if (filled) {
-    const t = document.createElementNS(SVG, "text");
-    t.setAttribute("x", "4");
-    t.setAttribute("y", "12");
-    t.textContent = "max " + fmt.rate(top);
-    svg.append(t);
-  }
+function svgEl(tag, className) {
+  const e = document.createElementNS(SVG_NS, tag);
+  if (className) e.setAttribute("class", className);
+  return e;
 }
 
-function tile(label, value, bad) {
-  return el("div", { class: "tile" }, el("div", { class: "label" }, label),
-    el("div", { class: "value" + (bad ? " bad" : "") }, value));
+// setText and setClass touch the DOM only on a change, so that a page
+// redrawn every second does not relayout what did not move.
+function setText(e, s) {
+  if (e.textContent !== s) e.textContent = s;
+}
+function setClass(e, c) {
+  if (e.getAttribute("class") !== c) e.setAttribute("class", c);
+}
+function setTitle(e, s) {
+  if (e.title !== s) e.title = s;
 }
 
-async function act(name, action, button) {
-  button.disabled = true;
-  try {
-    const r = await fetch(`/api/backends/${encodeURIComponent(name)}/${action}`, { method: "POST", headers: headers() });
-    if (!r.ok) {
-      const body = await r.json().catch(() => ({}));
-      showError(`${action} ${name}: ${body.error || r.status + " " + r.statusText}`);
-    } else {
-      showError("");
+// ------------------------------------------------------------ charts
+
+// A series is a list of {t, v}: t in seconds (relay's clock), v a number
+// or null, which breaks the line (a poll that failed, a counter reset).
+function pushPoint(series, t, v) {
+  series.push({ t, v });
+  while (series.length && series[0].t < t - SPAN_S - 2) series.shift();
+}
+
+// Plot draws series into an SVG whose viewBox is its drawing size; the
+// SVG stretches horizontally, and CSS keeps its lines a pixel wide.
+class Plot {
+  constructor(svg, grid) {
+    const vb = svg.viewBox.baseVal;
+    this.w = vb.width;
+    this.h = vb.height;
+    this.pad = grid ? 6 : 2;
+    if (grid) this.grid = svg.appendChild(svgEl("path", "grid"));
+    this.area = svg.appendChild(svgEl("path", "area"));
+    this.line = svg.appendChild(svgEl("path", "line"));
+  }
+
+  // draw plots the last SPAN_S seconds before tNow on a scale of 0 to
+  // top, and returns the y of top and of half of it (for labels).
+  draw(series, tNow, top) {
+    const { w, h, pad } = this;
+    const x = (t) => (w * (1 - (tNow - t) / SPAN_S)).toFixed(1);
+    const y = (v) => (h - pad - (Math.min(v, top) / top) * (h - 2 * pad)).toFixed(1);
+    let line = "", area = "", seg = [];
+    const flush = () => {
+      if (seg.length === 0) return;
+      if (seg.length === 1) seg.push({ t: seg[0].t + 0.25, v: seg[0].v }); // a lone point still shows
+      line += "M" + seg.map((p) => x(p.t) + " " + y(p.v)).join("L");
+      area += "M" + x(seg[0].t) + " " + h + "L" + seg.map((p) => x(p.t) + " " + y(p.v)).join("L") +
+        "L" + x(seg[seg.length - 1].t) + " " + h + "Z";
+      seg = [];
+    };
+    for (const p of series) {
+      if (p.t < tNow - SPAN_S - 1) continue;
+      if (p.v == null) flush(); else seg.push(p);
     }
-  } catch (e) {
-    showError(`${action} ${name}: ${e.message}`);
+    flush();
+    this.line.setAttribute("d", line);
+    this.area.setAttribute("d", area);
+    if (this.grid) {
+      const yt = pad, ym = (h / 2).toFixed(1);
+      this.grid.setAttribute("d", `M0 ${yt}H${w}M0 ${ym}H${w}M0 ${h - pad}H${w}`);
+    }
   }
-  poll();
+}
+
+function seriesMax(series, tNow) {
+  let m = 0;
+  for (const p of series) if (p.v != null && p.t >= tNow - SPAN_S && p.v > m) m = p.v;
+  return m;
+}
+
+// A big chart of a total, with its scale written beside its grid lines.
+class Chart {
+  constructor(figure, format) {
+    this.plot = new Plot(figure.querySelector("svg"), true);
+    this.top = figure.querySelector(".y-top");
+    this.mid = figure.querySelector(".y-mid");
+    this.now = figure.querySelector(".now");
+    this.format = format;
+  }
+  draw(series, tNow, current) {
+    const top = niceCeil(seriesMax(series, tNow) * 1.05);
+    this.plot.draw(series, tNow, top);
+    setText(this.top, this.format(top));
+    setText(this.mid, this.format(top / 2));
+    setText(this.now, "now " + this.format(current));
+  }
+}
+
+// A sparkline: no scale, just the shape, scaled to its own maximum.
+function drawSpark(plot, series, tNow) {
+  const m = seriesMax(series, tNow);
+  plot.draw(series, tNow, m > 0 ? m * 1.1 : 1);
+}
+
+// ------------------------------------------------------------ state
+
+const samples = [];                 // recent polls: {t, data}, oldest first
+const totals = { rps: [], p99: [] }; // series of the totals
+const rows = new Map();             // backend name -> row (see makeRow)
+let polls = 0;                      // successful polls
+let failing = false;                // the last poll failed
+let lastOK = 0;                     // Date.now() of the last good poll
+
+const charts = {
+  rps: new Chart($("chart-rps"), (v) => fmt.rate(v) + "/s"),
+  p99: new Chart($("chart-p99"), fmt.dur),
+};
+
+// reference picks the poll to difference the newest against: the newest
+// one at least MIN_WINDOW_S older, so that an extra poll (after a button)
+// does not make a rate of a tenth of a second; else the oldest.
+function reference(cur) {
+  for (let i = samples.length - 2; i >= 0; i--) {
+    if (cur.t - samples[i].t >= MIN_WINDOW_S) return samples[i];
+  }
+  return samples.length > 1 && samples[0].t < cur.t ? samples[0] : null;
+}
+
+// ------------------------------------------------------------- rows
+
+const BUTTONS = [
+  { action: "drain", label: "Drain", title: "Stop sending new requests to this backend; requests in flight finish" },
+  { action: "enable", label: "Enable", title: "Put this backend back in rotation (clears drain and disable)" },
+];
+
+function makeRow(name) {
+  const tr = el("tr");
+  tr.dataset.backend = name;
+  const cell = (cls) => tr.appendChild(el("td", cls));
+  const row = { name, tr, busy: false, last: null, rps: [], p99: [] };
+
+  row.nameCell = cell("name");
+  row.nameCell.textContent = name;
+  row.nameCell.title = name;
+  row.badge = cell("state").appendChild(el("span", "badge"));
+  row.health = cell("health").appendChild(el("span", "ind"));
+  row.breaker = cell("breaker").appendChild(el("span", "ind"));
+  const weight = cell("num weight");
+  row.weight = weight.appendChild(el("span", "v"));
+  row.weightCfg = weight.appendChild(el("span", "cfg"));
+  row.inflight = cell("num inflight");
+
+  const sparkCell = (kind) => {
+    const wrap = cell("num spark-cell " + kind).appendChild(el("div", "sc"));
+    const svg = wrap.appendChild(svgEl("svg", "spark " + kind));
+    svg.setAttribute("viewBox", "0 0 84 24");
+    svg.setAttribute("preserveAspectRatio", "none");
+    svg.setAttribute("aria-hidden", "true");
+    return { plot: new Plot(svg, false), value: wrap.appendChild(el("span", "v")) };
+  };
+  row.rpsCell = sparkCell("rps");
+  row.err = cell("num err");
+  row.p50 = cell("num p50");
+  row.p99Cell = sparkCell("p99");
+
+  const actions = cell("actions");
+  row.buttons = {};
+  for (const b of BUTTONS) {
+    const button = actions.appendChild(el("button", "btn " + b.action, b.label));
+    button.type = "button";
+    button.dataset.action = b.action;
+    button.title = b.title;
+    button.addEventListener("click", () => act(row, b.action));
+    row.buttons[b.action] = button;
+  }
+  return row;
+}
+
+// updateButtons offers what makes sense for the backend's state: Drain
+// while it takes traffic, Enable once it was drained or disabled; and
+// neither while an action is on its way.
+function updateButtons(row) {
+  const b = row.last;
+  const out = b && (b.draining || b.drained || b.disabled);
+  row.buttons.drain.disabled = row.busy || !b || b.draining || b.disabled;
+  row.buttons.enable.disabled = row.busy || !out;
+}
+
+function breakerText(b, tNow) {
+  if (b.breaker === "open" && b.ejected_until) {
+    const left = Math.ceil(Date.parse(b.ejected_until) / 1000 - tNow);
+    return left > 0 ? `open · ${left} s` : "open";
+  }
+  return b.breaker || DASH;
+}
+
+function updateRow(row, b, d, tNow) {
+  row.last = b;
+  setClass(row.tr, "st-" + b.state);
+  setText(row.badge, b.state);
+  setClass(row.badge, "badge s-" + b.state);
+  setTitle(row.badge, b.in_rotation ? "in rotation: new requests may go here" : "not in rotation: no new requests go here");
+
+  setText(row.health, b.healthy ? "passing" : "failing");
+  setClass(row.health, "ind " + (b.healthy ? "ok" : "bad"));
+  setTitle(row.health, "active health checks " + (b.healthy ? "pass" : "fail"));
+
+  setText(row.breaker, breakerText(b, tNow));
+  setClass(row.breaker, "ind " + (b.breaker === "closed" ? "quiet" : b.breaker === "open" ? "bad" : "warn"));
+  setTitle(row.breaker, "circuit breaker " + b.breaker + (b.ejected_until ? ", ejected until " + new Date(b.ejected_until).toLocaleTimeString("en-GB", { hour12: false }) : ""));
+
+  setText(row.weight, String(b.weight));
+  const changed = b.configured_weight != null && b.configured_weight !== b.weight;
+  setText(row.weightCfg, changed ? ` (${b.configured_weight})` : "");
+  setTitle(row.weightCfg.parentNode, changed ? `weight ${b.weight}, configured ${b.configured_weight}` : "");
+  setText(row.inflight, fmt.int(b.in_flight));
+
+  setText(row.rpsCell.value, fmt.rate(d.rps));
+  setTitle(row.rpsCell.value.parentNode, fmt.int(b.requests) + " requests answered in all");
+  setText(row.err, fmt.share(d.errShare));
+  setClass(row.err, "num err" + severity(d.errShare));
+  setText(row.p50, fmt.dur(d.p50));
+  setText(row.p99Cell.value, fmt.dur(d.p99));
+  updateButtons(row);
+}
+
+// severity is the class an error share earns: any 5xx is worth a look,
+// one in a hundred is bad.
+function severity(share) {
+  return share >= 0.01 ? " bad" : share > 0 ? " warn" : "";
+}
+
+async function act(row, action) {
+  const label = action === "drain" ? "Drain" : "Enable";
+  row.busy = true;
+  updateButtons(row);
+  try {
+    await api(`/api/backends/${encodeURIComponent(row.name)}/${action}`, "POST");
+    hideError();
+  } catch (e) {
+    const why = e.status === 0 ? "relay unreachable (" + e.message + ")" : e.message + (e.status ? ` (HTTP ${e.status})` : "");
+    showError(`${label} ${row.name}: ${why}`);
+  } finally {
+    row.busy = false;
+    updateButtons(row);
+  }
+  poll(); // show the outcome now rather than in up to a second
 }
 
 function showError(msg) {
-  const e = document.getElementById("error");
-  e.textContent = msg;
-  e.hidden = msg === "";
+  setText($("error-text"), msg);
+  $("error").hidden = false;
+}
+function hideError() {
+  $("error").hidden = true;
 }
 
-function render(data, seconds) {
-  const prev = state.prev;
-  document.getElementById("meta").textContent =
-    `${data.algorithm} · ${data.backends.length} backends · ${data.processes} process${data.processes === 1 ? "" : "es"} · configuration ${data.generation}`;
+// ------------------------------------------------------------ render
 
-  const t = data.totals;
-  const td = delta(t, prev && prev.totals, seconds);
-  push(state.total.rps, td.rps);
-  push(state.total.p99, td.p99 == null ? null : td.p99 * 1000);
-  const inRotation = data.backends.filter((b) => b.in_rotation).length;
-  document.getElementById("totals").replaceChildren(
-    tile("Requests/s", fmt.rate(td.rps)),
-    tile("Errors (5xx)", fmt.pct(td.err), td.err > 0.01),
-    tile("p50", fmt.ms(td.p50)),
-    tile("p99", fmt.ms(td.p99)),
-    tile("In flight", fmt.int(t.in_flight)),
-    tile("Queued", fmt.int(data.queued), data.queued > 0),
-    tile("Connections", fmt.int(t.connections_open)),
-    tile("In rotation", `${inRotation} / ${data.backends.length}`, inRotation < data.backends.length),
-    tile("Requests", fmt.int(t.requests)),
-    tile("Retries", fmt.int(t.retries)),
-  );
-  line(document.getElementById("chart-rps"), state.total.rps, true);
-  line(document.getElementById("chart-p99"), state.total.p99, true);
+function render(cur, ref) {
+  const data = cur.data;
+  const tNow = cur.t;
+  const dt = ref ? cur.t - ref.t : 0;
+  const old = ref ? ref.data : null;
+  const backends = Array.isArray(data.backends) ? data.backends : [];
 
-  const before = new Map((prev ? prev.backends : []).map((b) => [b.name, b]));
-  const rows = [];
+  // Header.
+  const meta = [];
+  if (data.pool) meta.push("pool " + data.pool);
+  if (data.algorithm) meta.push(data.algorithm);
+  if (data.processes != null) meta.push(plural(data.processes, "process", "processes"));
+  if (data.generation != null) meta.push("configuration " + data.generation);
+  setText($("meta"), meta.join(" · "));
+
+  // Totals.
+  const t = data.totals || {};
+  const d = change(t, old && old.totals, dt);
+  setText($("t-rps"), fmt.rate(d.rps));
+  setText($("t-rps-sub"), fmt.int(t.requests) + " in all");
+  setText($("t-err"), fmt.share(d.errShare));
+  setClass($("t-err"), "value" + severity(d.errShare));
+  setText($("t-err-sub"), d.errRate == null ? "" : fmt.rate(d.errRate) + " 5xx/s");
+  setText($("t-p50"), fmt.dur(d.p50));
+  setText($("t-p50-sub"), d.mean == null ? "" : "mean " + fmt.dur(d.mean));
+  setText($("t-p99"), fmt.dur(d.p99));
+  setText($("t-p99-sub"), dt > 0 ? "over the last " + dt.toFixed(1) + " s" : "");
+  const inFlight = typeof t.in_flight === "number" ? t.in_flight : backends.reduce((s, b) => s + (b.in_flight || 0), 0);
+  setText($("t-inflight"), fmt.int(inFlight));
+  const inRotation = backends.filter((b) => b.in_rotation).length;
+  setText($("t-inflight-sub"), data.processes == null ? "" : "in " + plural(data.processes, "process", "processes"));
+  setText($("t-conns"), fmt.int(t.connections_open));
+  setText($("t-conns-sub"), t.connections_accepted == null ? "" : fmt.int(t.connections_accepted) + " accepted");
+  setText($("t-queued"), fmt.int(data.queued));
+  setClass($("t-queued"), "value" + (data.queued > 0 ? " warn" : ""));
+  const noBackend = typeof t.no_backend === "object" && t.no_backend ? t.no_backend.requests : t.no_backend;
+  setText($("t-queued-sub"), noBackend == null ? "" : fmt.int(noBackend) + " without a backend");
+  const retries = old && old.totals && t.retries >= old.totals.retries && dt > 0 ? (t.retries - old.totals.retries) / dt : null;
+  setText($("t-retries"), fmt.rate(retries));
+  setText($("t-retries-sub"), t.retries == null ? "" : fmt.int(t.retries) + " in all" +
+    (t.retry_budget_refusals ? ", " + fmt.int(t.retry_budget_refusals) + " refused" : ""));
+
+  pushPoint(totals.rps, tNow, d.rps);
+  pushPoint(totals.p99, tNow, d.p99);
+  charts.rps.draw(totals.rps, tNow, d.rps);
+  charts.p99.draw(totals.p99, tNow, d.p99);
+
+  // Backends, in the API's order; a row lives as long as its backend so
+  // that a button being clicked is never replaced under the pointer.
+  const before = new Map((old && Array.isArray(old.backends) ? old.backends : []).map((b) => [b.name, b]));
+  const tbody = document.querySelector("#backends tbody");
   const seen = new Set();
-  for (const b of data.backends) {
+  backends.forEach((b, i) => {
     seen.add(b.name);
-    let hist = state.backends.get(b.name);
-    if (!hist) state.backends.set(b.name, hist = []);
-    const d = delta(b, before.get(b.name), seconds);
-    push(hist, d.rps);
-    const spark = document.createElementNS(SVG, "svg");
-    spark.setAttribute("class", "spark");
-    spark.setAttribute("viewBox", "0 0 120 26");
-    spark.setAttribute("preserveAspectRatio", "none");
-    line(spark, hist, false);
-    const taken = b.draining || b.disabled;
-    const button = el("button", { "data-action": taken ? "enable" : "drain", "data-backend": b.name }, taken ? "Enable" : "Drain");
-    button.addEventListener("click", () => act(b.name, button.dataset.action, button));
-    const why = b.state === "ejected" && b.ejected_until ? `breaker ${b.breaker} until ${new Date(b.ejected_until).toLocaleTimeString()}` : `health ${b.healthy ? "passing" : "failing"}, breaker ${b.breaker}`;
-    rows.push(el("tr", { "data-backend": b.name },
-      el("td", { class: "name" }, b.name),
-      el("td", {}, el("span", { class: "badge " + b.state, title: why }, b.state)),
-      el("td", { class: "num" }, b.weight === b.configured_weight ? String(b.weight) : `${b.weight} (${b.configured_weight})`),
-      el("td", { class: "num" }, fmt.int(b.in_flight)),
-      el("td", { class: "num rps" }, fmt.rate(d.rps)),
-      el("td", {}, spark),
-      el("td", { class: "num" + (d.err > 0.01 ? " bad" : "") }, fmt.pct(d.err)),
-      el("td", { class: "num" }, fmt.ms(d.p50)),
-      el("td", { class: "num" }, fmt.ms(d.p99)),
-      el("td", { class: "num" }, fmt.int(b.requests)),
-      el("td", {}, button),
-    ));
+    let row = rows.get(b.name);
+    if (!row) rows.set(b.name, row = makeRow(b.name));
+    const bd = change(b, before.get(b.name), dt);
+    pushPoint(row.rps, tNow, bd.rps);
+    pushPoint(row.p99, tNow, bd.p99);
+    updateRow(row, b, bd, tNow);
+    drawSpark(row.rpsCell.plot, row.rps, tNow);
+    drawSpark(row.p99Cell.plot, row.p99, tNow);
+    if (tbody.children[i] !== row.tr) tbody.insertBefore(row.tr, tbody.children[i] || null);
+  });
+  for (const [name, row] of rows) {
+    if (!seen.has(name)) {
+      row.tr.remove();
+      rows.delete(name);
+    }
   }
-  for (const name of state.backends.keys()) if (!seen.has(name)) state.backends.delete(name);
-  document.querySelector("#backends tbody").replaceChildren(...rows);
+  $("empty").hidden = backends.length > 0;
+  setText($("rotation"), backends.length ? `${inRotation} of ${backends.length} in rotation` : "");
+
+  // For whoever reads the page mechanically: which poll is on screen.
+  document.body.dataset.time = data.time || "";
+  document.body.dataset.polls = String(polls);
 }
 
-let timer = null;
+// ------------------------------------------------------------- poll
+
+let timer = 0;
+let polling = false;
+let again = false;
+
 async function poll() {
-  clearTimeout(timer);
-  const status = document.getElementById("status");
-  try {
-    const r = await fetch("/api/backends", { headers: headers(), cache: "no-store" });
-    if (!r.ok) {
-      const body = await r.json().catch(() => ({}));
-      throw new Error(body.error || `${r.status} ${r.statusText}`);
-    }
-    const data = await r.json();
-    const seconds = state.prev ? (Date.parse(data.time) - Date.parse(state.prev.time)) / 1000 : 0;
-    render(data, seconds);
-    state.prev = data;
-    status.textContent = "live";
-    status.className = "status ok";
-  } catch (e) {
-    status.textContent = "relay unreachable: " + e.message;
-    status.className = "status bad";
+  if (polling) {
+    again = true; // one more as soon as this one is done
+    return;
   }
-  timer = setTimeout(poll, POLL_MS);
+  clearTimeout(timer);
+  polling = true;
+  const started = performance.now();
+  try {
+    const data = await api("/api/backends");
+    received(data);
+  } catch (e) {
+    unreachable(e);
+  } finally {
+    polling = false;
+  }
+  if (again) {
+    again = false;
+    poll();
+    return;
+  }
+  timer = setTimeout(poll, Math.max(0, POLL_MS - (performance.now() - started)));
 }
+
+function received(data) {
+  // Relay's clock, not ours, measures the window: the poll's round trip
+  // and the browser's timer jitter do not count.
+  let t = Date.parse(data.time) / 1000;
+  if (!isFinite(t)) t = Date.now() / 1000;
+  const cur = { t, data };
+  const last = samples[samples.length - 1];
+  if (last && t === last.t) {
+    // The same counters again (two polls within relay's clock tick):
+    // nothing to difference; keep what is shown.
+    markLive(t);
+    return;
+  }
+  const restarted = last && (t < last.t || (data.totals && last.data.totals && data.totals.requests < last.data.totals.requests));
+  if (restarted) {
+    // A new relay (or a clock step): the old counters mean nothing now.
+    samples.length = 0;
+    for (const s of [totals.rps, totals.p99]) pushPoint(s, t, null);
+  }
+  samples.push(cur);
+  while (samples.length > 2 && samples[0].t < t - KEEP_S) samples.shift();
+  polls++;
+  render(cur, reference(cur));
+  markLive(t);
+}
+
+function markLive(t) {
+  lastOK = Date.now();
+  if (failing) {
+    failing = false;
+    document.body.classList.remove("stale");
+    $("unreachable").hidden = true;
+  }
+  setClass($("status"), "status ok");
+  setText($("status-text"), "live · " + fmt.clock(t));
+}
+
+function unreachable(e) {
+  const gone = e.status === 0;
+  const what = gone ? "relay unreachable" : `relay answered ${e.status}`;
+  let msg = what + ": " + e.message;
+  msg += lastOK ? ` — showing the data of ${new Date(lastOK).toLocaleTimeString("en-GB", { hour12: false })}; retrying every second.` : " — retrying every second.";
+  setText($("unreachable"), msg);
+  $("unreachable").hidden = false;
+  setClass($("status"), "status bad");
+  setText($("status-text"), gone ? "relay unreachable" : "error " + e.status);
+  if (!failing) {
+    failing = true;
+    document.body.classList.add("stale");
+    // Break the lines: what happened while we could not look is unknown.
+    const last = samples[samples.length - 1];
+    if (last) {
+      const t = last.t + 0.5;
+      for (const s of [totals.rps, totals.p99]) pushPoint(s, t, null);
+      for (const row of rows.values()) {
+        pushPoint(row.rps, t, null);
+        pushPoint(row.p99, t, null);
+      }
+    }
+  }
+}
+
+$("error-dismiss").addEventListener("click", hideError);
+window.addEventListener("hashchange", () => {
+  token = tokenFromHash();
+  poll();
+});
 
 poll();
