@@ -42,7 +42,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		}
 	}()
 
-	if err := b.Do(20*time.Second, chromedp.Navigate(admin+"/")); err != nil {
+	if err := b.Run(chromedp.Navigate(admin + "/")); err != nil {
 		t.Fatal(err)
 	}
 	row := func(u string) string { return fmt.Sprintf(`document.querySelector('tr[data-backend=%q]')`, u) }
@@ -51,8 +51,8 @@ func TestDashboardInABrowser(t *testing.T) {
 		strings.Join([]string{row(bs[0].url) + ` !== null`, row(bs[1].url) + ` !== null`, row(bs[2].url) + ` !== null`}, " && ")); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.WaitFor(10*time.Second, "a live status and a request rate", `document.getElementById('status').textContent === 'live' && `+
-		`document.querySelector('#totals .tile .value').textContent !== '–'`); err != nil {
+	if err := b.WaitFor(10*time.Second, "a live status and a request rate", `document.getElementById('status-text').textContent.startsWith('live') && `+
+		`document.getElementById('t-rps').textContent !== '–'`); err != nil {
 		t.Fatal(err)
 	}
 
@@ -65,7 +65,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	t.Logf("the page showed the backend down %v after its health check started failing", time.Since(went).Round(10*time.Millisecond))
 
 	drained := bs[2]
-	if err := b.Do(5*time.Second, chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[data-backend=%q]`, drained.url)))); err != nil {
+	if err := b.Run(chromedp.Click(chromedp.CSS(fmt.Sprintf(`tr[data-backend=%q] button[data-action="drain"]`, drained.url)))); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.WaitFor(5*time.Second, "the drained backend shown drained", `['draining','drained'].includes(`+badge(drained.url)+`)`); err != nil {
@@ -89,7 +89,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot: %s", shot)
-	if ps := b.Problems(); len(ps) > 0 {
+	if ps := b.Errors(); len(ps) > 0 {
 		t.Fatalf("the page reported problems:\n%s", strings.Join(ps, "\n"))
 	}
 }
