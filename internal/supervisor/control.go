@@ -32,6 +32,8 @@ type Control struct {
 	// backends: the bound every process keeps, kept here for them all.
 	maxEjected int
 
+	changing sync.Mutex // serialises membership changes (operate.go)
+
 	mu      sync.Mutex
 	config  ConfigSource
 	members []Member           // the pool's membership now

@@ -163,6 +163,10 @@ func (l *Control) Generation() uint64 {
 // the backends of the result (keeping those that stay), sends it to every
 // process and hands the checks their new targets.
 func (l *Control) change(edit func([]Member) ([]Member, error)) error {
+	// One change at a time from start to end, so the checks get the
+	// targets of the last change, not of whichever finished last.
+	l.changing.Lock()
+	defer l.changing.Unlock()
 	l.mu.Lock()
 	ms, err := edit(append([]Member(nil), l.members...))
 	if err != nil {
