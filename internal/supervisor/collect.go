@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"time"
 
 	"relay/internal/stats"
 )
@@ -13,7 +14,13 @@ type collector struct {
 	next    uint64 // the number of the last collect sent
 	waiting map[int]bool
 	done    chan struct{}
+	started time.Time
 }
+
+// staleCollect is how long a collect may wait for a process that does not
+// answer before a new scrape gives up on it and starts afresh, so one
+// stuck process cannot make every later scrape wait.
+const staleCollect = time.Second
 
 // arrived notes that process i answered collect n, or (n 0) that it will
 // not: its channel ended.
@@ -36,8 +43,13 @@ func (c *collector) arrived(i int, n uint64) {
 func (l *Control) Stats(ctx context.Context) *stats.Process {
 	l.mu.Lock()
 	done := l.collect.done
+	if done != nil && time.Since(l.collect.started) > staleCollect {
+		close(done) // its waiters read what has come
+		l.collect.done, done = nil, nil
+	}
 	if done == nil && len(l.byProc) > 0 {
 		l.collect.next++
+		l.collect.started = time.Now()
 		l.collect.waiting = make(map[int]bool, len(l.byProc))
 		done = make(chan struct{})
 		l.collect.done = done
