@@ -3,44 +3,15 @@ package proxy
 import (
 	"bytes"
 	"log/slog"
+	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 )
-
-// failingBackend answers 503 while failing is set, after delay, and records
-// the most requests it ever had in flight at once while failing.
-type failingBackend struct {
-	*httpBackend
-	failing  atomic.Bool
-	inFlight atomic.Int64
-	maxSeen  atomic.Int64
-}
-
-func newFailingBackend(t *testing.T, name string, delay time.Duration) *failingBackend {
-	fb := &failingBackend{}
-	fb.failing.Store(true)
-	fb.httpBackend = newHTTPBackend(t, name, 1, func(w http.ResponseWriter, r *http.Request) {
-		if !fb.failing.Load() {
-			w.Write([]byte(name))
-			return
-		}
-		n := fb.inFlight.Add(1)
-		defer fb.inFlight.Add(-1)
-		for {
-			m := fb.maxSeen.Load()
-			if n <= m || fb.maxSeen.CompareAndSwap(m, n) {
-				break
-			}
-		}
-		time.Sleep(delay)
-		w.WriteHeader(503)
-	})
-	return fb
-}
 
 // syncBuffer is a log destination tests read while relay writes to it.
 type syncBuffer struct {
@@ -60,14 +31,66 @@ func (s *syncBuffer) count(sub string) int {
 	return strings.Count(s.b.String(), sub)
 }
 
-// A backend that answers 503 to everything while its health checks would
-// pass: after breaker_failures requests it gets none for the open time,
-// then exactly one probe request at a time, each failed probe doubling
-// the open time; once it answers 200 the probe closes the breaker and it
-// takes its share again. Each transition is logged once.
+// visit is one request as a backend saw it: when it arrived and when the
+// backend finished with it (just before writing the answer).
+type visit struct{ arrived, done time.Time }
+
+// timedBackend fails its first fail requests with 503 and answers the
+// rest with its name; every request takes delay and is recorded.
+type timedBackend struct {
+	*httpBackend
+	mu     sync.Mutex
+	visits []visit
+}
+
+func newTimedBackend(t *testing.T, name string, fail int, delay time.Duration) *timedBackend {
+	rb := &timedBackend{}
+	rb.httpBackend = newHTTPBackend(t, name, 1, func(w http.ResponseWriter, r *http.Request) {
+		v := visit{arrived: time.Now()}
+		time.Sleep(delay)
+		v.done = time.Now()
+		rb.mu.Lock()
+		rb.visits = append(rb.visits, v)
+		n := len(rb.visits)
+		rb.mu.Unlock()
+		if n <= fail {
+			w.WriteHeader(503)
+			return
+		}
+		w.Write([]byte(name))
+	})
+	return rb
+}
+
+// seen returns the first n visits in order of arrival, every visit with
+// n < 0, or nil while fewer than n have finished.
+func (rb *timedBackend) seen(n int) []visit {
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	if n < 0 {
+		n = len(rb.visits)
+	}
+	if len(rb.visits) < n {
+		return nil
+	}
+	vs := slices.Clone(rb.visits)
+	slices.SortFunc(vs, func(a, b visit) int { return a.arrived.Compare(b.arrived) })
+	return vs[:n]
+}
+
+// A backend that answers 503 while its health checks would pass: after
+// breaker_failures requests it gets none for the open time, then exactly
+// one probe request at a time; a failed probe doubles the open time and a
+// good one closes the breaker, so it takes its share again. Each
+// transition is logged once.
+//
+// The timings are read where they happen, at the backend, so a client
+// that stalls on a busy machine only makes the gaps longer, never shorter.
 func TestBreakerEjectsABackendAnsweringErrorsAndProbesItBack(t *testing.T) {
-	const open = 400 * time.Millisecond
-	bad := newFailingBackend(t, "bad", 20*time.Millisecond)
+	const open = 300 * time.Millisecond
+	// Requests 1-3 open the breaker, 4 is a probe that fails, 5 a probe
+	// that succeeds.
+	bad := newTimedBackend(t, "bad", 4, 20*time.Millisecond)
 	good := newHTTPBackend(t, "good", 1, nil)
 	var logs syncBuffer
 	cfg := withDefaults(Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
@@ -78,56 +101,65 @@ func TestBreakerEjectsABackendAnsweringErrorsAndProbesItBack(t *testing.T) {
 	r := startRelayExactly(t, cfg, bad.b, good.b)
 	cl := newClient(t, 8, "")
 
-	// Round robin: every other request goes to bad until its third 503.
-	for i := 0; bad.hits.Load() < 3; i++ {
+	// One client at a time until the third 503: round robin sends every
+	// other request to bad.
+	for i := 0; bad.seen(3) == nil; i++ {
 		if i > 10 {
-			t.Fatalf("bad got %d requests in %d", bad.hits.Load(), i)
+			t.Fatalf("bad saw fewer than 3 requests in %d", i)
 		}
 		get(t, cl, r.url+"/")
 	}
 	// relay judges an attempt once its answer is on its way to the
 	// client, so the client may read the third 503 a moment before.
 	eventually(t, "three 503s in a row opening the breaker", bad.b.Ejected)
-	opened := time.Now()
-	for time.Since(opened) < open*3/4 {
-		if res := get(t, cl, r.url+"/"); res.status != 200 || res.backend != "good" {
-			t.Fatalf("while open: %d from %q, want 200 from good", res.status, res.backend)
-		}
-	}
-	if n := bad.hits.Load(); n != 3 {
-		t.Fatalf("bad got %d requests while its breaker was open, want none after the 3rd", n-3)
-	}
 
-	// Half-open under 8 concurrent clients: one probe at a time. The first
-	// probe fails and reopens the breaker for twice as long; hammer
-	// through 1.5 open times and expect exactly one more probe.
-	time.Sleep(open / 4)
+	// Eight clients hammer relay until the second probe has been answered
+	// (bounded: the two open times are under a second).
 	var wg sync.WaitGroup
-	stop := time.Now().Add(open * 3 / 2)
+	var wrong atomic.Int64
+	stop := time.Now().Add(10 * time.Second)
 	for range 8 {
 		wg.Go(func() {
-			for time.Now().Before(stop) {
-				get(t, cl, r.url+"/")
+			for bad.seen(5) == nil && time.Now().Before(stop) {
+				res := get(t, cl, r.url+"/")
+				if res.status != 200 && !(res.status == 503 && res.backend == "bad") {
+					wrong.Add(1)
+				}
 			}
 		})
 	}
 	wg.Wait()
-	if m := bad.maxSeen.Load(); m != 1 {
-		t.Errorf("bad had %d requests at once while half-open, want exactly 1", m)
+	vs := bad.seen(5)
+	if vs == nil {
+		t.Fatalf("bad saw fewer than 5 requests in 10 s")
 	}
-	if n := bad.hits.Load() - 3; n != 1 {
-		t.Errorf("bad got %d probe requests in 1.5 open times after its first probe failed, want 1 (the open time doubles)", n)
+	if n := wrong.Load(); n != 0 {
+		t.Errorf("%d answers neither 200 nor bad's 503", n)
 	}
-	if logs.count("circuit breaker reopened") != 1 || logs.count("circuit breaker opened") != 1 {
-		t.Errorf("logs:\n%s", logs.b.String())
+	if gap := vs[3].arrived.Sub(vs[2].done); gap < open || gap > open+time.Second {
+		t.Errorf("first probe %v after the third failure, want the open time %v (and not much more)", gap, open)
 	}
-
-	// Healthy again: the next probe closes the breaker.
-	bad.failing.Store(false)
-	eventually(t, "bad back in rotation", func() bool {
-		get(t, cl, r.url+"/")
-		return !bad.b.Ejected()
-	})
+	if gap := vs[4].arrived.Sub(vs[3].done); gap < 2*open || gap > 2*open+time.Second {
+		t.Errorf("second probe %v after the first failed, want twice the open time, %v", gap, 2*open)
+	}
+	// A probe is alone: nothing else reached bad while one was in flight
+	// (the sixth request arrives only once the fifth has closed the breaker).
+	all := bad.seen(-1)
+	for _, p := range []int{3, 4} {
+		for i, v := range all {
+			if i != p && v.arrived.Before(all[p].done) && all[p].arrived.Before(v.done) {
+				t.Errorf("request %d overlapped probe %d at bad", i+1, p+1)
+			}
+		}
+	}
+	for _, line := range []string{"circuit breaker opened", "circuit breaker reopened", "circuit breaker closed"} {
+		if n := logs.count(line); n != 1 {
+			t.Errorf("%d %q lines, want 1; logs:\n%s", n, line, logs.b.String())
+		}
+	}
+	if bad.b.Ejected() {
+		t.Fatal("bad still ejected after a good probe")
+	}
 	seen := map[string]int{}
 	for range 10 {
 		seen[get(t, cl, r.url+"/").backend]++
@@ -135,17 +167,14 @@ func TestBreakerEjectsABackendAnsweringErrorsAndProbesItBack(t *testing.T) {
 	if seen["bad"] != 5 || seen["good"] != 5 {
 		t.Errorf("after closing: %v, want 5 each", seen)
 	}
-	if logs.count("circuit breaker closed") != 1 {
-		t.Errorf("want one \"closed\" line; logs:\n%s", logs.b.String())
-	}
 }
 
 // With two of three backends failing and max_ejected_percent 50, breakers
 // hold out at most one: the other keeps its share (and its errors) rather
 // than leave one backend with everything.
 func TestBreakersEjectAtMostMaxEjectedPercent(t *testing.T) {
-	a := newFailingBackend(t, "a", 0)
-	b := newFailingBackend(t, "b", 0)
+	a := newTimedBackend(t, "a", math.MaxInt, 0)
+	b := newTimedBackend(t, "b", math.MaxInt, 0)
 	c := newHTTPBackend(t, "c", 1, nil)
 	cfg := withDefaults(Config{})
 	cfg.Pool.BreakerFailures = 2
