@@ -64,7 +64,7 @@ func NewControl(config ConfigSource, bs []*backend.Backend, maxEjected int, log 
 		latest: map[int]*stats.Process{}, ejections: map[string]uint64{}}
 	c.members = make([]Member, len(bs))
 	for i, b := range bs {
-		c.members[i] = Member{URL: b.Name, Weight: b.Weight, MaxRequests: b.MaxRequests}
+		c.members[i] = Member{URL: b.Name, Weight: b.Weight, MaxRequests: b.MaxRequests()}
 	}
 	return c
 }

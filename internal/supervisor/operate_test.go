@@ -82,3 +82,57 @@ func TestAStuckProcessDoesNotHoldEveryScrape(t *testing.T) {
 		t.Fatalf("collects sent: %d; want a second one once the first went stale", n)
 	}
 }
+
+// TestReloadChangingMaxRequestsKeepsTheBackend: a reload that changes only
+// a backend's request cap changes it in place. The backend, the same one
+// the checks probe, keeps its health, breaker, operator state and
+// counters, and a process attached afterwards is told all of it with the
+// new cap.
+func TestReloadChangingMaxRequestsKeepsTheBackend(t *testing.T) {
+	bs := newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002")
+	l := NewControl(ConfigSource{Generation: 1}, bs, 100, slog.New(slog.DiscardHandler))
+	var targets []*backend.Backend
+	l.SetTargets(func(bs []*backend.Backend) { targets = bs })
+	x := bs[0]
+	x.SetHealthy(false)
+	x.SetDisabled(true)
+	x.Eject(time.Now().Add(time.Minute))
+	x.Checks.Observe(false, time.Millisecond)
+	ms := []Member{{URL: x.Name, Weight: 1, MaxRequests: 10}, {URL: bs[1].Name, Weight: 1}}
+	if err := l.Reloaded(ConfigSource{Generation: 2}, ms, 100); err != nil {
+		t.Fatal(err)
+	}
+	if len(targets) != 2 || targets[0] != x {
+		t.Fatalf("the checks were handed %v; want the same backend %s, not a new one", targets, x.Name)
+	}
+	if x.MaxRequests() != 10 {
+		t.Errorf("the backend's cap is %d after the reload, want 10", x.MaxRequests())
+	}
+	m := l.Status(context.Background()).Members[0]
+	if m.MaxRequests != 10 || !m.State.Disabled || m.State.Healthy || m.State.EjectedUntil.IsZero() || m.Checks.Failed != 1 {
+		t.Errorf("after the reload the control holds %+v; want max_requests 10, disabled, down, ejected, its failed check counted", m)
+	}
+
+	p := attachProcess(t, l, 0)
+	want := []Kind{KindMembership, KindHealth, KindBreaker, KindOperator}
+	for _, k := range want {
+		m, err := p.ch.Recv()
+		if err != nil || m.Kind != k {
+			t.Fatalf("a process attached after the reload got %+v, %v; want a %q message", m, err, k)
+		}
+		switch k {
+		case KindMembership:
+			if m.Membership[0].MaxRequests != 10 {
+				t.Errorf("membership %+v, want max_requests 10 for %s", m.Membership, x.Name)
+			}
+		case KindHealth:
+			if m.Health.Backends[0].Up {
+				t.Errorf("a process attached after the reload is told %s is up", x.Name)
+			}
+		case KindOperator:
+			if !m.Operator.Disabled {
+				t.Errorf("a process attached after the reload is told %+v", m.Operator)
+			}
+		}
+	}
+}
