@@ -94,31 +94,15 @@ func (l *Control) attach(i int) (*os.File, error) {
 		theirs.Close()
 		return nil, err
 	}
-	lk := &link{ch: NewChannel(conn), queue: make(chan Message, queueLen)}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	config := l.config
-	lk.queue <- Message{Kind: KindConfig, Config: &config}
-	lk.queue <- Message{Kind: KindMembership, Membership: append([]Member(nil), l.members...)}
-	snap := &HealthUpdate{Snapshot: true}
-	for _, b := range l.bs {
-		snap.Backends = append(snap.Backends, BackendHealth{Name: b.Name, Up: b.Healthy()})
-	}
-	lk.queue <- Message{Kind: KindHealth, Health: snap}
-	for _, b := range l.bs {
-		if b.Ejected() {
-			// Open, or half-open (its time over, so the new process sends
-			// a probe and reports how it went): either way the supervisor
-			// counts it against max_ejected_percent until a close.
-			until := b.EjectedUntil()
-			if until.IsZero() {
-				until = time.Now()
-			}
-			lk.queue <- Message{Kind: KindBreaker, Breaker: BreakerOf(b, until)}
-		}
-		if b.Draining() || b.Disabled() {
-			lk.queue <- Message{Kind: KindOperator, Operator: operatorOf(b)}
-		}
+	start := l.startLocked()
+	// The queue holds the start and queueLen more, so queueing the start
+	// never blocks, however many backends are ejected, drained or
+	// disabled, and a process that falls behind later still has queueLen.
+	lk := &link{ch: NewChannel(conn), queue: make(chan Message, len(start)+queueLen)}
+	for _, m := range start {
+		lk.queue <- m
 	}
 	l.dropLocked(i)
 	l.byProc[i] = lk
@@ -131,6 +115,39 @@ func (l *Control) attach(i int) (*os.File, error) {
 	}()
 	go l.read(i, lk)
 	return theirs, nil
+}
+
+// startLocked is what a process gets first: the configuration, the
+// membership, every backend's health, then the breakers that are open or
+// half-open and the operator state of backends drained or disabled; l.mu
+// is held.
+func (l *Control) startLocked() []Message {
+	config := l.config
+	ms := []Message{
+		{Kind: KindConfig, Config: &config},
+		{Kind: KindMembership, Membership: append([]Member(nil), l.members...)},
+	}
+	snap := &HealthUpdate{Snapshot: true}
+	for _, b := range l.bs {
+		snap.Backends = append(snap.Backends, BackendHealth{Name: b.Name, Up: b.Healthy()})
+	}
+	ms = append(ms, Message{Kind: KindHealth, Health: snap})
+	for _, b := range l.bs {
+		if b.Ejected() {
+			// Open, or half-open (its time over, so the new process sends
+			// a probe and reports how it went): either way the supervisor
+			// counts it against max_ejected_percent until a close.
+			until := b.EjectedUntil()
+			if until.IsZero() {
+				until = time.Now()
+			}
+			ms = append(ms, Message{Kind: KindBreaker, Breaker: BreakerOf(b, until)})
+		}
+		if b.Draining() || b.Disabled() {
+			ms = append(ms, Message{Kind: KindOperator, Operator: operatorOf(b)})
+		}
+	}
+	return ms
 }
 
 // Local attaches the serving side of a relay that runs as one process:
