@@ -54,6 +54,9 @@ type Control struct {
 type link struct {
 	ch    *Channel
 	queue chan Message
+	// reading is the number of the process's latest counters
+	// (Message.Reading); guarded by the Control's mutex.
+	reading uint64
 }
 
 // NewControl returns the control of a relay that starts with config,
@@ -192,7 +195,10 @@ func (l *Control) read(i int, lk *link) {
 		}
 		l.mu.Lock()
 		if l.byProc[i] == lk {
-			l.latest[i] = m.Counters
+			if m.Reading >= lk.reading { // else it holds a later one
+				lk.reading = m.Reading
+				l.latest[i] = m.Counters
+			}
 			l.collect.arrived(i, m.Collect)
 		}
 		l.mu.Unlock()

@@ -1,12 +1,15 @@
 package supervisor
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"testing"
 	"time"
+
+	"relay/internal/stats"
 )
 
 // TestAttachQueuesTheStartOfAnyPool: a process's start (configuration,
@@ -67,5 +70,75 @@ func TestAttachQueuesTheStartOfAnyPool(t *testing.T) {
 		if err != nil || m.Kind != KindOperator || m.Operator.Name != bs[i].Name || !m.Operator.Disabled {
 			t.Fatalf("message %d of the start: %+v, %v; want %s disabled", i, m, err, bs[i].Name)
 		}
+	}
+}
+
+// TestCountersNeverGoBackwards: a process reads its counters for collect
+// answers and for its reports in two goroutines, so a reading can reach
+// the control after a later one. The control keeps the later reading
+// either way: an answer read before a report but sent after it still
+// answers the collect, and a report read before an answer but sent after
+// it does not undo the answer.
+func TestCountersNeverGoBackwards(t *testing.T) {
+	l := NewControl(ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001"), 50, slog.New(slog.DiscardHandler))
+	p := attachProcess(t, l, 0)
+	counters := func(reading, accepted uint64) Message {
+		return Message{Kind: KindCounters, Reading: reading, Counters: &stats.Process{ConnsAccepted: accepted}}
+	}
+	// scrape collects once, the process answering as answer says.
+	scrape := func(answer func(collect uint64)) uint64 {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+		defer cancel()
+		got := make(chan uint64, 1)
+		go func() { got <- l.Stats(ctx).ConnsAccepted }()
+		for {
+			m, err := p.ch.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Kind == KindCollect {
+				answer(m.Collect)
+				return <-got
+			}
+		}
+	}
+
+	// An answer read (1) before a report (2) reaches the control last.
+	n := scrape(func(collect uint64) {
+		p.ch.Send(counters(2, 150))
+		m := counters(1, 100)
+		m.Collect = collect
+		p.ch.Send(m)
+	})
+	if n != 150 {
+		t.Fatalf("the scrape counted %d accepted connections; want the later reading's 150", n)
+	}
+
+	// A report read (3) before an answer (4) reaches the control last.
+	if n = scrape(func(collect uint64) {
+		m := counters(4, 200)
+		m.Collect = collect
+		p.ch.Send(m)
+	}); n != 200 {
+		t.Fatalf("the scrape counted %d accepted connections; want 200", n)
+	}
+	p.ch.Send(counters(3, 170))
+	// A breaker change the control does not know comes back to the
+	// process as it went, once the report before it was taken in.
+	p.ch.Send(Message{Kind: KindBreaker, Breaker: &BreakerState{Name: "http://sync"}})
+	for {
+		m, err := p.ch.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Kind == KindBreaker {
+			break
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the process does not answer now: the scrape reads what it has
+	if n := l.Stats(ctx).ConnsAccepted; n != 200 {
+		t.Fatalf("connections accepted went from 200 to %d between scrapes", n)
 	}
 }
