@@ -42,8 +42,10 @@ type Control struct {
 	// membership change; nil until SetTargets.
 	targets func([]*backend.Backend)
 	byProc  map[int]*link
-	latest  map[int]*stats.Process // the last counters each live process sent
-	retired stats.Process          // what exited processes counted
+	// latest holds the last counters each process sent, by its link,
+	// until the link's reader ends and they move to retired.
+	latest  map[*link]*stats.Process
+	retired stats.Process // what exited processes counted
 	// ejections counts breaker openings by backend name.
 	ejections map[string]uint64
 	reloads   [2]uint64 // reloads applied, refused
@@ -57,6 +59,7 @@ type link struct {
 	// reading is the number of the process's latest counters
 	// (Message.Reading); guarded by the Control's mutex.
 	reading uint64
+	done    chan struct{} // closed when the reader has ended
 }
 
 // NewControl returns the control of a relay that starts with config,
@@ -64,7 +67,7 @@ type link struct {
 // max_ejected_percent.
 func NewControl(config ConfigSource, bs []*backend.Backend, maxEjected int, log *slog.Logger) *Control {
 	c := &Control{log: log, config: config, bs: bs, maxEjected: maxEjected, byProc: map[int]*link{},
-		latest: map[int]*stats.Process{}, ejections: map[string]uint64{}}
+		latest: map[*link]*stats.Process{}, ejections: map[string]uint64{}}
 	c.members = make([]Member, len(bs))
 	for i, b := range bs {
 		c.members[i] = Member{URL: b.Name, Weight: b.Weight, MaxRequests: b.MaxRequests()}
@@ -103,7 +106,7 @@ func (l *Control) attach(i int) (*os.File, error) {
 	// The queue holds the start and queueLen more, so queueing the start
 	// never blocks, however many backends are ejected, drained or
 	// disabled, and a process that falls behind later still has queueLen.
-	lk := &link{ch: NewChannel(conn), queue: make(chan Message, len(start)+queueLen)}
+	lk := &link{ch: NewChannel(conn), queue: make(chan Message, len(start)+queueLen), done: make(chan struct{})}
 	for _, m := range start {
 		lk.queue <- m
 	}
@@ -178,54 +181,106 @@ func (l *Control) Local(ln net.Listener) (*Process, error) {
 	return p, nil
 }
 
-// read takes in what process i sends until its channel ends.
+// read takes in what process i sends until its channel ends, then
+// retires what the process counted.
 func (l *Control) read(i int, lk *link) {
+	defer close(lk.done)
 	for {
 		m, err := lk.ch.Recv()
 		if err != nil {
+			l.ended(lk)
 			return
 		}
-		if m.Kind == KindBreaker {
+		switch m.Kind {
+		case KindBreaker:
 			l.breakerChanged(i, m.Breaker)
-			continue
-		}
-		if m.Kind != KindCounters {
+		case KindCounters:
+			l.counted(i, lk, &m)
+		default:
 			l.log.Warn("unexpected message from a serving process", "process", i, "kind", string(m.Kind))
-			continue
 		}
-		l.mu.Lock()
-		if l.byProc[i] == lk {
-			if m.Reading >= lk.reading { // else it holds a later one
-				lk.reading = m.Reading
-				l.latest[i] = m.Counters
-			}
-			l.collect.arrived(i, m.Collect)
-		}
-		l.mu.Unlock()
 	}
 }
 
-// detach ends the channel of process i.
-func (l *Control) detach(i int) {
+// counted keeps the counters process i sent over lk, unless it holds a
+// later reading already, and notes the collect they answer.
+func (l *Control) counted(i int, lk *link, m *Message) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.dropLocked(i)
+	current := l.byProc[i] == lk
+	if m.Reading >= lk.reading { // else it holds a later one
+		lk.reading = m.Reading
+		if !current {
+			m.Counters.Retire() // sent as the process ended
+		}
+		l.latest[lk] = m.Counters
+	}
+	if current {
+		l.collect.arrived(i, m.Collect)
+	}
 }
 
-// dropLocked ends and forgets the channel of process i, if any, keeping
-// what it counted so totals never go backwards; l.mu is held.
-func (l *Control) dropLocked(i int) {
+// ended moves what the process of lk counted into what exited processes
+// counted, once its channel has ended: nothing more can come.
+func (l *Control) ended(lk *link) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c := l.latest[lk]; c != nil {
+		c.Retire()
+		l.retired.Add(c)
+		delete(l.latest, lk)
+	}
+}
+
+// drainWait bounds how long detach reads what a process sent before it
+// exited. Its end of the channel closed as it exited, so the reader finds
+// the end of the channel at once; the bound is for a channel some other
+// process still holds open.
+const drainWait = 500 * time.Millisecond
+
+// detach ends the channel of process i, which exited. What it sent before
+// it ended is still taken in, its last counters among them (a process
+// reports as it stops), up to the end of the channel or drainWait; detach
+// returns once they count among what exited processes counted.
+func (l *Control) detach(i int) {
+	l.mu.Lock()
 	lk := l.byProc[i]
+	if lk != nil {
+		l.unlinkLocked(i, lk)
+	}
+	l.mu.Unlock()
 	if lk == nil {
 		return
 	}
-	close(lk.queue)
-	lk.ch.Close() // also ends a write in progress to a process that stopped reading
+	t := time.NewTimer(drainWait)
+	defer t.Stop()
+	select {
+	case <-lk.done:
+	case <-t.C:
+	}
+	lk.ch.Close()
+	<-lk.done // a reader ends as soon as its channel is closed
+}
+
+// dropLocked ends and forgets the channel of process i, if any, at once;
+// its reader then ends and keeps what the process counted, so totals
+// never go backwards. l.mu is held.
+func (l *Control) dropLocked(i int) {
+	if lk := l.byProc[i]; lk != nil {
+		l.unlinkLocked(i, lk)
+		lk.ch.Close() // also ends a write in progress to a process that stopped reading
+	}
+}
+
+// unlinkLocked makes lk no longer process i's channel: nothing more is
+// queued for it, no collect waits for it, and its counters lose their
+// gauges, which end with the process. Its reader goes on until the
+// channel ends. l.mu is held.
+func (l *Control) unlinkLocked(i int, lk *link) {
 	delete(l.byProc, i)
-	if c := l.latest[i]; c != nil {
+	close(lk.queue)
+	if c := l.latest[lk]; c != nil {
 		c.Retire()
-		l.retired.Add(c)
-		delete(l.latest, i)
 	}
 	l.collect.arrived(i, 0) // nothing more will come from it
 }

@@ -142,3 +142,51 @@ func TestCountersNeverGoBackwards(t *testing.T) {
 		t.Fatalf("connections accepted went from 200 to %d between scrapes", n)
 	}
 }
+
+// TestLastCountersOutliveTheProcess: a process reports its counters as it
+// stops, then exits. Whether the control takes the report in before or
+// after it handles the exit, those counts stay in relay's totals, once,
+// and a process started again in its place adds its own.
+func TestLastCountersOutliveTheProcess(t *testing.T) {
+	last := Message{Kind: KindCounters, Reading: 1, Counters: &stats.Process{ConnsAccepted: 5, ConnsOpen: 1}}
+	for round := range 20 {
+		l := NewControl(ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001"), 50, slog.New(slog.DiscardHandler))
+		p := attachProcess(t, l, 0)
+		p.ch.Send(last)
+		p.ch.Close() // the process exits
+		l.detach(0)  // its exit is handled at once
+		if st := l.Stats(context.Background()); st.ConnsAccepted != 5 || st.ConnsOpen != 0 {
+			t.Fatalf("round %d: after the exit relay counts %d accepted and %d open connections; want the last report's 5, none open",
+				round, st.ConnsAccepted, st.ConnsOpen)
+		}
+	}
+
+	l := NewControl(ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001"), 50, slog.New(slog.DiscardHandler))
+	p := attachProcess(t, l, 0)
+	l.mu.Lock()
+	lk := l.byProc[0]
+	l.mu.Unlock()
+	p.ch.Send(last)
+	p.ch.Close()
+	select {
+	case <-lk.done: // the control found the end of the channel first
+	case <-time.After(ioTimeout):
+		t.Fatal("the control did not see the channel of a process that exited end")
+	}
+	l.detach(0)
+	if n := l.Stats(context.Background()).ConnsAccepted; n != 5 {
+		t.Fatalf("after the exit relay counts %d accepted connections; want the last report's 5", n)
+	}
+	again := attachProcess(t, l, 0)
+	err := again.Follow(newBackends(t, "http://127.0.0.1:8001"), Updates{Stats: func() *stats.Process {
+		return &stats.Process{ConnsAccepted: 3}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+	defer cancel()
+	if n := l.Stats(ctx).ConnsAccepted; n != 8 {
+		t.Fatalf("with the process started again relay counts %d accepted connections; want 5 and its 3", n)
+	}
+}
