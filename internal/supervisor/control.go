@@ -1,7 +1,9 @@
 package supervisor
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -188,7 +190,7 @@ func (l *Control) read(i int, lk *link) {
 	for {
 		m, err := lk.ch.Recv()
 		if err != nil {
-			l.ended(lk)
+			l.ended(i, lk, err)
 			return
 		}
 		switch m.Kind {
@@ -220,11 +222,22 @@ func (l *Control) counted(i int, lk *link, m *Message) {
 	}
 }
 
-// ended moves what the process of lk counted into what exited processes
-// counted, once its channel has ended: nothing more can come.
-func (l *Control) ended(lk *link) {
+// ended takes the end of what process i sends over lk; err says why it
+// ended. A channel that ends while it is still the process's broke: the
+// process closed it (it is exiting) or sent what cannot be read. It is
+// dropped then, so that collects stop waiting for the process and the
+// process, whose end of the channel ends too, stops and is started
+// afresh. Either way nothing more can come, and what the process counted
+// joins what exited processes counted.
+func (l *Control) ended(i int, lk *link, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.byProc[i] == lk {
+		if !errors.Is(err, io.EOF) {
+			l.log.Error("the channel from a serving process broke; it is closed so that the process restarts", "process", i, "err", err)
+		}
+		l.dropLocked(i)
+	}
 	if c := l.latest[lk]; c != nil {
 		c.Retire()
 		l.retired.Add(c)

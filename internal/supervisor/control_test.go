@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -188,5 +189,45 @@ func TestLastCountersOutliveTheProcess(t *testing.T) {
 	defer cancel()
 	if n := l.Stats(ctx).ConnsAccepted; n != 8 {
 		t.Fatalf("with the process started again relay counts %d accepted connections; want 5 and its 3", n)
+	}
+}
+
+// TestABrokenChannelRestartsItsProcess: when what a process sends cannot
+// be read, the control says so and closes the channel, so the process
+// sees it end (and stops, to be started afresh) and scrapes do not wait
+// for it.
+func TestABrokenChannelRestartsItsProcess(t *testing.T) {
+	logs := &LockedWriter{W: new(bytes.Buffer)}
+	l := NewControl(ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001"), 50, slog.New(slog.NewTextHandler(logs, nil)))
+	p := attachProcess(t, l, 0)
+	ended := make(chan error, 1)
+	err := p.Follow(newBackends(t, "http://127.0.0.1:8001"), Updates{
+		Stats: func() *stats.Process { return &stats.Process{ConnsAccepted: 1} },
+		Ended: func(err error) { ended <- err },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.ch.rw.Write([]byte("not a message\n")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ended:
+	case <-time.After(ioTimeout):
+		t.Fatal("the process's channel stayed open after it broke")
+	}
+	if n := logCount(logs, "the channel from a serving process broke"); n != 1 {
+		t.Errorf("%d log lines about the broken channel, want 1:\n%s", n, logs.W)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+	defer cancel()
+	l.Stats(ctx)
+	if ctx.Err() != nil {
+		t.Fatal("a scrape waited for a process whose channel broke")
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.byProc) != 0 {
+		t.Fatalf("the process whose channel broke is still attached: %v", l.byProc)
 	}
 }
