@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"relay/internal/backend"
-	"relay/internal/stats"
 )
 
 // TestConcurrentChangesEndWithEveryChange: admin calls arrive on
@@ -47,39 +46,6 @@ func TestConcurrentChangesEndWithEveryChange(t *testing.T) {
 	}
 	if len(l.members) != 21 {
 		t.Fatalf("bad calls changed the membership: %d members", len(l.members))
-	}
-}
-
-// TestAStuckProcessDoesNotHoldEveryScrape: a process that never answers a
-// collect costs the scrape that asked it its wait, but the next scrape
-// after staleCollect asks afresh instead of waiting on the stuck one, and
-// the processes that answer are counted either way.
-func TestAStuckProcessDoesNotHoldEveryScrape(t *testing.T) {
-	bs := newBackends(t, "http://127.0.0.1:8001")
-	l := NewControl(ConfigSource{Generation: 1}, bs, 50, slog.New(slog.DiscardHandler))
-	attachProcess(t, l, 0) // reads nothing more: never answers
-	live := attachProcess(t, l, 1)
-	err := live.Follow(newBackends(t, "http://127.0.0.1:8001"), Updates{Stats: func() *stats.Process {
-		return &stats.Process{ConnsAccepted: 7}
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	scrape := func() *stats.Process {
-		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-		defer cancel()
-		return l.Stats(ctx)
-	}
-	if st := scrape(); st.ConnsAccepted != 7 {
-		t.Fatalf("first scrape counted %d accepted connections, want the live process's 7", st.ConnsAccepted)
-	}
-	time.Sleep(staleCollect + 100*time.Millisecond)
-	scrape()
-	l.mu.Lock()
-	n := l.collect.next
-	l.mu.Unlock()
-	if n != 2 {
-		t.Fatalf("collects sent: %d; want a second one once the first went stale", n)
 	}
 }
 
