@@ -364,7 +364,9 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 		Stats: p.Stats,
 		Reopen: func() {
 			if appender != nil {
-				if err := appender.Reopen(); err != nil {
+				// After Close (the process is stopping) there is
+				// nothing to reopen.
+				if err := appender.Reopen(); err != nil && !errors.Is(err, os.ErrClosed) {
 					log.Error("reopening the log file failed", "err", err)
 				}
 			}

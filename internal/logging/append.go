@@ -17,8 +17,8 @@ import (
 // interleave. Reopen follows a rotation: the file at the path is a new one.
 type Appender struct {
 	path string
-	mu   sync.RWMutex // writes share it; Reopen takes it alone
-	f    *os.File
+	mu   sync.RWMutex // writes share it; Reopen and Close take it alone
+	f    *os.File     // nil once closed
 }
 
 // OpenAppend opens path for appending, creating it when missing.
@@ -42,33 +42,60 @@ func openAppend(path string) (*os.File, error) {
 	return f, nil
 }
 
-// Write appends p in one write.
+// Write appends p in one write. After Close it fails with os.ErrClosed.
 func (a *Appender) Write(p []byte) (int, error) {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
+	if a.f == nil {
+		return 0, a.errClosed()
+	}
 	return a.f.Write(p)
 }
 
 // Reopen switches to the file now at the path; writes in progress finish
-// on the old one.
+// on the old one. After Close it opens nothing and fails with
+// os.ErrClosed: a rotation announced as the writer stops must not leave a
+// file open.
 func (a *Appender) Reopen() error {
+	if a.closed() {
+		return a.errClosed()
+	}
 	f, err := openAppend(a.path)
 	if err != nil {
 		return err
 	}
 	a.mu.Lock()
 	old := a.f
+	if old == nil { // closed meanwhile
+		a.mu.Unlock()
+		f.Close()
+		return a.errClosed()
+	}
 	a.f = f
 	a.mu.Unlock()
 	return old.Close()
 }
 
-// Close closes the file.
+// Close closes the file; writes and reopens after it fail with
+// os.ErrClosed, and so does a second Close.
 func (a *Appender) Close() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.f.Close()
+	if a.f == nil {
+		return a.errClosed()
+	}
+	err := a.f.Close()
+	a.f = nil
+	return err
 }
+
+func (a *Appender) closed() bool {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.f == nil
+}
+
+func (a *Appender) errClosed() error { return fmt.Errorf("log file %q: %w", a.path, os.ErrClosed) }
 
 // Shared is the supervisor's side of a log file its processes append to:
 // it writes through an Appender like them, and rotates the file by size
