@@ -6,8 +6,6 @@ import (
 	"os"
 	"sync"
 	"time"
-
-	"gopkg.in/natefinch/lumberjack.v2"
 )
 
 // Appender writes to a log file that several processes share, as nginx's
@@ -102,12 +100,16 @@ func (a *Appender) errClosed() error { return fmt.Errorf("log file %q: %w", a.pa
 // for all of them, since none sees the others' writes.
 type Shared struct {
 	*Appender
-	rotator *lumberjack.Logger // renames and prunes; never writes
-	maxSize int64
+	rotating   sync.Mutex // one rotation at a time; guards rotated
+	rotated    time.Time  // the time in the name of the last backup
+	maxSize    int64
+	maxBackups int
+	maxAgeDays int
 }
 
 // OpenShared opens file for appending and rotation by size, with the
-// rotation settings of Open.
+// rotation settings of Open: rotated files are named as Open names them
+// and pruned alike.
 func OpenShared(file string, maxSizeMB, maxBackups, maxAgeDays int) (*Shared, error) {
 	if maxSizeMB < 0 || maxBackups < 0 || maxAgeDays < 0 {
 		return nil, fmt.Errorf("log file %q: size, backups and age must not be negative (got %d MB, %d backups, %d days)",
@@ -120,8 +122,7 @@ func OpenShared(file string, maxSizeMB, maxBackups, maxAgeDays int) (*Shared, er
 	if maxSizeMB == 0 {
 		maxSizeMB = 100
 	}
-	return &Shared{Appender: a, maxSize: int64(maxSizeMB) << 20,
-		rotator: &lumberjack.Logger{Filename: file, MaxSize: maxSizeMB, MaxBackups: maxBackups, MaxAge: maxAgeDays}}, nil
+	return &Shared{Appender: a, maxSize: int64(maxSizeMB) << 20, maxBackups: maxBackups, maxAgeDays: maxAgeDays}, nil
 }
 
 // Due reports whether the file has reached its rotation size.
@@ -131,19 +132,34 @@ func (s *Shared) Due() bool {
 }
 
 // Rotate moves the file aside under a timestamped name (as Open's
-// rotation does), prunes old ones, and reopens the path; the caller then
-// tells the other writers to reopen it too.
+// rotation does), reopens the path and prunes old files; the caller then
+// tells the other writers to reopen it too. Rotations run one at a time,
+// and the new file is opened to append, never truncated: a process that
+// reopens the path late, following the rotation before, may have created
+// it already, and its lines stay.
 func (s *Shared) Rotate() error {
-	if err := s.rotator.Rotate(); err != nil {
+	s.rotating.Lock()
+	defer s.rotating.Unlock()
+	if s.closed() {
+		return s.errClosed()
+	}
+	mode := os.FileMode(0)
+	if fi, err := os.Stat(s.path); err == nil {
+		mode = fi.Mode().Perm()
+	}
+	now := time.Now()
+	at, err := moveAside(s.path, now, s.rotated)
+	if err != nil {
 		return fmt.Errorf("log file %q: rotate: %w", s.path, err)
 	}
-	return s.Reopen()
-}
-
-// Close closes the file.
-func (s *Shared) Close() error {
-	s.rotator.Close()
-	return s.Appender.Close()
+	s.rotated = at
+	if err := s.Reopen(); err != nil {
+		return err
+	}
+	if mode != 0 {
+		os.Chmod(s.path, mode) // the new file is readable as the old one was
+	}
+	return prune(s.path, s.maxBackups, s.maxAgeDays, now)
 }
 
 // RotateCheckEvery is how often the supervisor looks at a shared log
