@@ -64,6 +64,10 @@ var fields = []field{
 		}
 	}},
 	intField("port", func(c *Config) *int { return &c.Port }),
+	strField("tls_listen", func(c *Config) *string { return &c.TLSListen }),
+	{"tls_certificates", decodeCertificates},
+	strField("tls_min_version", func(c *Config) *string { return &c.TLSMinVersion }),
+	boolField("h2c", func(c *Config) *bool { return &c.H2C }),
 	strField("algorithm", func(c *Config) *string { return &c.Algorithm }),
 	{"backends", decodeBackends},
 	strField("health_check_type", func(c *Config) *string { return &c.HealthCheck.Type }),

@@ -56,11 +56,12 @@ func (c *Config) check(errs *Errors, opts Options) {
 
 	intRange("port", c.Port, 1, 65535)
 	// A listen derived from port is only as good as port, already checked.
-	if c.listenSet || c.Listen != ":"+strconv.Itoa(c.Port) {
+	if c.Listen != "" && (c.listenSet || c.Listen != ":"+strconv.Itoa(c.Port)) {
 		if msg := checkListen(c.Listen); msg != "" {
 			bad("listen", "%s", msg)
 		}
 	}
+	c.checkTLS(bad)
 	switch {
 	case c.Algorithm == "":
 		bad("algorithm", "must not be empty")
