@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/url"
 	"os"
 	"os/signal"
@@ -281,8 +280,10 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 	log, out := lg.log, lg.out
 
 	var c *controlled // alone: the control, in this process
+	var d *doors
 	if sp != nil {
 		log = log.With("process", sp.Index)
+		d = &doors{plain: sp.Listener, tls: sp.TLSListener}
 	} else {
 		if f.demo {
 			stop, err := startDemoBackends(log)
@@ -291,17 +292,16 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 			}
 			defer stop()
 		}
-		ln, err := net.Listen("tcp", cfg.Listen)
-		if err != nil {
-			return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		if d, err = listen(cfg); err != nil {
+			return err
 		}
 		if c, err = startControl(f, cfg, src, lg); err != nil {
-			ln.Close()
+			d.close()
 			return err
 		}
 		defer c.stop()
-		if sp, err = c.ctl.Local(ln); err != nil {
-			ln.Close()
+		if sp, err = c.ctl.Local(d.plain); err != nil {
+			d.close()
 			return err
 		}
 	}
@@ -339,6 +339,9 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 	if err != nil {
 		return err
 	}
+	if err := d.open(cfg, p, log); err != nil {
+		return err
+	}
 
 	// The control checks the backends for every process; the pool starts
 	// from its membership and health snapshot. A transition takes effect
@@ -353,6 +356,9 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 				pc := proxy.PoolConfigFrom(next)
 				pc.MaxRequests = share(pc.MaxRequests)
 				err = p.Reconfigure(pc)
+			}
+			if err == nil {
+				err = d.reload(next)
 			}
 			if err != nil {
 				log.Error("configuration from the supervisor refused; keeping the current one", "generation", src.Generation, "err", err)
@@ -383,16 +389,16 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 	if c == nil {
 		log.Info("process started", "pid", os.Getpid(), "healthy", len(p.Available()), "workers", runtime.GOMAXPROCS(0))
 	} else {
-		log.Info("relay started", "listen", sp.Listener.Addr().String(), "algorithm", cfg.Algorithm,
+		log.Info("relay started", append(d.addrs(), "algorithm", cfg.Algorithm,
 			"backends", len(p.Backends()), "healthy", len(p.Available()), "workers", runtime.GOMAXPROCS(0),
-			"admin", c.adminAddr())
+			"admin", c.adminAddr())...)
 		if cfg.CPUAffinity { // processes: 0 on a single core
 			log.Warn("cpu_affinity ignored: it binds serving processes to cores, and there is one process")
 		}
 	}
 
-	served := make(chan error, 1)
-	go func() { served <- p.Serve(sp.Listener) }()
+	served := make(chan error, 2)
+	d.serve(p, served)
 	sp.Serving()
 	for {
 		select {

@@ -16,6 +16,7 @@ var LiveKeys = []string{
 	"breaker_failures", "breaker_statuses", "breaker_open_time", "max_ejected_percent",
 	"backend_max_requests", "max_queued_requests", "queue_timeout",
 	"retry_budget_percent", "retry_budget_floor", "slow_start", "log_level",
+	"tls_certificates", "tls_min_version",
 }
 
 // RestartOnly lists the keys, in the order examples/config.yml shows

@@ -29,8 +29,11 @@ const (
 type Process struct {
 	// Index numbers the process among its supervisor's, from 0.
 	Index int
-	// Listener is the process's own listening socket.
+	// Listener is the process's own listening socket; nil when relay
+	// serves TLS only.
 	Listener net.Listener
+	// TLSListener is the process's TLS listening socket, nil without TLS.
+	TLSListener net.Listener
 	// Config is the configuration to run, the first message received.
 	Config ConfigSource
 
