@@ -103,6 +103,9 @@ type Backend struct {
 	// MaxRequests caps the requests in flight to the backend; 0 means
 	// BackendMaxRequests applies.
 	MaxRequests int
+	// TLS says how relay connects to an https backend: its own settings
+	// over the backend_tls_ defaults, after Load or Apply.
+	TLS UpstreamTLS
 	// Line is the YAML line of the backend's entry, 0 if it came from flags.
 	Line int
 
@@ -113,6 +116,8 @@ type Backend struct {
 	key             string
 	weightLine      int
 	maxRequestsLine int
+	tlsKey          string // the first tls_ key of the entry, where TLS problems are reported
+	tlsLine         int
 	raw             string
 }
 
@@ -225,6 +230,9 @@ type Config struct {
 	BreakerOpenTime time.Duration
 	// MaxEjectedPercent bounds the share of backends breakers hold out.
 	MaxEjectedPercent int
+	// BackendTLS are the TLS settings of https backends that do not set
+	// their own.
+	BackendTLS UpstreamTLS
 	// BackendMaxRequests caps the requests in flight to each backend that
 	// sets no max_requests of its own; 0 means no cap.
 	BackendMaxRequests int

@@ -228,6 +228,7 @@ func (c *Config) checkBackends(errs *Errors) {
 		p.Msg = "no backends configured; list at least one (- url: http://HOST:PORT) or pass -backends"
 		errs.add(p)
 	}
+	c.checkUpstreamTLS(errs, where)
 	first := make(map[string]int, len(c.Backends))
 	for i, b := range c.Backends {
 		msgs := checkBackendURL(b.URL, b.raw)
