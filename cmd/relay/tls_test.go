@@ -107,10 +107,19 @@ func fetch(t *testing.T, c *http.Client, name, path string) (*http.Response, str
 // over TLS with its own engine and HTTP/2 by ALPN; h2c with prior
 // knowledge works on the cleartext port. Backends learn the scheme.
 func TestTLSTermination(t *testing.T) {
+	for _, processes := range []int{1, 2} {
+		t.Run(fmt.Sprintf("processes=%d", processes), func(t *testing.T) {
+			t.Parallel()
+			tlsTermination(t, processes)
+		})
+	}
+}
+
+func tlsTermination(t *testing.T, processes int) {
 	ca := testcert.NewCA(t)
 	a := ca.Server(t, testcert.ECDSA, "a.example")
 	b := ca.Server(t, testcert.RSA, "b.example")
-	tr := startTLSRelay(t, ca, "", a, b)
+	tr := startTLSRelay(t, ca, fmt.Sprintf("processes: %d\n", processes), a, b)
 
 	for _, h2 := range []bool{false, true} {
 		res, cn := fetch(t, tr.client(t, "a.example", h2), "a.example", "/")
