@@ -194,7 +194,7 @@ func buildBackends(cfg *config.Config, share func(int) int) ([]*backend.Backend,
 		if err != nil {
 			return nil, err
 		}
-		b.MaxRequests = share(cb.MaxRequests)
+		b.SetMaxRequests(share(cb.MaxRequests))
 		bs = append(bs, b)
 	}
 	return bs, nil
@@ -370,7 +370,9 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 		Stats: p.Stats,
 		Reopen: func() {
 			if appender != nil {
-				if err := appender.Reopen(); err != nil {
+				// After Close (the process is stopping) there is
+				// nothing to reopen.
+				if err := appender.Reopen(); err != nil && !errors.Is(err, os.ErrClosed) {
 					log.Error("reopening the log file failed", "err", err)
 				}
 			}
@@ -429,8 +431,9 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 }
 
 // applyMembership makes ms the pool's backends, keeping the Backend (and
-// with it the state) of every backend that stays; the snapshot it builds
-// weighs each member by its weight in ms.
+// with it the state) of every backend that stays: its weight and its
+// share of its request cap change in place. The snapshot it builds weighs
+// each member by its weight in ms.
 func applyMembership(p *proxy.Proxy, ms []supervisor.Member, share func(int) int, log *slog.Logger) []*backend.Backend {
 	cur := make(map[string]*backend.Backend)
 	for _, b := range p.Backends() {
@@ -448,13 +451,14 @@ func applyMembership(p *proxy.Proxy, ms []supervisor.Member, share func(int) int
 			log.Error("membership from the supervisor: bad backend; keeping the current backends", "url", m.URL, "err", err)
 			return p.Backends()
 		}
-		b.MaxRequests = share(m.MaxRequests)
-		if old := cur[b.Name]; old != nil && old.MaxRequests == b.MaxRequests {
-			// It stays, with its state; only its weight may change.
-			old.SetEffectiveWeight(m.Weight)
-			b = old
+		if old := cur[b.Name]; old != nil {
+			b = old // it stays, with its state
 		}
 		next = append(next, b)
+	}
+	for i, b := range next {
+		b.SetEffectiveWeight(ms[i].Weight)
+		b.SetMaxRequests(share(ms[i].MaxRequests))
 	}
 	p.SetBackends(next)
 	log.Debug("backends changed", "backends", len(next))

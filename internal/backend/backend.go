@@ -36,9 +36,6 @@ type Backend struct {
 	Addr string
 	// Weight is the relative share of traffic, at least 1.
 	Weight int
-	// MaxRequests caps the requests in flight to the backend; 0 leaves it
-	// to its pool's default. Set it before the backend is shared.
-	MaxRequests int
 
 	// Requests counts the requests the backend answered (the forwarding
 	// core observes each once it is done); Checks counts its active health
@@ -61,6 +58,7 @@ type Backend struct {
 	trips        atomic.Int32 // breaker openings since the last success
 	probing      atomic.Bool  // a half-open breaker's probe is out
 	returned     atomic.Int64 // when it last came into rotation, for slow start
+	maxRequests  atomic.Int64 // cap on requests in flight; 0: the pool's default
 }
 
 // New returns a backend for u with the given weight. It starts healthy
@@ -109,6 +107,16 @@ func (b *Backend) Served() uint64 { return b.served.Load() }
 // Failures is the number of forwarding failures (dial errors, timeouts,
 // broken responses, statuses a pool counts as failures) recorded with Fail.
 func (b *Backend) Failures() uint64 { return b.failures.Load() }
+
+// MaxRequests is the cap on requests in flight to the backend; 0 leaves
+// it to its pool's default.
+func (b *Backend) MaxRequests() int { return int(b.maxRequests.Load()) }
+
+// SetMaxRequests changes the cap on requests in flight to the backend
+// while it serves (0: the pool's default), as a reload asks. Requests
+// already in flight finish; a lower cap admits no new one until they are
+// below it.
+func (b *Backend) SetMaxRequests(n int) { b.maxRequests.Store(int64(max(n, 0))) }
 
 // String returns the backend's name.
 func (b *Backend) String() string { return b.Name }

@@ -205,8 +205,8 @@ const msgUnreachable = "backend unreachable"
 
 // limit is b's cap on requests in flight, 0 for none.
 func (p *Pool) limit(b *backend.Backend) int64 {
-	if b.MaxRequests > 0 {
-		return int64(b.MaxRequests)
+	if n := b.MaxRequests(); n > 0 {
+		return int64(n)
 	}
 	return int64(p.cfg().MaxRequests)
 }

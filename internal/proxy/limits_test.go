@@ -33,7 +33,7 @@ func concurrencyBackend(t *testing.T, delay time.Duration) (*httpBackend, *atomi
 // never sees more than 2 at once, and the requests that queued succeed.
 func TestMaxRequestsQueuesTheExcess(t *testing.T) {
 	hb, maxSeen := concurrencyBackend(t, 20*time.Millisecond)
-	hb.b.MaxRequests = 2
+	hb.b.SetMaxRequests(2)
 	r := startRelay(t, Config{}, hb.b)
 	cl := newClient(t, 20, "")
 	statuses := getConcurrently(t, cl, r.url+"/", 20, 3)

@@ -35,7 +35,7 @@ func TestQueuedRequestsTakePlacesThatOpenWithoutARequestEnding(t *testing.T) {
 			const waiting = 40
 			busy, releaseBusy := holdBackend(t, "busy")
 			defer close(releaseBusy)
-			busy.b.MaxRequests = 1
+			busy.b.SetMaxRequests(1)
 			spare, releaseSpare := holdBackend(t, "spare")
 			members := []*backend.Backend{busy.b}
 			if how == "enabled" {
@@ -87,7 +87,7 @@ func TestQueueServesPoolsLargerThanAPicksMemory(t *testing.T) {
 	var hbs []*httpBackend
 	for i := range 10 {
 		hb, _ := concurrencyBackend(t, 200*time.Millisecond)
-		hb.b.MaxRequests = 1
+		hb.b.SetMaxRequests(1)
 		hbs = append(hbs, hb)
 		_ = i
 	}
@@ -109,7 +109,7 @@ func TestQueueServesPoolsLargerThanAPicksMemory(t *testing.T) {
 // sees only the request that held its place.
 func TestQueuedRequestOfAClientThatLeftIsNotSent(t *testing.T) {
 	busy, release := holdBackend(t, "busy")
-	busy.b.MaxRequests = 1
+	busy.b.SetMaxRequests(1)
 	cfg := withDefaults(Config{})
 	cfg.Pool.QueueTimeout = time.Minute
 	r := startRelayExactly(t, cfg, busy.b)

@@ -266,6 +266,7 @@ func TestCountersSumOverProcesses(t *testing.T) {
 	if b0.Served != 8 || b0.Requests.Total() != 8 || b0.Requests.BytesOut != 80 || b1.Served != 2 || b1.Failures != 2 || b1.InFlight != 2 {
 		t.Fatalf("collected %+v and %+v; want 8 served and answered to the first, 2 served, failed and in flight to the second", b0, b1)
 	}
+	procs[1].ch.Close() // process 1 exits
 	l.detach(1)
 	got = l.Stats(ctx)
 	if b0, b1 := got.Backends[0], got.Backends[1]; b0.Served != 8 || b1.Served != 2 || b1.InFlight != 1 {

@@ -1,7 +1,9 @@
 package supervisor
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -42,8 +44,10 @@ type Control struct {
 	// membership change; nil until SetTargets.
 	targets func([]*backend.Backend)
 	byProc  map[int]*link
-	latest  map[int]*stats.Process // the last counters each live process sent
-	retired stats.Process          // what exited processes counted
+	// latest holds the last counters each process sent, by its link,
+	// until the link's reader ends and they move to retired.
+	latest  map[*link]*stats.Process
+	retired stats.Process // what exited processes counted
 	// ejections counts breaker openings by backend name.
 	ejections map[string]uint64
 	reloads   [2]uint64 // reloads applied, refused
@@ -54,6 +58,10 @@ type Control struct {
 type link struct {
 	ch    *Channel
 	queue chan Message
+	// reading is the number of the process's latest counters
+	// (Message.Reading); guarded by the Control's mutex.
+	reading uint64
+	done    chan struct{} // closed when the reader has ended
 }
 
 // NewControl returns the control of a relay that starts with config,
@@ -61,10 +69,10 @@ type link struct {
 // max_ejected_percent.
 func NewControl(config ConfigSource, bs []*backend.Backend, maxEjected int, log *slog.Logger) *Control {
 	c := &Control{log: log, config: config, bs: bs, maxEjected: maxEjected, byProc: map[int]*link{},
-		latest: map[int]*stats.Process{}, ejections: map[string]uint64{}}
+		latest: map[*link]*stats.Process{}, ejections: map[string]uint64{}}
 	c.members = make([]Member, len(bs))
 	for i, b := range bs {
-		c.members[i] = Member{URL: b.Name, Weight: b.Weight, MaxRequests: b.MaxRequests}
+		c.members[i] = Member{URL: b.Name, Weight: b.Weight, MaxRequests: b.MaxRequests()}
 	}
 	return c
 }
@@ -94,31 +102,15 @@ func (l *Control) attach(i int) (*os.File, error) {
 		theirs.Close()
 		return nil, err
 	}
-	lk := &link{ch: NewChannel(conn), queue: make(chan Message, queueLen)}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	config := l.config
-	lk.queue <- Message{Kind: KindConfig, Config: &config}
-	lk.queue <- Message{Kind: KindMembership, Membership: append([]Member(nil), l.members...)}
-	snap := &HealthUpdate{Snapshot: true}
-	for _, b := range l.bs {
-		snap.Backends = append(snap.Backends, BackendHealth{Name: b.Name, Up: b.Healthy()})
-	}
-	lk.queue <- Message{Kind: KindHealth, Health: snap}
-	for _, b := range l.bs {
-		if b.Ejected() {
-			// Open, or half-open (its time over, so the new process sends
-			// a probe and reports how it went): either way the supervisor
-			// counts it against max_ejected_percent until a close.
-			until := b.EjectedUntil()
-			if until.IsZero() {
-				until = time.Now()
-			}
-			lk.queue <- Message{Kind: KindBreaker, Breaker: BreakerOf(b, until)}
-		}
-		if b.Draining() || b.Disabled() {
-			lk.queue <- Message{Kind: KindOperator, Operator: operatorOf(b)}
-		}
+	start := l.startLocked()
+	// The queue holds the start and queueLen more, so queueing the start
+	// never blocks, however many backends are ejected, drained or
+	// disabled, and a process that falls behind later still has queueLen.
+	lk := &link{ch: NewChannel(conn), queue: make(chan Message, len(start)+queueLen), done: make(chan struct{})}
+	for _, m := range start {
+		lk.queue <- m
 	}
 	l.dropLocked(i)
 	l.byProc[i] = lk
@@ -131,6 +123,39 @@ func (l *Control) attach(i int) (*os.File, error) {
 	}()
 	go l.read(i, lk)
 	return theirs, nil
+}
+
+// startLocked is what a process gets first: the configuration, the
+// membership, every backend's health, then the breakers that are open or
+// half-open and the operator state of backends drained or disabled; l.mu
+// is held.
+func (l *Control) startLocked() []Message {
+	config := l.config
+	ms := []Message{
+		{Kind: KindConfig, Config: &config},
+		{Kind: KindMembership, Membership: append([]Member(nil), l.members...)},
+	}
+	snap := &HealthUpdate{Snapshot: true}
+	for _, b := range l.bs {
+		snap.Backends = append(snap.Backends, BackendHealth{Name: b.Name, Up: b.Healthy()})
+	}
+	ms = append(ms, Message{Kind: KindHealth, Health: snap})
+	for _, b := range l.bs {
+		if b.Ejected() {
+			// Open, or half-open (its time over, so the new process sends
+			// a probe and reports how it went): either way the supervisor
+			// counts it against max_ejected_percent until a close.
+			until := b.EjectedUntil()
+			if until.IsZero() {
+				until = time.Now()
+			}
+			ms = append(ms, Message{Kind: KindBreaker, Breaker: BreakerOf(b, until)})
+		}
+		if b.Draining() || b.Disabled() {
+			ms = append(ms, Message{Kind: KindOperator, Operator: operatorOf(b)})
+		}
+	}
+	return ms
 }
 
 // Local attaches the serving side of a relay that runs as one process:
@@ -158,51 +183,117 @@ func (l *Control) Local(ln net.Listener) (*Process, error) {
 	return p, nil
 }
 
-// read takes in what process i sends until its channel ends.
+// read takes in what process i sends until its channel ends, then
+// retires what the process counted.
 func (l *Control) read(i int, lk *link) {
+	defer close(lk.done)
 	for {
 		m, err := lk.ch.Recv()
 		if err != nil {
+			l.ended(i, lk, err)
 			return
 		}
-		if m.Kind == KindBreaker {
+		switch m.Kind {
+		case KindBreaker:
 			l.breakerChanged(i, m.Breaker)
-			continue
-		}
-		if m.Kind != KindCounters {
+		case KindCounters:
+			l.counted(i, lk, &m)
+		default:
 			l.log.Warn("unexpected message from a serving process", "process", i, "kind", string(m.Kind))
-			continue
 		}
-		l.mu.Lock()
-		if l.byProc[i] == lk {
-			l.latest[i] = m.Counters
-			l.collect.arrived(i, m.Collect)
-		}
-		l.mu.Unlock()
 	}
 }
 
-// detach ends the channel of process i.
-func (l *Control) detach(i int) {
+// counted keeps the counters process i sent over lk, unless it holds a
+// later reading already, and notes the collect they answer.
+func (l *Control) counted(i int, lk *link, m *Message) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.dropLocked(i)
+	current := l.byProc[i] == lk
+	if m.Reading >= lk.reading { // else it holds a later one
+		lk.reading = m.Reading
+		if !current {
+			m.Counters.Retire() // sent as the process ended
+		}
+		l.latest[lk] = m.Counters
+	}
+	if current {
+		l.collect.arrived(i, m.Collect)
+	}
 }
 
-// dropLocked ends and forgets the channel of process i, if any, keeping
-// what it counted so totals never go backwards; l.mu is held.
-func (l *Control) dropLocked(i int) {
+// ended takes the end of what process i sends over lk; err says why it
+// ended. A channel that ends while it is still the process's broke: the
+// process closed it (it is exiting) or sent what cannot be read. It is
+// dropped then, so that collects stop waiting for the process and the
+// process, whose end of the channel ends too, stops and is started
+// afresh. Either way nothing more can come, and what the process counted
+// joins what exited processes counted.
+func (l *Control) ended(i int, lk *link, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byProc[i] == lk {
+		if !errors.Is(err, io.EOF) {
+			l.log.Error("the channel from a serving process broke; it is closed so that the process restarts", "process", i, "err", err)
+		}
+		l.dropLocked(i)
+	}
+	if c := l.latest[lk]; c != nil {
+		c.Retire()
+		l.retired.Add(c)
+		delete(l.latest, lk)
+	}
+}
+
+// drainWait bounds how long detach reads what a process sent before it
+// exited. Its end of the channel closed as it exited, so the reader finds
+// the end of the channel at once; the bound is for a channel some other
+// process still holds open.
+const drainWait = 500 * time.Millisecond
+
+// detach ends the channel of process i, which exited. What it sent before
+// it ended is still taken in, its last counters among them (a process
+// reports as it stops), up to the end of the channel or drainWait; detach
+// returns once they count among what exited processes counted.
+func (l *Control) detach(i int) {
+	l.mu.Lock()
 	lk := l.byProc[i]
+	if lk != nil {
+		l.unlinkLocked(i, lk)
+	}
+	l.mu.Unlock()
 	if lk == nil {
 		return
 	}
-	close(lk.queue)
-	lk.ch.Close() // also ends a write in progress to a process that stopped reading
+	t := time.NewTimer(drainWait)
+	defer t.Stop()
+	select {
+	case <-lk.done:
+	case <-t.C:
+	}
+	lk.ch.Close()
+	<-lk.done // a reader ends as soon as its channel is closed
+}
+
+// dropLocked ends and forgets the channel of process i, if any, at once;
+// its reader then ends and keeps what the process counted, so totals
+// never go backwards. l.mu is held.
+func (l *Control) dropLocked(i int) {
+	if lk := l.byProc[i]; lk != nil {
+		l.unlinkLocked(i, lk)
+		lk.ch.Close() // also ends a write in progress to a process that stopped reading
+	}
+}
+
+// unlinkLocked makes lk no longer process i's channel: nothing more is
+// queued for it, no collect waits for it, and its counters lose their
+// gauges, which end with the process. Its reader goes on until the
+// channel ends. l.mu is held.
+func (l *Control) unlinkLocked(i int, lk *link) {
 	delete(l.byProc, i)
-	if c := l.latest[i]; c != nil {
+	close(lk.queue)
+	if c := l.latest[lk]; c != nil {
 		c.Retire()
-		l.retired.Add(c)
-		delete(l.latest, i)
 	}
 	l.collect.arrived(i, 0) // nothing more will come from it
 }

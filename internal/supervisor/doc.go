@@ -32,8 +32,9 @@
 // the processes. What must be global has its home in the supervisor: the
 // active health checks run once, there, and every transition reaches every
 // process at the same moment; operator actions and membership changes go
-// the same way. A process whose queue of messages overflows loses its
-// channel, stops and is started afresh, which resynchronises it.
+// the same way. A process whose queue of messages overflows, or that sends
+// what cannot be read, loses its channel, stops and is started afresh,
+// which resynchronises it.
 //
 // Several processes and cpu_affinity need Linux (SO_REUSEPORT balancing,
 // the parent-death signal, sched_setaffinity, SO_INCOMING_CPU);

@@ -28,7 +28,7 @@ const (
 	// message's Collect number.
 	KindCollect Kind = "collect"
 	// KindCounters (up): a process's counters, every second and in answer
-	// to a collect (Collect then says which).
+	// to a collect (Collect then says which), numbered by Reading.
 	KindCounters Kind = "counters"
 	// KindBreaker (up and down): a backend's circuit breaker opened or
 	// closed in one process; the supervisor passes it to the others, so
@@ -48,6 +48,10 @@ type Message struct {
 	Breaker    *BreakerState  `json:"breaker,omitempty"`
 	// Collect numbers a collect and the counters that answer it.
 	Collect uint64 `json:"collect,omitempty"`
+	// Reading numbers a process's readings of its counters, in the order
+	// they were read, so the control keeps the latest whatever order
+	// collect answers and reports arrive in.
+	Reading uint64 `json:"reading,omitempty"`
 }
 
 // BreakerState is a backend's circuit breaker as one process left it.

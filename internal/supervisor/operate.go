@@ -194,10 +194,12 @@ func (l *Control) change(edit func([]Member) ([]Member, error)) error {
 }
 
 // memberLocked returns the backend of m: the current one when it stays,
-// its weight updated, else a new one.
+// its weight and request cap updated in place so it keeps its health,
+// breaker, operator state and counters; else a new one.
 func (l *Control) memberLocked(m Member) (*backend.Backend, error) {
-	if b := l.backendLocked(m.URL); b != nil && b.MaxRequests == m.MaxRequests {
+	if b := l.backendLocked(m.URL); b != nil {
 		b.SetEffectiveWeight(m.Weight)
+		b.SetMaxRequests(m.MaxRequests)
 		return b, nil
 	}
 	u, err := url.Parse(m.URL)
@@ -208,7 +210,7 @@ func (l *Control) memberLocked(m Member) (*backend.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.MaxRequests = m.MaxRequests
+	b.SetMaxRequests(m.MaxRequests)
 	return b, nil
 }
 

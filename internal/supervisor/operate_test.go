@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"relay/internal/backend"
-	"relay/internal/stats"
 )
 
 // TestConcurrentChangesEndWithEveryChange: admin calls arrive on
@@ -50,35 +49,56 @@ func TestConcurrentChangesEndWithEveryChange(t *testing.T) {
 	}
 }
 
-// TestAStuckProcessDoesNotHoldEveryScrape: a process that never answers a
-// collect costs the scrape that asked it its wait, but the next scrape
-// after staleCollect asks afresh instead of waiting on the stuck one, and
-// the processes that answer are counted either way.
-func TestAStuckProcessDoesNotHoldEveryScrape(t *testing.T) {
-	bs := newBackends(t, "http://127.0.0.1:8001")
-	l := NewControl(ConfigSource{Generation: 1}, bs, 50, slog.New(slog.DiscardHandler))
-	attachProcess(t, l, 0) // reads nothing more: never answers
-	live := attachProcess(t, l, 1)
-	err := live.Follow(newBackends(t, "http://127.0.0.1:8001"), Updates{Stats: func() *stats.Process {
-		return &stats.Process{ConnsAccepted: 7}
-	}})
-	if err != nil {
+// TestReloadChangingMaxRequestsKeepsTheBackend: a reload that changes only
+// a backend's request cap changes it in place. The backend, the same one
+// the checks probe, keeps its health, breaker, operator state and
+// counters, and a process attached afterwards is told all of it with the
+// new cap.
+func TestReloadChangingMaxRequestsKeepsTheBackend(t *testing.T) {
+	bs := newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002")
+	l := NewControl(ConfigSource{Generation: 1}, bs, 100, slog.New(slog.DiscardHandler))
+	var targets []*backend.Backend
+	l.SetTargets(func(bs []*backend.Backend) { targets = bs })
+	x := bs[0]
+	x.SetHealthy(false)
+	x.SetDisabled(true)
+	x.Eject(time.Now().Add(time.Minute))
+	x.Checks.Observe(false, time.Millisecond)
+	ms := []Member{{URL: x.Name, Weight: 1, MaxRequests: 10}, {URL: bs[1].Name, Weight: 1}}
+	if err := l.Reloaded(ConfigSource{Generation: 2}, ms, 100); err != nil {
 		t.Fatal(err)
 	}
-	scrape := func() *stats.Process {
-		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-		defer cancel()
-		return l.Stats(ctx)
+	if len(targets) != 2 || targets[0] != x {
+		t.Fatalf("the checks were handed %v; want the same backend %s, not a new one", targets, x.Name)
 	}
-	if st := scrape(); st.ConnsAccepted != 7 {
-		t.Fatalf("first scrape counted %d accepted connections, want the live process's 7", st.ConnsAccepted)
+	if x.MaxRequests() != 10 {
+		t.Errorf("the backend's cap is %d after the reload, want 10", x.MaxRequests())
 	}
-	time.Sleep(staleCollect + 100*time.Millisecond)
-	scrape()
-	l.mu.Lock()
-	n := l.collect.next
-	l.mu.Unlock()
-	if n != 2 {
-		t.Fatalf("collects sent: %d; want a second one once the first went stale", n)
+	m := l.Status(context.Background()).Members[0]
+	if m.MaxRequests != 10 || !m.State.Disabled || m.State.Healthy || m.State.EjectedUntil.IsZero() || m.Checks.Failed != 1 {
+		t.Errorf("after the reload the control holds %+v; want max_requests 10, disabled, down, ejected, its failed check counted", m)
+	}
+
+	p := attachProcess(t, l, 0)
+	want := []Kind{KindMembership, KindHealth, KindBreaker, KindOperator}
+	for _, k := range want {
+		m, err := p.ch.Recv()
+		if err != nil || m.Kind != k {
+			t.Fatalf("a process attached after the reload got %+v, %v; want a %q message", m, err, k)
+		}
+		switch k {
+		case KindMembership:
+			if m.Membership[0].MaxRequests != 10 {
+				t.Errorf("membership %+v, want max_requests 10 for %s", m.Membership, x.Name)
+			}
+		case KindHealth:
+			if m.Health.Backends[0].Up {
+				t.Errorf("a process attached after the reload is told %s is up", x.Name)
+			}
+		case KindOperator:
+			if !m.Operator.Disabled {
+				t.Errorf("a process attached after the reload is told %+v", m.Operator)
+			}
+		}
 	}
 }

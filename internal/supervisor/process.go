@@ -45,6 +45,9 @@ type Process struct {
 
 	ready *os.File
 	ch    *Channel
+
+	counting sync.Mutex // numbers readings of the counters in read order
+	readings uint64     // the number of the last reading
 }
 
 // Inherited returns what the supervisor handed this process, or nil when
@@ -190,7 +193,9 @@ func (p *Process) Follow(bs []*backend.Backend, u Updates) error {
 				}
 			case KindCollect:
 				if u.Stats != nil {
-					p.ch.Send(Message{Kind: KindCounters, Counters: u.Stats(), Collect: m.Collect})
+					c := p.counters(u.Stats)
+					c.Collect = m.Collect
+					p.ch.Send(c)
 				}
 			case KindConfig:
 				if m.Config.Generation > generation && u.Config != nil {
@@ -275,19 +280,30 @@ func (p *Process) ReportCounters(every time.Duration, read func() *stats.Process
 		for {
 			select {
 			case <-t.C:
-				st := read()
-				if v := activity(st); v != last {
+				c := p.counters(read)
+				if v := activity(c.Counters); v != last {
 					last = v
-					p.ch.Send(Message{Kind: KindCounters, Counters: st})
+					p.ch.Send(c)
 				}
 			case <-done:
-				p.ch.Send(Message{Kind: KindCounters, Counters: read()})
+				p.ch.Send(p.counters(read))
 				return
 			}
 		}
 	})
 	var once sync.Once
 	return func() { once.Do(func() { close(done); wg.Wait() }) }
+}
+
+// counters reads the process's counters with read into a message,
+// numbered: collect answers and reports are read and sent by different
+// goroutines, so a reading may be sent after a later one, and the number
+// lets the control keep the later.
+func (p *Process) counters(read func() *stats.Process) Message {
+	p.counting.Lock()
+	defer p.counting.Unlock()
+	p.readings++
+	return Message{Kind: KindCounters, Counters: read(), Reading: p.readings}
 }
 
 // activity is a number that changes whenever the process served anything:

@@ -261,7 +261,6 @@ func (s *supervisor) start(i int) (<-chan error, error) {
 		closeFiles(pipes[:])
 		return nil, fmt.Errorf("process %d: %w", i, err)
 	}
-	defer channel.Close() // the child holds its own copy
 	cmd := exec.Command(s.exe, s.opts.Args...)
 	cmd.Env = append(os.Environ(), envProcess+"="+strconv.Itoa(i))
 	cmd.Stdout, cmd.Stderr = pipes[1], pipes[3]
@@ -291,7 +290,7 @@ func (s *supervisor) start(i int) (<-chan error, error) {
 	} else {
 		err = cmd.Start()
 	}
-	closeFiles([]*os.File{pipes[1], pipes[3], pipes[5]}) // the child holds its own copies
+	closeFiles([]*os.File{pipes[1], pipes[3], pipes[5], channel}) // the child holds its own copies
 	if err != nil {
 		closeFiles([]*os.File{pipes[0], pipes[2], pipes[4]})
 		s.links.detach(i)
