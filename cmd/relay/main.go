@@ -187,7 +187,7 @@ func parseConfig(f *flags, src supervisor.ConfigSource) (*config.Config, error) 
 
 // buildBackends makes the configured backends, all healthy until checked.
 // share turns a configured request cap into this process's part of it.
-func buildBackends(cfg *config.Config, share func(int) int) ([]*backend.Backend, error) {
+func buildBackends(cfg *config.Config, share func(int) int, up *upstreams) ([]*backend.Backend, error) {
 	bs := make([]*backend.Backend, 0, len(cfg.Backends))
 	for _, cb := range cfg.Backends {
 		b, err := backend.New(cb.URL, cb.Weight)
@@ -195,6 +195,9 @@ func buildBackends(cfg *config.Config, share func(int) int) ([]*backend.Backend,
 			return nil, err
 		}
 		b.SetMaxRequests(share(cb.MaxRequests))
+		if err := up.prepare(b); err != nil {
+			return nil, err
+		}
 		bs = append(bs, b)
 	}
 	return bs, nil
@@ -309,7 +312,8 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 	// With several processes each enforces its part of every request cap,
 	// so relay as a whole never exceeds it.
 	share := func(n int) int { return supervisor.Share(n, supervisor.ProcessCount(cfg), sp.Index) }
-	bs, err := buildBackends(cfg, share)
+	up := newUpstreams(cfg, log)
+	bs, err := buildBackends(cfg, share, up)
 	if err != nil {
 		return err
 	}
@@ -347,7 +351,7 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 	// from its membership and health snapshot. A transition takes effect
 	// on the backend itself: pickers read its state at every pick.
 	err = sp.Follow(bs, supervisor.Updates{
-		Membership: func(ms []supervisor.Member) []*backend.Backend { return applyMembership(p, ms, share, log) },
+		Membership: func(ms []supervisor.Member) []*backend.Backend { return applyMembership(p, ms, share, up, log) },
 		Config: func(src supervisor.ConfigSource) {
 			// The control validated it; what a reload changes live is
 			// the pool's settings and the log level (config.LiveKeys).
@@ -359,6 +363,9 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 			}
 			if err == nil {
 				err = d.reload(next)
+			}
+			if err == nil {
+				up.reload(next)
 			}
 			if err != nil {
 				log.Error("configuration from the supervisor refused; keeping the current one", "generation", src.Generation, "err", err)
@@ -434,7 +441,7 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 // with it the state) of every backend that stays: its weight and its
 // share of its request cap change in place. The snapshot it builds weighs
 // each member by its weight in ms.
-func applyMembership(p *proxy.Proxy, ms []supervisor.Member, share func(int) int, log *slog.Logger) []*backend.Backend {
+func applyMembership(p *proxy.Proxy, ms []supervisor.Member, share func(int) int, up *upstreams, log *slog.Logger) []*backend.Backend {
 	cur := make(map[string]*backend.Backend)
 	for _, b := range p.Backends() {
 		cur[b.Name] = b
@@ -459,6 +466,11 @@ func applyMembership(p *proxy.Proxy, ms []supervisor.Member, share func(int) int
 	for i, b := range next {
 		b.SetEffectiveWeight(ms[i].Weight)
 		b.SetMaxRequests(share(ms[i].MaxRequests))
+		if err := up.prepare(b); err != nil {
+			// The control loaded the same files a moment ago; keep what
+			// the backend had (Go's defaults when it is new).
+			log.Error("backend TLS settings could not be loaded; keeping its current ones", "backend", b.Name, "err", err)
+		}
 	}
 	p.SetBackends(next)
 	log.Debug("backends changed", "backends", len(next))

@@ -80,6 +80,11 @@ func New(u *url.URL, weight int) (*Backend, error) {
 	}
 	b := &Backend{URL: u, Name: u.Scheme + "://" + u.Host, Addr: net.JoinHostPort(host, port), Weight: weight}
 	b.weight.Store(int64(weight))
+	if u.Scheme == "https" {
+		// Until SetTLS says otherwise: the system's roots, the URL's host.
+		b.tls.Store(&tls.Config{ServerName: host, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"},
+			ClientSessionCache: tls.NewLRUClientSessionCache(0)})
+	}
 	return b, nil
 }
 
