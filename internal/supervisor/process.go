@@ -64,7 +64,11 @@ func Inherited() (*Process, error) {
 		return nil, fmt.Errorf("%s=%q is not a process number; %s", envProcess, v, hint)
 	}
 	var ln, tln net.Listener
-	for _, name := range strings.Split(os.Getenv(envListeners), ",") {
+	have, ok := os.LookupEnv(envListeners)
+	if !ok {
+		have = listenerPlain
+	}
+	for _, name := range strings.Split(have, ",") {
 		fd, dst := uintptr(listenFD), &ln
 		switch name {
 		case listenerPlain:
