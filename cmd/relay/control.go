@@ -25,17 +25,19 @@ type controlled struct {
 // active checks (one probe round first) and the admin listener.
 func startControl(f *flags, cfg *config.Config, src supervisor.ConfigSource, lg *logs) (*controlled, error) {
 	log := lg.log
-	bs, err := buildBackends(cfg, func(n int) int { return n })
+	up := newUpstreams(cfg, log)
+	bs, err := buildBackends(cfg, func(n int) int { return n }, up)
 	if err != nil {
 		return nil, err
 	}
 	ctl := supervisor.NewControl(src, bs, cfg.MaxEjectedPercent, log)
+	ctl.Prepare = up.prepare
 	checks, err := startChecks(cfg, bs, ctl.HealthChanged, log)
 	if err != nil {
 		return nil, err
 	}
 	ctl.SetTargets(checks.Set)
-	r := &reloader{f: f, ctl: ctl, running: cfg, name: src.Name, logs: lg, log: log, builtIn: f.demo && f.config == ""}
+	r := &reloader{f: f, ctl: ctl, up: up, running: cfg, name: src.Name, logs: lg, log: log, builtIn: f.demo && f.config == ""}
 	c := &controlled{ctl: ctl, reload: r.reload, stop: checks.Stop}
 	if cfg.AdminListen != "" {
 		c.admin, err = admin.Start(cfg.AdminListen, admin.Options{
@@ -64,6 +66,7 @@ type reloader struct {
 	mu      sync.Mutex // one reload at a time
 	f       *flags
 	ctl     *supervisor.Control
+	up      *upstreams
 	running *config.Config // what relay started with: restart-only settings
 	name    string
 	builtIn bool
@@ -118,6 +121,7 @@ func (r *reloader) reload() (uint64, error) {
 			"settings", keys)
 	}
 	r.logs.setLevel(cfg)
+	r.up.reload(cfg)
 	if err := r.ctl.Reloaded(src, membersOf(cfg), cfg.MaxEjectedPercent); err != nil {
 		r.log.Error("reload refused", "err", err.Error())
 		r.ctl.ReloadRefused()

@@ -123,6 +123,18 @@ func TestStoppedBackendLeavesRotation(t *testing.T) {
 	if _, ok := r.waitLog(outWithin+slack, transition("backend down", bs[0].url)); !ok {
 		t.Fatalf("no \"backend down\" line for %s within %v", bs[0].url, outWithin+slack)
 	}
+	// The control logs the transition as it sends it to the serving side,
+	// which takes it a moment later: wait for a full round of answers.
+	for ok, deadline := 0, time.Now().Add(time.Second); ok < 2*len(bs); {
+		if code, _ := get(t, c, r.url("/")); code == 200 {
+			ok++
+		} else {
+			ok = 0
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("requests still fail a second after %s was logged down", bs[0].url)
+		}
+	}
 	got := sequence(t, c, r, 10)
 	if slices.Contains(got, bs[0].hello) {
 		t.Fatalf("a stopped backend answered: %q", got)

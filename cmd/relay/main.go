@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/url"
 	"os"
 	"os/signal"
@@ -188,7 +187,7 @@ func parseConfig(f *flags, src supervisor.ConfigSource) (*config.Config, error) 
 
 // buildBackends makes the configured backends, all healthy until checked.
 // share turns a configured request cap into this process's part of it.
-func buildBackends(cfg *config.Config, share func(int) int) ([]*backend.Backend, error) {
+func buildBackends(cfg *config.Config, share func(int) int, up *upstreams) ([]*backend.Backend, error) {
 	bs := make([]*backend.Backend, 0, len(cfg.Backends))
 	for _, cb := range cfg.Backends {
 		b, err := backend.New(cb.URL, cb.Weight)
@@ -196,6 +195,9 @@ func buildBackends(cfg *config.Config, share func(int) int) ([]*backend.Backend,
 			return nil, err
 		}
 		b.SetMaxRequests(share(cb.MaxRequests))
+		if err := up.prepare(b); err != nil {
+			return nil, err
+		}
 		bs = append(bs, b)
 	}
 	return bs, nil
@@ -281,8 +283,10 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 	log, out := lg.log, lg.out
 
 	var c *controlled // alone: the control, in this process
+	var d *doors
 	if sp != nil {
 		log = log.With("process", sp.Index)
+		d = &doors{plain: sp.Listener, tls: sp.TLSListener}
 	} else {
 		if f.demo {
 			stop, err := startDemoBackends(log)
@@ -291,17 +295,16 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 			}
 			defer stop()
 		}
-		ln, err := net.Listen("tcp", cfg.Listen)
-		if err != nil {
-			return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		if d, err = listen(cfg); err != nil {
+			return err
 		}
 		if c, err = startControl(f, cfg, src, lg); err != nil {
-			ln.Close()
+			d.close()
 			return err
 		}
 		defer c.stop()
-		if sp, err = c.ctl.Local(ln); err != nil {
-			ln.Close()
+		if sp, err = c.ctl.Local(d.plain); err != nil {
+			d.close()
 			return err
 		}
 	}
@@ -309,7 +312,8 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 	// With several processes each enforces its part of every request cap,
 	// so relay as a whole never exceeds it.
 	share := func(n int) int { return supervisor.Share(n, supervisor.ProcessCount(cfg), sp.Index) }
-	bs, err := buildBackends(cfg, share)
+	up := newUpstreams(cfg, log)
+	bs, err := buildBackends(cfg, share, up)
 	if err != nil {
 		return err
 	}
@@ -339,12 +343,15 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 	if err != nil {
 		return err
 	}
+	if err := d.open(cfg, p, log); err != nil {
+		return err
+	}
 
 	// The control checks the backends for every process; the pool starts
 	// from its membership and health snapshot. A transition takes effect
 	// on the backend itself: pickers read its state at every pick.
 	err = sp.Follow(bs, supervisor.Updates{
-		Membership: func(ms []supervisor.Member) []*backend.Backend { return applyMembership(p, ms, share, log) },
+		Membership: func(ms []supervisor.Member) []*backend.Backend { return applyMembership(p, ms, share, up, log) },
 		Config: func(src supervisor.ConfigSource) {
 			// The control validated it; what a reload changes live is
 			// the pool's settings and the log level (config.LiveKeys).
@@ -353,6 +360,12 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 				pc := proxy.PoolConfigFrom(next)
 				pc.MaxRequests = share(pc.MaxRequests)
 				err = p.Reconfigure(pc)
+			}
+			if err == nil {
+				err = d.reload(next)
+			}
+			if err == nil {
+				up.reload(next)
 			}
 			if err != nil {
 				log.Error("configuration from the supervisor refused; keeping the current one", "generation", src.Generation, "err", err)
@@ -385,16 +398,16 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 	if c == nil {
 		log.Info("process started", "pid", os.Getpid(), "healthy", len(p.Available()), "workers", runtime.GOMAXPROCS(0))
 	} else {
-		log.Info("relay started", "listen", sp.Listener.Addr().String(), "algorithm", cfg.Algorithm,
+		log.Info("relay started", append(d.addrs(), "algorithm", cfg.Algorithm,
 			"backends", len(p.Backends()), "healthy", len(p.Available()), "workers", runtime.GOMAXPROCS(0),
-			"admin", c.adminAddr())
+			"admin", c.adminAddr())...)
 		if cfg.CPUAffinity { // processes: 0 on a single core
 			log.Warn("cpu_affinity ignored: it binds serving processes to cores, and there is one process")
 		}
 	}
 
-	served := make(chan error, 1)
-	go func() { served <- p.Serve(sp.Listener) }()
+	served := make(chan error, 2)
+	d.serve(p, served)
 	sp.Serving()
 	for {
 		select {
@@ -428,7 +441,7 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 // with it the state) of every backend that stays: its weight and its
 // share of its request cap change in place. The snapshot it builds weighs
 // each member by its weight in ms.
-func applyMembership(p *proxy.Proxy, ms []supervisor.Member, share func(int) int, log *slog.Logger) []*backend.Backend {
+func applyMembership(p *proxy.Proxy, ms []supervisor.Member, share func(int) int, up *upstreams, log *slog.Logger) []*backend.Backend {
 	cur := make(map[string]*backend.Backend)
 	for _, b := range p.Backends() {
 		cur[b.Name] = b
@@ -453,6 +466,11 @@ func applyMembership(p *proxy.Proxy, ms []supervisor.Member, share func(int) int
 	for i, b := range next {
 		b.SetEffectiveWeight(ms[i].Weight)
 		b.SetMaxRequests(share(ms[i].MaxRequests))
+		if err := up.prepare(b); err != nil {
+			// The control loaded the same files a moment ago; keep what
+			// the backend had (Go's defaults when it is new).
+			log.Error("backend TLS settings could not be loaded; keeping its current ones", "backend", b.Name, "err", err)
+		}
 	}
 	p.SetBackends(next)
 	log.Debug("backends changed", "backends", len(next))

@@ -15,6 +15,7 @@
 package backend
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/url"
@@ -41,6 +42,9 @@ type Backend struct {
 	// checks.
 	Requests stats.Requests
 	Checks   stats.Checks
+
+	// tls is how relay speaks TLS to an https backend; nil for http.
+	tls atomic.Pointer[tls.Config]
 
 	// blocked has one bit per condition that keeps the backend out of
 	// rotation, so Available is one atomic load while none is set.
@@ -76,8 +80,21 @@ func New(u *url.URL, weight int) (*Backend, error) {
 	}
 	b := &Backend{URL: u, Name: u.Scheme + "://" + u.Host, Addr: net.JoinHostPort(host, port), Weight: weight}
 	b.weight.Store(int64(weight))
+	if u.Scheme == "https" {
+		// Until SetTLS says otherwise: the system's roots, the URL's host.
+		b.tls.Store(&tls.Config{ServerName: host, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"},
+			ClientSessionCache: tls.NewLRUClientSessionCache(0)})
+	}
 	return b, nil
 }
+
+// TLS returns the client TLS settings of an https backend, nil for an
+// http one.
+func (b *Backend) TLS() *tls.Config { return b.tls.Load() }
+
+// SetTLS sets how connections to the backend speak TLS from now on;
+// connections already open keep theirs.
+func (b *Backend) SetTLS(c *tls.Config) { b.tls.Store(c) }
 
 // InFlight is the number of requests currently forwarded to the backend.
 func (b *Backend) InFlight() int64 { return b.inFlight.Load() }

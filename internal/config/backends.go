@@ -12,7 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-var backendKeys = []string{"url", "weight", "max_requests"}
+var backendKeys = append([]string{"url", "weight", "max_requests"}, upstreamTLSKeys...)
 
 // decodeBackends reads the backends list. An entry is a mapping with url and
 // an optional weight, or just the URL string (weight 1). Entries whose URL
@@ -45,6 +45,11 @@ func decodeBackends(d *decoder, c *Config, v *yaml.Node) {
 					if w, ok := d.integer(val, prefix+".weight"); ok {
 						b.Weight = w
 					}
+				case "tls_ca_file", "tls_server_name", "tls_client_cert_file", "tls_client_key_file", "tls_insecure_skip_verify":
+					if b.tlsKey == "" {
+						b.tlsKey, b.tlsLine = key, k.Line
+					}
+					decodeUpstreamTLS(d, &b.TLS, key, prefix+"."+key, val)
 				case "max_requests":
 					b.maxRequestsLine = k.Line
 					if n, ok := d.integer(val, prefix+".max_requests"); ok {
@@ -126,13 +131,11 @@ func checkBackendURL(u *url.URL, raw string) []string {
 		msgs = append(msgs, name+": "+fmt.Sprintf(format, args...))
 	}
 	switch strings.ToLower(u.Scheme) {
-	case "http":
-	case "https":
-		bad("https upstreams are not supported yet; use http")
+	case "http", "https":
 	case "":
 		bad("no scheme; write http://HOST:PORT")
 	default:
-		bad("scheme %s is not supported; use http", quote(u.Scheme))
+		bad("scheme %s is not supported; use http or https", quote(u.Scheme))
 	}
 	if u.Opaque != "" {
 		bad("no host; write http://HOST:PORT")
@@ -217,6 +220,9 @@ func canonicalHost(u *url.URL) string {
 	}
 	if port == "" {
 		port = "80"
+		if strings.EqualFold(u.Scheme, "https") {
+			port = "443"
+		}
 	}
 	if n, err := strconv.Atoi(port); err == nil {
 		port = strconv.Itoa(n) // drop leading zeros
@@ -228,8 +234,11 @@ func canonicalHost(u *url.URL) string {
 // after validation, when each URL is known to be a plain http://HOST:PORT.
 func (c *Config) normalize() {
 	for i := range c.Backends {
-		u := c.Backends[i].URL
-		c.Backends[i].URL = &url.URL{Scheme: strings.ToLower(u.Scheme), Host: canonicalHost(u)}
+		b := &c.Backends[i]
+		b.URL = &url.URL{Scheme: strings.ToLower(b.URL.Scheme), Host: canonicalHost(b.URL)}
+		if b.URL.Scheme == "https" {
+			b.TLS = b.TLS.over(c.BackendTLS)
+		}
 	}
 }
 

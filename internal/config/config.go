@@ -61,6 +61,7 @@ const (
 	DefaultClientBodyTimeout      = 30 * time.Second
 	DefaultClientBodyMinRate      = 1024
 	DefaultAdminListen            = "127.0.0.1:9901"
+	DefaultTLSMinVersion          = "1.2"
 )
 
 // MinAdminToken is the shortest admin_token accepted: the token is all that
@@ -102,6 +103,9 @@ type Backend struct {
 	// MaxRequests caps the requests in flight to the backend; 0 means
 	// BackendMaxRequests applies.
 	MaxRequests int
+	// TLS says how relay connects to an https backend: its own settings
+	// over the backend_tls_ defaults, after Load or Apply.
+	TLS UpstreamTLS
 	// Line is the YAML line of the backend's entry, 0 if it came from flags.
 	Line int
 
@@ -112,6 +116,8 @@ type Backend struct {
 	key             string
 	weightLine      int
 	maxRequestsLine int
+	tlsKey          string // the first tls_ key of the entry, where TLS problems are reported
+	tlsLine         int
 	raw             string
 }
 
@@ -146,6 +152,16 @@ type Config struct {
 	Listen string
 	// Port is the port from the file or flags, 1..65535.
 	Port int
+	// TLSListen is the host:port relay accepts TLS clients on; "" turns
+	// TLS off. Listen may be "" when TLSListen is set.
+	TLSListen string
+	// TLSCertificates are the certificates served on TLSListen: the name
+	// the client asks for (SNI) picks one, the first is the default.
+	TLSCertificates []Certificate
+	// TLSMinVersion is the oldest TLS version accepted, "1.2" or "1.3".
+	TLSMinVersion string
+	// H2C accepts HTTP/2 without TLS (prior knowledge) on Listen.
+	H2C bool
 	// Algorithm names the balancing algorithm; it is one of Options.Algorithms.
 	Algorithm string
 	// Backends are the upstream servers, at least one, no two alike.
@@ -214,6 +230,9 @@ type Config struct {
 	BreakerOpenTime time.Duration
 	// MaxEjectedPercent bounds the share of backends breakers hold out.
 	MaxEjectedPercent int
+	// BackendTLS are the TLS settings of https backends that do not set
+	// their own.
+	BackendTLS UpstreamTLS
 	// BackendMaxRequests caps the requests in flight to each backend that
 	// sets no max_requests of its own; 0 means no cap.
 	BackendMaxRequests int
@@ -272,9 +291,10 @@ type Options struct {
 // does not validate until backends are added.
 func Default() *Config {
 	return &Config{
-		Listen:    ":" + strconv.Itoa(DefaultPort),
-		Port:      DefaultPort,
-		Algorithm: DefaultAlgorithm,
+		Listen:        ":" + strconv.Itoa(DefaultPort),
+		Port:          DefaultPort,
+		TLSMinVersion: DefaultTLSMinVersion,
+		Algorithm:     DefaultAlgorithm,
 		HealthCheck: HealthCheck{
 			Type:     DefaultHealthCheckType,
 			Path:     DefaultHealthCheckPath,

@@ -156,6 +156,8 @@ func TestValues(t *testing.T) {
 	c := mustParse(t, y(
 		"listen: 127.0.0.1:9000",
 		"port: 8081",
+		"tls_min_version: \"1.3\"",
+		"h2c: true",
 		"algorithm: ip-hash",
 		"health_check_type: tcp",
 		"health_check_path: /ready?full=1",
@@ -209,7 +211,7 @@ func TestValues(t *testing.T) {
 		"  - url: http://[fe80::1%25eth0]:8080",
 	))
 	want := Config{
-		Listen: "127.0.0.1:9000", Port: 8081, Algorithm: "ip-hash",
+		Listen: "127.0.0.1:9000", Port: 8081, TLSMinVersion: "1.3", H2C: true, Algorithm: "ip-hash",
 		HealthCheck: HealthCheck{Type: "tcp", Path: "/ready?full=1", Interval: 5 * time.Second, Timeout: 500 * time.Millisecond, Rise: 1, Fall: 5, ReuseConnection: false},
 		TrustedProxies: []netip.Prefix{
 			netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.7/32"),

@@ -91,10 +91,10 @@ func TestApplyProblems(t *testing.T) {
 	}{
 		{"backend without scheme", Overlay{Backends: []string{"localhost:8001"}},
 			[]string{`flags: -backends: "localhost:8001" has no scheme; write "http://localhost:8001"`}},
-		{"several bad backends", Overlay{Backends: []string{"https://127.0.0.1:1", "", "http://127.0.0.1:2/x"}},
+		{"several bad backends", Overlay{Backends: []string{"ftp://127.0.0.1:1", "", "http://127.0.0.1:2/x"}},
 			[]string{
 				"flags: -backends: backend URL is empty",
-				`flags: -backends: "https://127.0.0.1:1": https upstreams are not supported yet`,
+				`flags: -backends: "ftp://127.0.0.1:1": scheme "ftp" is not supported`,
 				`flags: -backends: "http://127.0.0.1:2/x": a path ("/x") is not supported`,
 			}},
 		{"duplicate backends", Overlay{Backends: []string{"http://127.0.0.1:1", "http://127.0.0.1:01"}},

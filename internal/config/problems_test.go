@@ -28,7 +28,10 @@ func TestProblems(t *testing.T) {
 		{"ip without scheme", y("backends:", "  - url: 127.0.0.1:8001"), 2, "backends[0].url", `write "http://127.0.0.1:8001"`},
 		{"url without host", y("backends:", "  - url: http://"), 2, "backends[0].url", `"http://": no host`},
 		{"url with port only", y("backends:", "  - url: http://:8001"), 2, "backends[0].url", "no host"},
-		{"https url", y("backends:", "  - url: https://127.0.0.1:8443"), 2, "backends[0].url", "https upstreams are not supported yet; use http"},
+		{"tls key on an http backend", y("backends:", b1, "    tls_server_name: api.internal"), 3, "backends[0].tls_server_name", "tls_server_name applies to https backends only; this one is http"},
+		{"tls client cert without key", y("backends:", "  - url: https://127.0.0.1:8443", "    tls_client_cert_file: /x.pem"), 3, "backends[0].tls_client_cert_file", "tls_client_cert_file is set without tls_client_key_file"},
+		{"tls ca file missing", y("backend_tls_ca_file: /nonexistent/ca.pem", "backends:", b1), 1, "backend_tls_ca_file", `CA file "/nonexistent/ca.pem": no such file`},
+		{"tls insecure not a bool", y("backends:", "  - url: https://127.0.0.1:8443", "    tls_insecure_skip_verify: maybe"), 3, "backends[0].tls_insecure_skip_verify", "must be true or false"},
 		{"other scheme", y("backends:", "  - url: ftp://127.0.0.1:21"), 2, "backends[0].url", `scheme "ftp" is not supported; use http`},
 		{"url with path", y("backends:", "  - url: http://127.0.0.1:8001/api"), 2, "backends[0].url", `a path ("/api") is not supported`},
 		{"url with query", y("backends:", "  - url: http://127.0.0.1:8001?x=1"), 2, "backends[0].url", `a query ("?x=1") is not supported`},
@@ -189,7 +192,7 @@ func TestProblemsReportedTogether(t *testing.T) {
 		"health_check_timeout: 5s",        // 5
 		"backends:",                       // 6
 		"  - url: localhost:8001",         // 7
-		"  - url: https://127.0.0.1:8443", // 8
+		"  - url: ftp://127.0.0.1:8443",   // 8
 		"    weight: 0",                   // 9
 		"  - url: http://127.0.0.1:8001",  // 10
 		"    colour: red",                 // 11
@@ -206,7 +209,7 @@ func TestProblemsReportedTogether(t *testing.T) {
 		"relay.yml:3: speed: unknown key",
 		"relay.yml:5: health_check_timeout: health_check_timeout (5s) must be shorter than health_check_interval (1s)",
 		`relay.yml:7: backends[0].url: "localhost:8001" has no scheme; write "http://localhost:8001"`,
-		`relay.yml:8: backends[1].url: "https://127.0.0.1:8443": https upstreams are not supported yet; use http`,
+		`relay.yml:8: backends[1].url: "ftp://127.0.0.1:8443": scheme "ftp" is not supported; use http or https`,
 		"relay.yml:9: backends[1].weight: weight 0 is below 1",
 		`relay.yml:11: backends[2].colour: unknown key`,
 		`relay.yml:12: backends[3].url: "http://127.0.0.1:8001/" duplicates the backend at line 10`,

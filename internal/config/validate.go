@@ -56,11 +56,12 @@ func (c *Config) check(errs *Errors, opts Options) {
 
 	intRange("port", c.Port, 1, 65535)
 	// A listen derived from port is only as good as port, already checked.
-	if c.listenSet || c.Listen != ":"+strconv.Itoa(c.Port) {
+	if c.Listen != "" && (c.listenSet || c.Listen != ":"+strconv.Itoa(c.Port)) {
 		if msg := checkListen(c.Listen); msg != "" {
 			bad("listen", "%s", msg)
 		}
 	}
+	c.checkTLS(bad)
 	switch {
 	case c.Algorithm == "":
 		bad("algorithm", "must not be empty")
@@ -227,6 +228,7 @@ func (c *Config) checkBackends(errs *Errors) {
 		p.Msg = "no backends configured; list at least one (- url: http://HOST:PORT) or pass -backends"
 		errs.add(p)
 	}
+	c.checkUpstreamTLS(errs, where)
 	first := make(map[string]int, len(c.Backends))
 	for i, b := range c.Backends {
 		msgs := checkBackendURL(b.URL, b.raw)

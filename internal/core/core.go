@@ -114,7 +114,7 @@ func (c *Core) NewPeer(addr netip.AddrPort, tls bool) Peer {
 	addr = netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port())
 	p := Peer{Addr: addr, Text: addr.Addr().AppendTo(nil), Trusted: c.trusts(addr.Addr()), Proto: protoHTTP}
 	if tls {
-		p.Proto = protoHTTPS
+		p.Proto, p.TLS = protoHTTPS, true
 	}
 	return p
 }
@@ -158,7 +158,7 @@ func (c *Core) Forward(x *Exchange) Outcome {
 	}
 	if c.cfg.AccessLog != nil {
 		e := logging.Entry{
-			Time: start, Client: x.Peer.Addr, Method: x.logLine[:n], Path: x.logLine[n:],
+			Time: start, Client: x.Peer.Addr, Method: x.logLine[:n], Path: x.logLine[n:], Proto: x.Proto, TLS: x.Peer.TLS,
 			Status: o.Status, Duration: took, BytesIn: o.In, BytesOut: o.Out,
 		}
 		if o.Backend != nil {
@@ -175,5 +175,5 @@ func (c *Core) LogRejected(peer *Peer, status int) {
 	if c.cfg.AccessLog == nil {
 		return
 	}
-	c.cfg.AccessLog.Log(&logging.Entry{Time: time.Now(), Client: peer.Addr, Status: status})
+	c.cfg.AccessLog.Log(&logging.Entry{Time: time.Now(), Client: peer.Addr, TLS: peer.TLS, Status: status})
 }

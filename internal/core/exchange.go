@@ -26,6 +26,9 @@ type Exchange struct {
 	Door Responder
 	// Peer is the client as the front door sees it.
 	Peer *Peer
+	// Proto is the protocol the client spoke, for the access log:
+	// "HTTP/1.1", "HTTP/1.0", "HTTP/2.0".
+	Proto string
 
 	// What the core builds and reads for the request, kept so a
 	// connection's next request reuses the memory.
@@ -56,6 +59,8 @@ type Peer struct {
 	Trusted bool
 	// Proto is the scheme the client used: "http" or "https".
 	Proto []byte
+	// TLS reports that the client connected over TLS.
+	TLS bool
 }
 
 // Body is a request body as a front door delivers it.

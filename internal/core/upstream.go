@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -103,9 +104,29 @@ func (p *conns) dial() (*upstream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backend %q: %w", p.b.Name, err)
 	}
+	if tc := p.b.TLS(); tc != nil {
+		if c, err = p.handshake(c, tc); err != nil {
+			return nil, err
+		}
+	}
 	u := &upstream{conn: rawio.NewConn(c)}
 	u.br = h1.NewPooledReader(u, p.bufs, maxResponseHead)
 	return u, nil
+}
+
+// handshake runs the TLS handshake with an https backend within the
+// connect timeout. The client session cache in tc lets later connections
+// resume the session instead of a full handshake.
+func (p *conns) handshake(c net.Conn, tc *tls.Config) (net.Conn, error) {
+	t := tls.Client(c, tc)
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg().ConnectTimeout)
+	err := t.HandshakeContext(ctx)
+	cancel()
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("backend %q: TLS handshake: %w", p.b.Name, err)
+	}
+	return t, nil
 }
 
 // put returns a connection whose last response was read to its end.

@@ -66,7 +66,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	addr, _ := netip.ParseAddrPort(r.RemoteAddr)
 	e.peer = h.core.NewPeer(addr, r.TLS != nil)
 	e.view(r)
-	e.x.Req, e.x.Door, e.x.Peer = &e.req, e, &e.peer
+	e.x.Req, e.x.Door, e.x.Peer, e.x.Proto = &e.req, e, &e.peer, r.Proto
 	if e.req.HasBody() {
 		e.body = body{rc: r.Body}
 		e.x.Body = &e.body

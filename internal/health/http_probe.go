@@ -91,8 +91,13 @@ func newHTTPCheck(b *backend.Backend, path string, keep bool, bufs *sync.Pool) *
 	if b.URL != nil {
 		host = b.URL.Host
 		if b.URL.Scheme == "https" {
+			// The settings relay forwards with; a backend built in code
+			// without any verifies its URL's host against the system's
+			// roots.
 			scheme = "https"
-			tc = &tls.Config{ServerName: b.URL.Hostname()}
+			if tc = b.TLS(); tc == nil {
+				tc = &tls.Config{ServerName: b.URL.Hostname()}
+			}
 		}
 	}
 	req := make([]byte, 0, 96+len(path)+len(host))

@@ -22,6 +22,10 @@ type Entry struct {
 	// Path is the request target as received; it may alias a connection
 	// buffer and is copied by Log.
 	Path []byte
+	// Proto is the protocol the client spoke ("HTTP/1.1", "HTTP/2.0").
+	Proto string
+	// TLS reports that the client connected over TLS.
+	TLS bool
 	// Status is the status code sent to the client.
 	Status int
 	// Backend is the name of the backend that answered, or "" if none did.

@@ -58,6 +58,8 @@ type accessLine struct {
 	Client     string    `json:"client"`
 	Method     string    `json:"method"`
 	Path       string    `json:"path"`
+	Proto      string    `json:"proto"`
+	TLS        bool      `json:"tls"`
 	Status     int       `json:"status"`
 	Backend    string    `json:"backend"`
 	DurationMS float64   `json:"duration_ms"`

@@ -17,6 +17,8 @@ func ExampleAccessLog() {
 		Client:   netip.MustParseAddrPort("203.0.113.9:51234"),
 		Method:   []byte("GET"),
 		Path:     []byte("/api/items?id=42"),
+		Proto:    "HTTP/2.0",
+		TLS:      true,
 		Status:   200,
 		Backend:  "http://localhost:8001",
 		Duration: 734 * time.Microsecond,
@@ -26,5 +28,5 @@ func ExampleAccessLog() {
 		panic(err)
 	}
 	// Output:
-	// {"time":"2025-03-14T15:09:26.535897+01:00","level":"INFO","msg":"access","client":"203.0.113.9:51234","method":"GET","path":"/api/items?id=42","status":200,"backend":"http://localhost:8001","duration_ms":0.734,"bytes_in":0,"bytes_out":5120}
+	// {"time":"2025-03-14T15:09:26.535897+01:00","level":"INFO","msg":"access","client":"203.0.113.9:51234","method":"GET","path":"/api/items?id=42","proto":"HTTP/2.0","tls":true,"status":200,"backend":"http://localhost:8001","duration_ms":0.734,"bytes_in":0,"bytes_out":5120}
 }

@@ -31,6 +31,13 @@ func (f *lineFormatter) appendEntry(b []byte, e *Entry) []byte {
 	b = appendJSONString(b, e.Method)
 	b = append(b, `,"path":`...)
 	b = appendJSONString(b, e.Path)
+	b = append(b, `,"proto":`...)
+	b = appendJSONString(b, e.Proto)
+	if e.TLS {
+		b = append(b, `,"tls":true`...)
+	} else {
+		b = append(b, `,"tls":false`...)
+	}
 	b = append(b, `,"status":`...)
 	b = appendInt(b, int64(e.Status))
 	b = append(b, `,"backend":`...)

@@ -50,12 +50,12 @@ func benchRequestPath(b *testing.B, algorithm string, n int) {
 		b.Fatal(err)
 	}
 	client := &memClient{req: req}
-	cc := newClientConn(p, client)
+	cc := newClientConn(p, client, nil)
 	// Warm up: one request per backend fills every pool.
 	client.left = n
 	cc.serve()
 	client.left, client.written = b.N, 0
-	cc = newClientConn(p, client)
+	cc = newClientConn(p, client, nil)
 	b.ReportAllocs()
 	b.ResetTimer()
 	cc.serve()

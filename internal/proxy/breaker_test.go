@@ -25,6 +25,12 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	return s.b.Write(p)
 }
 
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 func (s *syncBuffer) count(sub string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -154,7 +160,7 @@ func TestBreakerEjectsABackendAnsweringErrorsAndProbesItBack(t *testing.T) {
 	}
 	for _, line := range []string{"circuit breaker opened", "circuit breaker reopened", "circuit breaker closed"} {
 		if n := logs.count(line); n != 1 {
-			t.Errorf("%d %q lines, want 1; logs:\n%s", n, line, logs.b.String())
+			t.Errorf("%d %q lines, want 1; logs:\n%s", n, line, logs.String())
 		}
 	}
 	if bad.b.Ejected() {

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -23,7 +24,11 @@ const clientBufSize = 4 << 10
 // clientConn is one client connection: the state its requests reuse, and
 // the core.Responder through which the core answers them.
 type clientConn struct {
-	p      *Proxy
+	p *Proxy
+	// raw is the accepted connection, for shutdown to wake or close;
+	// conn is what requests are read from: raw, or TLS over it.
+	raw    net.Conn
+	tls    *tls.Config // nil on the cleartext listener
 	conn   *rawio.Conn
 	br     *h1.Reader
 	state  atomic.Int32
@@ -37,26 +42,59 @@ type clientConn struct {
 	// keep says whether the connection may carry another request after
 	// this one; the responses written clear it.
 	keep bool
+	// handed says the connection went to the HTTP/2 server, which closes
+	// it and reports its end.
+	handed bool
 }
 
-func newClientConn(p *Proxy, c net.Conn) *clientConn {
-	cc := &clientConn{p: p, conn: rawio.NewConn(c)}
+func newClientConn(p *Proxy, c net.Conn, tc *tls.Config) *clientConn {
+	return &clientConn{p: p, raw: c, tls: tc}
+}
+
+// open readies the connection for requests read from c.
+func (cc *clientConn) open(c net.Conn) {
+	cc.conn = rawio.NewConn(c)
 	var addr netip.AddrPort
-	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+	if a, ok := cc.raw.RemoteAddr().(*net.TCPAddr); ok {
 		addr = a.AddrPort()
 	}
-	cc.peer = p.core.NewPeer(addr, false)
-	cc.br = h1.NewPooledReader(cc.conn, p.clientBufs, p.cfg.MaxHeaderBytes)
+	cc.peer = cc.p.core.NewPeer(addr, cc.tls != nil)
+	cc.br = h1.NewPooledReader(cc.conn, cc.p.clientBufs, cc.p.cfg.MaxHeaderBytes)
 	cc.body.cc = cc
 	cc.x = core.Exchange{Req: &cc.req, Door: cc, Peer: &cc.peer}
-	return cc
 }
 
-// serve runs the connection's request loop: read a head, forward it, and
-// repeat while both sides keep the connection alive.
+// serve runs the connection: the TLS handshake on the TLS listener, then
+// either the request loop of HTTP/1.1 or, for a client that chose HTTP/2,
+// the hand-over to the HTTP/2 server.
 func (cc *clientConn) serve() {
-	defer cc.p.srv.forget(cc)
-	defer cc.conn.Close()
+	c := cc.raw
+	if cc.tls != nil {
+		tc, h2, ok := cc.handshake()
+		if !ok {
+			cc.raw.Close()
+			cc.p.srv.forget(cc)
+			return
+		}
+		if h2 {
+			cc.handOver(tc)
+			return
+		}
+		c = tc
+	}
+	cc.open(c)
+	defer func() {
+		if !cc.handed {
+			cc.conn.Close()
+			cc.p.srv.forget(cc)
+		}
+	}()
+	cc.loop()
+}
+
+// loop reads a head, forwards it, and repeats while both sides keep the
+// connection alive.
+func (cc *clientConn) loop() {
 	s := &cc.p.srv
 	for {
 		if cc.br.Buffered() == 0 {
@@ -69,6 +107,15 @@ func (cc *clientConn) serve() {
 		if err := cc.awaitHead(); err != nil {
 			cc.readFailed(err)
 			return
+		}
+		if cc.served == 0 && cc.tls == nil && cc.p.h2c() {
+			if h2, err := cc.opensWithPreface(); err != nil {
+				cc.readFailed(err)
+				return
+			} else if h2 {
+				cc.handOverCleartext()
+				return
+			}
 		}
 		err := cc.br.ReadRequest(&cc.req)
 		if err != nil {
@@ -110,6 +157,10 @@ func (cc *clientConn) awaitHead() error {
 func (cc *clientConn) handle() bool {
 	cc.keep = !cc.req.Close && !cc.p.srv.stopping.Load()
 	cc.x.Body = nil
+	cc.x.Proto = "HTTP/1.1"
+	if cc.req.Minor == 0 {
+		cc.x.Proto = "HTTP/1.0"
+	}
 	if cc.req.HasBody() {
 		cc.body.reset()
 		cc.x.Body = &cc.body

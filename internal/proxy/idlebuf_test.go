@@ -32,7 +32,8 @@ func TestIdleClientConnHoldsNoBuffer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer server.Close()
-	cc := newClientConn(p, server)
+	cc := newClientConn(p, server, nil)
+	cc.open(server)
 	io.WriteString(client, "GET / HTTP/1.1\r\nHost: relay\r\n\r\n")
 	server.SetReadDeadline(time.Now().Add(ioTimeout))
 	if err := cc.br.ReadRequest(&cc.req); err != nil {

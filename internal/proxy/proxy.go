@@ -49,6 +49,9 @@ type Config struct {
 	MaxHeaderBytes int
 	// MaxConnections caps concurrent client connections; 0 means no cap.
 	MaxConnections int
+	// H2C hands cleartext connections that open with the HTTP/2 preface
+	// to the HTTP/2 server (SetHTTP2).
+	H2C bool
 	// TrustedProxies are the peers whose X-Forwarded-* fields are kept and
 	// whose X-Forwarded-For decides the client address for ip-hash.
 	TrustedProxies []netip.Prefix
@@ -71,6 +74,7 @@ func ConfigFrom(c *config.Config) Config {
 		BodyBufferBytes: c.BodyBufferBytes,
 		MaxHeaderBytes:  c.MaxHeaderBytes,
 		MaxConnections:  c.MaxConnections,
+		H2C:             c.H2C,
 		TrustedProxies:  c.TrustedProxies,
 	}
 }
@@ -133,6 +137,7 @@ type Proxy struct {
 	pool       *core.Pool
 	clientBufs *h1.BufferPool // read buffers of client connections
 	srv        server
+	h2         HTTP2 // nil: no HTTP/2
 }
 
 // New returns a front door over a core whose default pool holds bs.

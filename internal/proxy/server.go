@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"sync"
@@ -16,6 +17,7 @@ import (
 const (
 	stateIdle int32 = iota
 	stateActive
+	stateHTTP2 // handed to the HTTP/2 server, which drains it
 )
 
 // server tracks listeners and client connections for graceful shutdown.
@@ -46,7 +48,10 @@ var ErrServerClosed = errors.New("proxy: server closed")
 // Shutdown. When the connection cap is reached it stops accepting until a
 // connection ends, as HAProxy's maxconn does, so the kernel's backlog queues
 // the excess instead of relay refusing it.
-func (p *Proxy) Serve(ln net.Listener) error {
+func (p *Proxy) Serve(ln net.Listener) error { return p.serve(ln, nil) }
+
+// serve accepts on ln; a non-nil tc makes it a TLS listener.
+func (p *Proxy) serve(ln net.Listener, tc *tls.Config) error {
 	s := &p.srv
 	s.mu.Lock()
 	if s.stopping.Load() {
@@ -82,7 +87,7 @@ func (p *Proxy) Serve(ln net.Listener) error {
 		}
 		backoff = 0
 		s.accepted.Add(1)
-		cc := newClientConn(p, c)
+		cc := newClientConn(p, c, tc)
 		if !s.track(cc) {
 			c.Close()
 			s.release()
@@ -165,8 +170,15 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	// woken by one side or the other.
 	for _, cc := range conns {
 		if cc.state.Load() == stateIdle {
-			cc.conn.SetReadDeadline(time.Now())
+			cc.raw.SetReadDeadline(time.Now())
 		}
+	}
+	// HTTP/2 connections get GOAWAY and finish their streams; each one
+	// that ends is forgotten here like any other connection.
+	var h2err chan error
+	if p.h2 != nil {
+		h2err = make(chan error, 1)
+		go func() { h2err <- p.h2.Shutdown(ctx) }()
 	}
 	var err error
 	select {
@@ -177,9 +189,12 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 		for cc := range s.conns {
 			// Requests still waiting on a backend end with their
 			// connection; their goroutines exit on the next I/O.
-			cc.conn.Close()
+			cc.raw.Close()
 		}
 		s.mu.Unlock()
+	}
+	if h2err != nil {
+		<-h2err
 	}
 	p.core.CloseIdle()
 	return err

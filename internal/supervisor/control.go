@@ -29,6 +29,10 @@ const queueLen = 4096
 // process it runs in that process, over the same channel, so relay
 // behaves the same however many processes serve.
 type Control struct {
+	// Prepare, when set before the control is shared, readies every
+	// backend of a membership change for use (its TLS settings).
+	Prepare func(*backend.Backend) error
+
 	log *slog.Logger
 	// maxEjected is the most breakers may hold out, in percent of the
 	// backends: the bound every process keeps, kept here for them all.

@@ -200,7 +200,7 @@ func (l *Control) memberLocked(m Member) (*backend.Backend, error) {
 	if b := l.backendLocked(m.URL); b != nil {
 		b.SetEffectiveWeight(m.Weight)
 		b.SetMaxRequests(m.MaxRequests)
-		return b, nil
+		return b, l.prepare(b)
 	}
 	u, err := url.Parse(m.URL)
 	if err != nil {
@@ -211,7 +211,17 @@ func (l *Control) memberLocked(m Member) (*backend.Backend, error) {
 		return nil, err
 	}
 	b.SetMaxRequests(m.MaxRequests)
+	if err := l.prepare(b); err != nil {
+		return nil, err
+	}
 	return b, nil
+}
+
+func (l *Control) prepare(b *backend.Backend) error {
+	if l.Prepare == nil {
+		return nil
+	}
+	return l.Prepare(b)
 }
 
 // Status is relay as a whole at one moment, for the admin API, the

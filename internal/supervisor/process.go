@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,11 +18,16 @@ import (
 const (
 	// envProcess carries a serving process's index; the supervisor sets it.
 	envProcess = "RELAY_PROCESS"
+	// envListeners lists the listening sockets a process inherits.
+	envListeners  = "RELAY_LISTENERS"
+	listenerPlain = "plain"
+	listenerTLS   = "tls"
 	// A serving process inherits its listening socket, its readiness pipe
 	// and its channel as these descriptors (ExtraFiles start at 3).
 	listenFD  = 3
 	readyFD   = 4
 	channelFD = 5
+	tlsFD     = 6
 )
 
 // Process is a serving process's side of the supervisor: what it inherited
@@ -29,8 +35,11 @@ const (
 type Process struct {
 	// Index numbers the process among its supervisor's, from 0.
 	Index int
-	// Listener is the process's own listening socket.
+	// Listener is the process's own listening socket; nil when relay
+	// serves TLS only.
 	Listener net.Listener
+	// TLSListener is the process's TLS listening socket, nil without TLS.
+	TLSListener net.Listener
 	// Config is the configuration to run, the first message received.
 	Config ConfigSource
 
@@ -54,26 +63,46 @@ func Inherited() (*Process, error) {
 	if err != nil || index < 0 {
 		return nil, fmt.Errorf("%s=%q is not a process number; %s", envProcess, v, hint)
 	}
-	f := os.NewFile(listenFD, "listener")
-	ln, err := net.FileListener(f)
-	f.Close()
-	if err != nil {
-		return nil, fmt.Errorf("%s is set but descriptor %d is not a listening socket (%v); %s", envProcess, listenFD, err, hint)
+	var ln, tln net.Listener
+	have, ok := os.LookupEnv(envListeners)
+	if !ok {
+		have = listenerPlain
 	}
-	f = os.NewFile(channelFD, "channel")
+	for _, name := range strings.Split(have, ",") {
+		fd, dst := uintptr(listenFD), &ln
+		switch name {
+		case listenerPlain:
+		case listenerTLS:
+			fd, dst = tlsFD, &tln
+		default:
+			continue
+		}
+		f := os.NewFile(fd, name+" listener")
+		l, err := net.FileListener(f)
+		f.Close()
+		if err != nil {
+			closeListeners(ln, tln)
+			return nil, fmt.Errorf("%s is set but descriptor %d is not a listening socket (%v); %s", envProcess, fd, err, hint)
+		}
+		*dst = l
+	}
+	if ln == nil && tln == nil {
+		return nil, fmt.Errorf("%s is set but %s names no listening socket; %s", envProcess, envListeners, hint)
+	}
+	f := os.NewFile(channelFD, "channel")
 	conn, err := net.FileConn(f)
 	f.Close()
 	if err != nil {
-		ln.Close()
+		closeListeners(ln, tln)
 		return nil, fmt.Errorf("%s is set but descriptor %d is not the supervisor's channel (%v); %s", envProcess, channelFD, err, hint)
 	}
-	p := &Process{Index: index, Listener: ln, ready: os.NewFile(readyFD, "ready"), ch: NewChannel(conn)}
+	p := &Process{Index: index, Listener: ln, TLSListener: tln, ready: os.NewFile(readyFD, "ready"), ch: NewChannel(conn)}
 	m, err := p.ch.Recv()
 	if err == nil && m.Kind != KindConfig {
 		err = fmt.Errorf("the first message is %q, not the configuration", m.Kind)
 	}
 	if err != nil {
-		ln.Close()
+		closeListeners(ln, tln)
 		p.ch.Close()
 		return nil, fmt.Errorf("reading the configuration from the supervisor: %w", err)
 	}
@@ -292,4 +321,12 @@ func activity(st *stats.Process) uint64 {
 		n += q.Unanswered.Total() + uint64(q.Queued)
 	}
 	return n
+}
+
+func closeListeners(lns ...net.Listener) {
+	for _, ln := range lns {
+		if ln != nil {
+			ln.Close()
+		}
+	}
 }

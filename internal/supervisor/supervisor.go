@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -71,16 +72,17 @@ type Options struct {
 // supervisor starts the serving processes, restarts one that dies, copies
 // their output, and stops them all on SIGINT or SIGTERM.
 type supervisor struct {
-	opts    Options
-	cfg     *config.Config
-	log     *slog.Logger
-	exe     string
-	sockets []*os.File
-	cpus    []int // with cpu_affinity, the CPUs processes are bound to
-	links   *Control
-	procs   []*exec.Cmd // nil while not running
-	exited  chan exited
-	copiers sync.WaitGroup // copyLines of every process started
+	opts       Options
+	cfg        *config.Config
+	log        *slog.Logger
+	exe        string
+	sockets    []*os.File // per process; nil without a cleartext listener
+	tlsSockets []*os.File // per process; nil without TLS
+	cpus       []int      // with cpu_affinity, the CPUs processes are bound to
+	links      *Control
+	procs      []*exec.Cmd // nil while not running
+	exited     chan exited
+	copiers    sync.WaitGroup // copyLines of every process started
 }
 
 type exited struct {
@@ -115,11 +117,25 @@ func Run(opts Options) error {
 			log.Warn("cpu_affinity: this kernel ignores SO_INCOMING_CPU for SO_REUSEPORT sockets before Linux 6.2; processes are bound, connections spread by hash")
 		}
 	}
-	sockets, addr, err := reusePortSockets(cfg.Listen, n, cpus)
-	if err != nil {
-		return err
+	// One socket per process on each address: cleartext, TLS, or both.
+	var sockets, tlsSockets []*os.File
+	var addrs []any
+	if cfg.Listen != "" {
+		var addr string
+		if sockets, addr, err = reusePortSockets(cfg.Listen, n, cpus); err != nil {
+			return err
+		}
+		addrs = append(addrs, "listen", addr)
 	}
-	defer closeFiles(sockets)
+	defer func() { closeFiles(sockets) }()
+	if cfg.TLSListen != "" {
+		var addr string
+		if tlsSockets, addr, err = reusePortSockets(cfg.TLSListen, n, cpus); err != nil {
+			return fmt.Errorf("tls_listen: %w", err)
+		}
+		addrs = append(addrs, "tls_listen", addr)
+	}
+	defer func() { closeFiles(tlsSockets) }()
 	if opts.Demo != nil {
 		stop, err := opts.Demo()
 		if err != nil {
@@ -134,12 +150,13 @@ func Run(opts Options) error {
 	defer signal.Stop(sigs)
 
 	s := &supervisor{
-		opts: opts, cfg: cfg, log: log, exe: exe, sockets: sockets, cpus: cpus, links: opts.Control,
+		opts: opts, cfg: cfg, log: log, exe: exe, sockets: sockets, tlsSockets: tlsSockets, cpus: cpus, links: opts.Control,
 		procs:  make([]*exec.Cmd, n),
 		exited: make(chan exited, n),
 	}
 	if err := s.startAll(sigs); err != nil {
 		closeFiles(sockets)
+		closeFiles(tlsSockets)
 		s.stopAll()
 		if errors.Is(err, errInterrupted) {
 			log.Info("stopped before every process served")
@@ -147,9 +164,9 @@ func Run(opts Options) error {
 		}
 		return err
 	}
-	log.Info("relay started", "listen", addr, "algorithm", cfg.Algorithm,
+	log.Info("relay started", append(addrs, "algorithm", cfg.Algorithm,
 		"backends", len(cfg.Backends), "processes", n, "workers", ThreadsFor(cfg), "cpu_affinity", cpus != nil,
-		"admin", opts.Admin)
+		"admin", opts.Admin)...)
 
 	restart := make(chan int, n)
 	for {
@@ -168,6 +185,7 @@ func Run(opts Options) error {
 			// as soon as each process stops accepting, so new connections
 			// are refused instead of queueing for nobody.
 			closeFiles(sockets)
+			closeFiles(tlsSockets)
 			s.stopAll()
 			log.Info("stopped")
 			return nil
@@ -246,7 +264,21 @@ func (s *supervisor) start(i int) (<-chan error, error) {
 	cmd := exec.Command(s.exe, s.opts.Args...)
 	cmd.Env = append(os.Environ(), envProcess+"="+strconv.Itoa(i))
 	cmd.Stdout, cmd.Stderr = pipes[1], pipes[3]
-	cmd.ExtraFiles = []*os.File{s.sockets[i], pipes[5], channel} // descriptors 3, 4 and 5
+	// Descriptors 3 to 6: the cleartext socket, the readiness pipe, the
+	// channel, the TLS socket. A listener relay does not have is left
+	// closed, and the environment says which ones there are.
+	var plain, tls *os.File
+	var have []string
+	if s.sockets != nil {
+		plain = s.sockets[i]
+		have = append(have, listenerPlain)
+	}
+	if s.tlsSockets != nil {
+		tls = s.tlsSockets[i]
+		have = append(have, listenerTLS)
+	}
+	cmd.Env = append(cmd.Env, envListeners+"="+strings.Join(have, ","))
+	cmd.ExtraFiles = []*os.File{plain, pipes[5], channel, tls}
 	// If the supervisor dies, its processes drain and stop too.
 	cmd.SysProcAttr = dieWithParent()
 	if s.cpus != nil {

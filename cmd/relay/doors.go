@@ -1,0 +1,99 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+
+	"relay/internal/config"
+	"relay/internal/handler"
+	"relay/internal/proxy"
+	"relay/internal/tlsconf"
+)
+
+// maxConcurrentStreams caps the streams one HTTP/2 client may have open,
+// as HAProxy's tune.h2.max-concurrent-streams (100) does.
+const maxConcurrentStreams = 100
+
+// doors are a serving process's client listeners: cleartext, TLS, or
+// both, with the certificates the TLS one serves.
+type doors struct {
+	plain, tls net.Listener // nil when off
+	certs      *tlsconf.Server
+}
+
+// listen opens the listeners cfg asks for, for relay running alone.
+func listen(cfg *config.Config) (*doors, error) {
+	d := &doors{}
+	var err error
+	if cfg.Listen != "" {
+		if d.plain, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		}
+	}
+	if cfg.TLSListen != "" {
+		if d.tls, err = net.Listen("tcp", cfg.TLSListen); err != nil {
+			d.close()
+			return nil, fmt.Errorf("tls_listen on %s: %w", cfg.TLSListen, err)
+		}
+	}
+	return d, nil
+}
+
+func (d *doors) close() {
+	for _, ln := range []net.Listener{d.plain, d.tls} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+}
+
+// open readies p to serve through the doors: certificates for the TLS
+// listener, and Go's HTTP/2 server for clients that choose HTTP/2.
+func (d *doors) open(cfg *config.Config, p *proxy.Proxy, log *slog.Logger) error {
+	if d.tls != nil {
+		certs, err := tlsconf.NewServer(cfg.TLSCertificates, cfg.TLSMinVersion)
+		if err != nil {
+			return err
+		}
+		d.certs = certs
+	}
+	p.SetHTTP2(handler.NewServer(handler.New(p.Core()), handler.Limits{
+		MaxConcurrentStreams: maxConcurrentStreams,
+		MaxHeaderBytes:       cfg.MaxHeaderBytes,
+		IdleTimeout:          cfg.IdleTimeout,
+		HeaderTimeout:        cfg.ClientHeaderTimeout,
+	}, log))
+	return nil
+}
+
+// serve serves p on every open listener; the first error ends it.
+func (d *doors) serve(p *proxy.Proxy, served chan<- error) {
+	if d.plain != nil {
+		go func() { served <- p.Serve(d.plain) }()
+	}
+	if d.tls != nil {
+		go func() { served <- p.ServeTLS(d.tls, d.certs.Config()) }()
+	}
+}
+
+// reload takes the certificates of a reloaded configuration; on an error
+// the ones in use keep serving.
+func (d *doors) reload(next *config.Config) error {
+	if d.certs == nil {
+		return nil
+	}
+	return d.certs.Reload(next.TLSCertificates, next.TLSMinVersion)
+}
+
+// addrs names the open listeners for the start line.
+func (d *doors) addrs() []any {
+	var kv []any
+	if d.plain != nil {
+		kv = append(kv, "listen", d.plain.Addr().String())
+	}
+	if d.tls != nil {
+		kv = append(kv, "tls_listen", d.tls.Addr().String())
+	}
+	return kv
+}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"relay/internal/backend"
+	"relay/internal/config"
+	"relay/internal/tlsconf"
+)
+
+// upstreams gives https backends their TLS settings under the running
+// configuration: a backend listed in the file gets those of its entry, one
+// the admin API added gets the backend_tls_ defaults. The control and
+// every serving process hold one, so health checks and requests speak to
+// a backend alike. A reload reads the files again.
+type upstreams struct {
+	log   *slog.Logger
+	mu    sync.Mutex
+	cfg   *config.Config
+	built map[string]built // by backend name
+}
+
+type built struct {
+	settings config.UpstreamTLS
+	tc       *tls.Config
+}
+
+func newUpstreams(cfg *config.Config, log *slog.Logger) *upstreams {
+	u := &upstreams{log: log}
+	u.reload(cfg)
+	return u
+}
+
+// reload takes a new configuration; the next prepare of each backend
+// builds its settings afresh, reading certificate files again.
+func (u *upstreams) reload(cfg *config.Config) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.cfg, u.built = cfg, make(map[string]built)
+}
+
+// settings returns the TLS settings of the backend named name.
+func (u *upstreams) settings(name string) config.UpstreamTLS {
+	for _, cb := range u.cfg.Backends {
+		if cb.URL.String() == name {
+			return cb.TLS
+		}
+	}
+	return u.cfg.BackendTLS
+}
+
+// prepare gives b the TLS settings it should have now; an http backend
+// gets none.
+func (u *upstreams) prepare(b *backend.Backend) error {
+	if b.URL.Scheme != "https" {
+		return nil
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	s := u.settings(b.Name)
+	if cur, ok := u.built[b.Name]; ok && cur.settings == s {
+		if b.TLS() != cur.tc {
+			b.SetTLS(cur.tc)
+		}
+		return nil
+	}
+	tc, err := tlsconf.Client(b.URL, s)
+	if err != nil {
+		return fmt.Errorf("backend %q: %w", b.Name, err)
+	}
+	if s.InsecureSkipVerify {
+		u.log.Warn("TLS certificate verification is off for this backend (tls_insecure_skip_verify): anyone on the path can impersonate it", "backend", b.Name)
+	}
+	u.built[b.Name] = built{settings: s, tc: tc}
+	b.SetTLS(tc)
+	return nil
+}

@@ -1,0 +1,145 @@
+package handler
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Limits bound what one HTTP/2 client may ask of relay.
+type Limits struct {
+	// MaxConcurrentStreams caps the streams a client may have open at
+	// once; Go's server also caps the handlers a client can keep busy by
+	// resetting streams (Rapid Reset).
+	MaxConcurrentStreams int
+	// MaxHeaderBytes caps a request's header list, CONTINUATION frames
+	// included.
+	MaxHeaderBytes int
+	// IdleTimeout closes a connection with no open stream.
+	IdleTimeout time.Duration
+	// HeaderTimeout bounds the wait for a connection's preface.
+	HeaderTimeout time.Duration
+}
+
+// Server is Go's HTTP/2 server over a Handler, for connections another
+// front door accepted and handed over: TLS connections that chose h2 by
+// ALPN, and cleartext ones that opened with the HTTP/2 preface (h2c).
+type Server struct {
+	hs   *http.Server
+	ln   *handoff
+	done chan struct{}
+	// closed holds the callbacks run when a handed-over connection ends.
+	mu     sync.Mutex
+	closed map[net.Conn]func()
+}
+
+// NewServer returns a Server forwarding every request through h. log
+// receives the HTTP/2 server's own complaints (bad frames, protocol
+// errors) at debug level.
+func NewServer(h *Handler, lim Limits, log *slog.Logger) *Server {
+	s := &Server{ln: newHandoff(), done: make(chan struct{}), closed: make(map[net.Conn]func())}
+	var protos http.Protocols
+	protos.SetHTTP2(true)
+	protos.SetUnencryptedHTTP2(true)
+	s.hs = &http.Server{
+		Handler:           h,
+		Protocols:         &protos,
+		MaxHeaderBytes:    lim.MaxHeaderBytes,
+		IdleTimeout:       lim.IdleTimeout,
+		ReadHeaderTimeout: lim.HeaderTimeout,
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams: lim.MaxConcurrentStreams,
+		},
+		ConnState: s.state,
+	}
+	if log != nil {
+		s.hs.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
+	}
+	go func() {
+		defer close(s.done)
+		s.hs.Serve(s.ln)
+	}()
+	return s
+}
+
+// ServeConn serves c, whose TLS handshake (if any) is done, and calls
+// closed once c has ended. After Shutdown it closes c at once.
+func (s *Server) ServeConn(c net.Conn, closed func()) {
+	s.mu.Lock()
+	s.closed[c] = closed
+	s.mu.Unlock()
+	if !s.ln.give(c) {
+		c.Close()
+		s.state(c, http.StateClosed)
+	}
+}
+
+// state runs a connection's callback when net/http reports it closed.
+func (s *Server) state(c net.Conn, st http.ConnState) {
+	if st != http.StateClosed && st != http.StateHijacked {
+		return
+	}
+	s.mu.Lock()
+	f := s.closed[c]
+	delete(s.closed, c)
+	s.mu.Unlock()
+	if f != nil {
+		f()
+	}
+}
+
+// Shutdown sends every connection GOAWAY, lets open streams finish and
+// returns when all connections have ended or ctx is done; then the rest
+// are closed.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.hs.Shutdown(ctx)
+	if err != nil {
+		s.hs.Close()
+	}
+	<-s.done
+	return err
+}
+
+// handoff is a net.Listener whose connections are handed to it.
+type handoff struct {
+	conns  chan net.Conn
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newHandoff() *handoff {
+	return &handoff{conns: make(chan net.Conn), closed: make(chan struct{})}
+}
+
+func (l *handoff) give(c net.Conn) bool {
+	select {
+	case l.conns <- c:
+		return true
+	case <-l.closed:
+		return false
+	}
+}
+
+func (l *handoff) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *handoff) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *handoff) Addr() net.Addr { return handoffAddr{} }
+
+type handoffAddr struct{}
+
+func (handoffAddr) Network() string { return "handoff" }
+func (handoffAddr) String() string  { return "handoff" }
