@@ -65,6 +65,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e.w, e.r = w, r
 	addr, _ := netip.ParseAddrPort(r.RemoteAddr)
 	e.peer = h.core.NewPeer(addr, r.TLS != nil)
+	ctx := r.Context()
+	if ctx.Err() != nil {
+		// The client cancelled the stream before relay started on it:
+		// nothing to forward, nobody to answer (nginx's 499).
+		h.core.LogRejected(&e.peer, 499)
+		streamEnded(ctx, true)
+		return
+	}
 	e.view(r)
 	e.x.Req, e.x.Door, e.x.Peer, e.x.Proto = &e.req, e, &e.peer, r.Proto
 	if e.req.HasBody() {
@@ -72,6 +80,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e.x.Body = &e.body
 	}
 	h.core.Forward(&e.x)
+	streamEnded(ctx, ctx.Err() != nil)
 	if e.abort {
 		panic(http.ErrAbortHandler)
 	}

@@ -53,7 +53,8 @@ func NewServer(h *Handler, lim Limits, log *slog.Logger) *Server {
 		HTTP2: &http.HTTP2Config{
 			MaxConcurrentStreams: lim.MaxConcurrentStreams,
 		},
-		ConnState: s.state,
+		ConnState:   s.state,
+		ConnContext: withResets(log),
 	}
 	if log != nil {
 		s.hs.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
