@@ -111,33 +111,57 @@ func rssKB(t *testing.T, pid int) int {
 	return total
 }
 
-// steadyClient GETs through relay over HTTP/2 until stop is closed and
-// counts failures; abuse on another connection must not starve it.
-func steadyClient(t *testing.T, tr *tlsRelay, stop <-chan struct{}) (ok, failed *atomic.Int64, done *sync.WaitGroup) {
-	ok, failed, done = new(atomic.Int64), new(atomic.Int64), new(sync.WaitGroup)
+// bystander is a well-behaved HTTP/2 client that GETs through relay while
+// another connection abuses it, and relay's memory when it started.
+type bystander struct {
+	tr         *tlsRelay
+	rssBefore  int
+	stop       chan struct{}
+	ok, failed atomic.Int64
+	done       sync.WaitGroup
+}
+
+func startBystander(t *testing.T, tr *tlsRelay) *bystander {
+	b := &bystander{tr: tr, rssBefore: rssKB(t, tr.cmd.Process.Pid), stop: make(chan struct{})}
 	c := tr.client(t, "a.example", true)
-	done.Go(func() {
+	b.done.Go(func() {
 		for {
 			select {
-			case <-stop:
+			case <-b.stop:
 				return
 			default:
 			}
 			res, err := c.Get("https://a.example/")
 			if err != nil {
-				failed.Add(1)
+				b.failed.Add(1)
 				continue
 			}
 			io.Copy(io.Discard, res.Body)
 			res.Body.Close()
 			if res.StatusCode == 200 {
-				ok.Add(1)
+				b.ok.Add(1)
 			} else {
-				failed.Add(1)
+				b.failed.Add(1)
 			}
 		}
 	})
-	return ok, failed, done
+	return b
+}
+
+// check stops the bystander and fails the test unless it was served
+// throughout and relay grew by less than 64 MiB; it returns what it saw.
+func (b *bystander) check(t *testing.T) string {
+	t.Helper()
+	close(b.stop)
+	b.done.Wait()
+	after := rssKB(t, b.tr.cmd.Process.Pid)
+	if b.ok.Load() == 0 || b.failed.Load() > 0 {
+		t.Errorf("the other client: %d ok, %d failed", b.ok.Load(), b.failed.Load())
+	}
+	if after-b.rssBefore > 64<<10 {
+		t.Errorf("relay grew from %d to %d KiB", b.rssBefore, after)
+	}
+	return fmt.Sprintf("other client %d ok, %d failed; RSS %d -> %d KiB", b.ok.Load(), b.failed.Load(), b.rssBefore, after)
 }
 
 // A client that opens streams and resets them at once (Rapid Reset,
@@ -146,9 +170,7 @@ func steadyClient(t *testing.T, tr *tlsRelay, stop <-chan struct{}) (ok, failed 
 func TestHTTP2RapidResetIsCutOff(t *testing.T) {
 	ca := testcert.NewCA(t)
 	tr := startTLSRelay(t, ca, "", ca.Server(t, testcert.ECDSA, "a.example"))
-	before := rssKB(t, tr.cmd.Process.Pid)
-	stop := make(chan struct{})
-	ok, failed, done := steadyClient(t, tr, stop)
+	by := startBystander(t, tr)
 
 	h := dialH2(t, tr)
 	block := headerBlock("/")
@@ -164,20 +186,10 @@ func TestHTTP2RapidResetIsCutOff(t *testing.T) {
 		sent++
 	}
 	closed, code, sawGoAway := h.closedWithin(10 * time.Second)
-	time.Sleep(200 * time.Millisecond) // let the steady client run past the abuse
-	close(stop)
-	done.Wait()
-	after := rssKB(t, tr.cmd.Process.Pid)
-	t.Logf("sent %d HEADERS+RST_STREAM pairs; closed %v, GOAWAY %v (%v); steady client %d ok, %d failed; RSS %d -> %d KiB",
-		sent, closed, sawGoAway, code, ok.Load(), failed.Load(), before, after)
+	time.Sleep(200 * time.Millisecond) // let the other client run past the abuse
+	t.Logf("sent %d HEADERS+RST_STREAM pairs; closed %v, GOAWAY %v (%v); %s", sent, closed, sawGoAway, code, by.check(t))
 	if !closed {
 		t.Errorf("relay kept serving a connection that reset %d streams", sent)
-	}
-	if ok.Load() == 0 || failed.Load() > 0 {
-		t.Errorf("the other client: %d ok, %d failed", ok.Load(), failed.Load())
-	}
-	if after-before > 64<<10 {
-		t.Errorf("relay grew from %d to %d KiB", before, after)
 	}
 }
 
@@ -187,9 +199,7 @@ func TestHTTP2RapidResetIsCutOff(t *testing.T) {
 func TestHTTP2ContinuationFloodIsCutOff(t *testing.T) {
 	ca := testcert.NewCA(t)
 	tr := startTLSRelay(t, ca, "max_header_bytes: 16384\n", ca.Server(t, testcert.ECDSA, "a.example"))
-	before := rssKB(t, tr.cmd.Process.Pid)
-	stop := make(chan struct{})
-	ok, failed, done := steadyClient(t, tr, stop)
+	by := startBystander(t, tr)
 
 	h := dialH2(t, tr)
 	if err := h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headerBlock("/"), EndHeaders: false}); err != nil {
@@ -206,19 +216,9 @@ func TestHTTP2ContinuationFloodIsCutOff(t *testing.T) {
 		written += len(frag)
 	}
 	closed, _, _ := h.closedWithin(10 * time.Second)
-	close(stop)
-	done.Wait()
-	after := rssKB(t, tr.cmd.Process.Pid)
-	t.Logf("wrote %d KiB of CONTINUATION before relay stopped reading; closed %v; steady client %d ok, %d failed; RSS %d -> %d KiB",
-		written>>10, closed, ok.Load(), failed.Load(), before, after)
+	t.Logf("wrote %d KiB of CONTINUATION before relay stopped reading; closed %v; %s", written>>10, closed, by.check(t))
 	if !closed || written >= 64<<20 {
 		t.Errorf("relay took %d KiB of one header block without closing the connection", written>>10)
-	}
-	if ok.Load() == 0 || failed.Load() > 0 {
-		t.Errorf("the other client: %d ok, %d failed", ok.Load(), failed.Load())
-	}
-	if after-before > 64<<10 {
-		t.Errorf("relay grew from %d to %d KiB", before, after)
 	}
 }
 
