@@ -3,6 +3,7 @@ package health
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"io"
 	"net"
@@ -364,11 +365,12 @@ func TestHTTPSProbeKeepsItsConnection(t *testing.T) {
 	}
 	srv.StartTLS()
 	defer srv.Close()
-	h := newHTTPCheck(newBackend(t, srv.URL), "/health", true, newReadBufs())
-	defer h.closeIdle()
+	b := newBackend(t, srv.URL)
 	roots := x509.NewCertPool()
 	roots.AddCert(srv.Certificate())
-	h.tls.RootCAs = roots
+	b.SetTLS(&tls.Config{ServerName: "127.0.0.1", RootCAs: roots})
+	h := newHTTPCheck(b, "/health", true, newReadBufs())
+	defer h.closeIdle()
 	for i, err := range probeN(h, 3, 5*time.Second) {
 		if err != nil {
 			t.Fatalf("probe %d: %v", i, err)

@@ -58,12 +58,12 @@ var aLongTimeAgo = time.Unix(1, 0)
 // target named in errors are built once, when the checker is made, so a
 // probe allocates only what dialling and the runtime need.
 type httpCheck struct {
-	addr   string      // the host:port dialled
-	target string      // scheme://addr/path, for errors
-	req    []byte      // the whole request
-	tls    *tls.Config // nil for plain HTTP
-	bufs   *sync.Pool  // of *answerReader, shared by the checker's probes
-	keep   bool        // keep the connection for the next probe
+	addr   string             // the host:port dialled
+	target string             // scheme://addr/path, for errors
+	req    []byte             // the whole request
+	tls    func() *tls.Config // nil for plain HTTP; read at each new connection, so a reload's settings apply
+	bufs   *sync.Pool         // of *answerReader, shared by the checker's probes
+	keep   bool               // keep the connection for the next probe
 
 	idle   atomic.Pointer[probeConn] // the kept connection, nil when none
 	closed atomic.Bool               // closeIdle was called: keep nothing more
@@ -87,17 +87,14 @@ var errStale = errors.New("kept connection closed by the backend")
 // whether the connection is kept between probes.
 func newHTTPCheck(b *backend.Backend, path string, keep bool, bufs *sync.Pool) *httpCheck {
 	scheme, host := "http", b.Addr
-	var tc *tls.Config
+	var tc func() *tls.Config
 	if b.URL != nil {
 		host = b.URL.Host
 		if b.URL.Scheme == "https" {
-			// The settings relay forwards with; a backend built in code
-			// without any verifies its URL's host against the system's
-			// roots.
+			// The settings relay forwards with (backend.New gives an
+			// https backend Go's defaults until SetTLS).
 			scheme = "https"
-			if tc = b.TLS(); tc == nil {
-				tc = &tls.Config{ServerName: b.URL.Hostname()}
-			}
+			tc = b.TLS
 		}
 	}
 	req := make([]byte, 0, 96+len(path)+len(host))
@@ -161,7 +158,7 @@ func (h *httpCheck) ask(ctx context.Context, c *probeConn, reused bool) error {
 // probe and ended before any of the answer arrived.
 func (h *httpCheck) exchange(ctx context.Context, c *probeConn, reused bool) (reusable bool, err error) {
 	if h.tls != nil && !reused {
-		tc := tls.Client(c.raw, h.tls)
+		tc := tls.Client(c.raw, h.tls())
 		if err := tc.Handshake(); err != nil {
 			return false, h.fail(ctx, "TLS handshake", err)
 		}

@@ -29,8 +29,21 @@ func (p *Proxy) h2c() bool { return p.h2 != nil && p.cfg.H2C }
 // tc, runs on the connection's own goroutine within HeaderTimeout.
 func (p *Proxy) ServeTLS(ln net.Listener, tc *tls.Config) error {
 	if p.h2 == nil {
-		tc = tc.Clone()
-		tc.NextProtos = []string{"http/1.1"}
+		// Offer HTTP/1.1 only, in the configuration GetConfigForClient
+		// picks as well.
+		base, pick := tc.Clone(), tc.GetConfigForClient
+		base.NextProtos = []string{"http/1.1"}
+		if pick != nil {
+			base.GetConfigForClient = func(hi *tls.ClientHelloInfo) (*tls.Config, error) {
+				c, err := pick(hi)
+				if c != nil {
+					c = c.Clone()
+					c.NextProtos = base.NextProtos
+				}
+				return c, err
+			}
+		}
+		tc = base
 	}
 	return p.serve(ln, tc)
 }

@@ -144,3 +144,40 @@ func TestUpgradeOverTLS(t *testing.T) {
 		}
 	}
 }
+
+// Without an HTTP/2 server the TLS listener offers HTTP/1.1 only, so a
+// client that prefers h2 is served HTTP/1.1.
+func TestTLSWithoutHTTP2OffersHTTP1Only(t *testing.T) {
+	hb := newHTTPBackend(t, "only", 1, nil)
+	ca := testcert.NewCA(t)
+	pair := ca.Server(t, testcert.RSA, "relay.test")
+	certs, err := tlsconf.NewServer([]config.Certificate{{CertFile: pair.CertFile, KeyFile: pair.KeyFile}}, "1.3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(withDefaults(Config{}), []*backend.Backend{hb.b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := listen(t)
+	go p.ServeTLS(ln, certs.Config())
+	defer p.Shutdown(context.Background())
+	c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{RootCAs: ca.Pool, ServerName: "relay.test", NextProtos: []string{"h2", "http/1.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if st := c.ConnectionState(); st.NegotiatedProtocol != "http/1.1" || st.Version != tls.VersionTLS13 {
+		t.Fatalf("negotiated %q over %x, want http/1.1 over TLS 1.3", st.NegotiatedProtocol, st.Version)
+	}
+	c.SetDeadline(time.Now().Add(ioTimeout))
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(io.LimitReader(res.Body, 64))
+	if res.StatusCode != 200 || string(body) != "only" {
+		t.Errorf("%d %q", res.StatusCode, body)
+	}
+}
