@@ -118,7 +118,7 @@ func (p *conns) dial() (*upstream, error) {
 // connect timeout. The client session cache in tc lets later connections
 // resume the session instead of a full handshake.
 func (p *conns) handshake(c net.Conn, tc *tls.Config) (net.Conn, error) {
-	t := tls.Client(c, tc)
+	t := tls.Client(rawio.NewConn(c), tc) // records over raw system calls
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg().ConnectTimeout)
 	err := t.HandshakeContext(ctx)
 	cancel()

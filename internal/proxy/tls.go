@@ -6,6 +6,8 @@ import (
 	"crypto/tls"
 	"net"
 	"time"
+
+	"relay/internal/rawio"
 )
 
 // HTTP2 serves the connections of clients that speak HTTP/2: over TLS
@@ -52,7 +54,10 @@ func (p *Proxy) ServeTLS(ln net.Listener, tc *tls.Config) error {
 // HTTP/2. A failed handshake is logged at debug level: scanners and
 // clients that distrust the certificate make plenty of them.
 func (cc *clientConn) handshake() (tc *tls.Conn, h2, ok bool) {
-	tc = tls.Server(cc.raw, cc.tls)
+	// TLS records go over raw system calls like cleartext requests: Go's
+	// own socket calls would wake the runtime's monitor thread (see
+	// rawio.File).
+	tc = tls.Server(rawio.NewConn(cc.raw), cc.tls)
 	cc.raw.SetDeadline(time.Now().Add(cc.p.cfg.HeaderTimeout))
 	if err := tc.Handshake(); err != nil {
 		cc.p.cfg.Logger.Debug("TLS handshake failed", "client", cc.raw.RemoteAddr().String(), "err", err)
