@@ -54,11 +54,6 @@ func (b *Backend) Close() (changed bool) {
 // or without time left.
 func (b *Backend) Ejected() bool { return b.blocked.Load()&ejected != 0 }
 
-// halfOpen reports whether the ejection has run out with the bit still set.
-func (b *Backend) halfOpen(now int64) bool {
-	return b.blocked.Load()&ejected != 0 && now >= b.ejectedUntil.Load()
-}
-
 // Admit counts a request in flight on a backend the picker chose, if the
 // backend may take it now, and reports what it did:
 //
@@ -69,9 +64,14 @@ func (b *Backend) halfOpen(now int64) bool {
 //   - full: the backend has limit requests in flight already (limit > 0);
 //     the request should wait for a place.
 //
-// A half-open backend whose probe is out refuses with neither ok nor full.
+// A half-open backend whose probe is out refuses with neither ok nor full,
+// and so does one whose breaker opened again after the picker chose it
+// (the probe before this request failed meanwhile).
 func (b *Backend) Admit(limit int64, gate bool) (ok, probe, full bool) {
-	if gate && b.blocked.Load() != 0 && b.halfOpen(time.Now().UnixNano()) {
+	if gate && b.blocked.Load()&ejected != 0 {
+		if time.Now().UnixNano() < b.ejectedUntil.Load() {
+			return false, false, false // open
+		}
 		if !b.probing.CompareAndSwap(false, true) {
 			return false, false, false
 		}

@@ -177,3 +177,23 @@ func TestAvailableAllocatesNothing(t *testing.T) {
 		t.Errorf("Available on an ejected backend allocates %.0f times", n)
 	}
 }
+
+// A request the picker chose while the breaker was half-open, admitted
+// after the probe failed and the breaker opened again, is refused rather
+// than let through as an ordinary request.
+func TestAdmitRefusesABreakerThatOpenedAgain(t *testing.T) {
+	b := newTestBackend(t)
+	b.Eject(time.Now().Add(-time.Millisecond)) // half-open
+	if ok, probe, _ := b.Admit(0, true); !ok || !probe {
+		t.Fatalf("half-open: ok %v probe %v, want the probe", ok, probe)
+	}
+	b.Release()
+	b.Eject(time.Now().Add(time.Minute)) // the probe failed: open again
+	b.EndProbe()
+	if ok, probe, full := b.Admit(0, true); ok || probe || full {
+		t.Errorf("open again: ok %v probe %v full %v, want a refusal", ok, probe, full)
+	}
+	if ok, _, _ := b.Admit(0, false); !ok {
+		t.Error("in panic (no gate) an ejected backend takes requests")
+	}
+}
