@@ -58,7 +58,8 @@ func (d *doors) open(cfg *config.Config, p *proxy.Proxy, log *slog.Logger) error
 		}
 		d.certs = certs
 	}
-	p.SetHTTP2(handler.NewServer(handler.New(p.Core()), handler.Limits{
+	front := proxy.ConfigFrom(cfg)
+	p.SetHTTP2(handler.NewServer(handler.New(p.Core(), front.BodyTime()), handler.Limits{
 		MaxConcurrentStreams: maxConcurrentStreams,
 		MaxHeaderBytes:       cfg.MaxHeaderBytes,
 		IdleTimeout:          cfg.IdleTimeout,

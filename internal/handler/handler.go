@@ -22,6 +22,7 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
+	"time"
 
 	"relay/internal/core"
 	"relay/internal/h1"
@@ -30,10 +31,12 @@ import (
 // Handler forwards every request it serves through a core.
 type Handler struct {
 	core *core.Core
+	body core.BodyTime
 }
 
-// New returns a Handler over c.
-func New(c *core.Core) *Handler { return &Handler{core: c} }
+// New returns a Handler over c whose clients have the time bt gives to
+// send a request body; a zero bt sets no deadline.
+func New(c *core.Core, bt core.BodyTime) *Handler { return &Handler{core: c, body: bt} }
 
 // exchanges recycles the per-request state, whose buffers grow to fit the
 // requests seen.
@@ -48,6 +51,7 @@ type exchange struct {
 	peer core.Peer
 	body body
 	w    http.ResponseWriter
+	rc   http.ResponseController
 	r    *http.Request
 	// abort is set when the response was cut short: the client must see a
 	// broken response, not a complete wrong one.
@@ -62,7 +66,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e.x.Req, e.x.Body, e.x.Door, e.x.Peer = nil, nil, nil, nil
 		exchanges.Put(e)
 	}()
-	e.w, e.r = w, r
+	e.w, e.r, e.rc = w, r, *http.NewResponseController(w)
 	addr, _ := netip.ParseAddrPort(r.RemoteAddr)
 	e.peer = h.core.NewPeer(addr, r.TLS != nil)
 	ctx := r.Context()
@@ -76,10 +80,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e.view(r)
 	e.x.Req, e.x.Door, e.x.Peer, e.x.Proto = &e.req, e, &e.peer, r.Proto
 	if e.req.HasBody() {
-		e.body = body{rc: r.Body}
+		e.body = body{rc: r.Body, ctl: &e.rc, time: &h.body, start: time.Now()}
 		e.x.Body = &e.body
 	}
 	h.core.Forward(&e.x)
+	e.body.disarm()
 	streamEnded(ctx, ctx.Err() != nil)
 	if e.abort {
 		panic(http.ErrAbortHandler)
@@ -123,18 +128,42 @@ func (e *exchange) view(r *http.Request) {
 	}
 }
 
-// body is the request body as the core reads it.
+// body is the request body as the core reads it, each read within the
+// deadline the Handler's BodyTime gives: over HTTP/2 the deadline is the
+// stream's, so a stalled stream cannot hold a backend request open while
+// its connection's other streams go on.
 type body struct {
-	rc   io.ReadCloser
-	done bool
+	rc    io.ReadCloser
+	ctl   *http.ResponseController
+	time  *core.BodyTime
+	start time.Time // when the request's head arrived
+	got   int64     // body bytes read so far
+	armed bool      // a read deadline is set
+	done  bool
 }
 
 func (b *body) Read(p []byte) (int, error) {
+	if b.time.Idle > 0 {
+		b.ctl.SetReadDeadline(b.time.Deadline(time.Now(), b.start, b.got))
+		b.armed = true
+	}
 	n, err := b.rc.Read(p)
+	b.got += int64(n)
 	if err == io.EOF {
 		b.done = true
+		b.disarm()
 	}
 	return n, err
+}
+
+// disarm clears the read deadline once the body is over: over HTTP/1.1,
+// net/http reads on after the body to notice a client going away, and a
+// deadline left behind would cut the response short.
+func (b *body) disarm() {
+	if b.armed {
+		b.ctl.SetReadDeadline(time.Time{})
+		b.armed = false
+	}
 }
 
 func (b *body) Prefix() []byte   { return nil }
@@ -170,7 +199,7 @@ func (e *exchange) Respond(resp *h1.Response, rb *core.ResponseBody) (n int64, r
 		hdr.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
 	}
 	e.w.WriteHeader(resp.Status)
-	fw := flushWriter{w: e.w, rc: http.NewResponseController(e.w)}
+	fw := flushWriter{w: e.w, rc: &e.rc}
 	if p := rb.Prefix(); len(p) > 0 {
 		k, err := fw.Write(p)
 		n += int64(k)
@@ -194,7 +223,7 @@ func (e *exchange) Respond(resp *h1.Response, rb *core.ResponseBody) (n int64, r
 // the view never asks for an upgrade over HTTP/2) and copies bytes both
 // ways.
 func (e *exchange) Tunnel(resp *h1.Response, up net.Conn, early []byte) int64 {
-	client, brw, err := http.NewResponseController(e.w).Hijack()
+	client, brw, err := e.rc.Hijack()
 	if err != nil {
 		e.Error(http.StatusBadGateway, "cannot take over the connection for the protocol switch")
 		return 0

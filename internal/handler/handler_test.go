@@ -80,7 +80,7 @@ func startFront(t *testing.T, bs ...*backend.Backend) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: New(c), Protocols: new(http.Protocols), ReadHeaderTimeout: ioTimeout}
+	srv := &http.Server{Handler: New(c, core.BodyTime{Idle: ioTimeout}), Protocols: new(http.Protocols), ReadHeaderTimeout: ioTimeout}
 	srv.Protocols.SetHTTP1(true)
 	srv.Protocols.SetUnencryptedHTTP2(true)
 	go srv.Serve(ln)

@@ -11,9 +11,8 @@ import (
 const maxInlineBody = 16 << 10
 
 // clientBody is the request body of a client connection as the core reads
-// it (core.Body): bytes framed by Content-Length or chunked. Each wait for
-// the client is bounded by IdleTimeout, and the whole body by BodyTimeout
-// plus a second for every BodyMinRate bytes received.
+// it (core.Body): bytes framed by Content-Length or chunked, read within
+// the time Config.BodyTime gives.
 type clientBody struct {
 	cc    *clientConn
 	b     h1.Body
@@ -51,36 +50,11 @@ func (cb *clientBody) Prefix() []byte {
 
 // Read reads body bytes within the body's deadline.
 func (cb *clientBody) Read(p []byte) (int, error) {
-	cfg := &cb.cc.p.cfg
-	d := time.Now().Add(cfg.IdleTimeout)
-	if cfg.BodyTimeout > 0 {
-		whole := cb.start.Add(cfg.BodyTimeout)
-		if cfg.BodyMinRate > 0 {
-			whole = whole.Add(allowance(cb.got, int64(cfg.BodyMinRate)))
-		}
-		if whole.Before(d) {
-			d = whole
-		}
-	}
-	cb.cc.conn.SetReadDeadline(d)
+	bt := cb.cc.p.cfg.BodyTime()
+	cb.cc.conn.SetReadDeadline(bt.Deadline(time.Now(), cb.start, cb.got))
 	n, err := cb.b.Read(p)
 	cb.got += int64(n)
 	return n, err
-}
-
-// maxAllowance caps the time a body's bytes earn: far beyond any timeout,
-// far below where a time.Duration overflows.
-const maxAllowance = 100 * 365 * 24 * time.Hour
-
-// allowance is how long got bytes may take at rate bytes a second: the
-// time a body at least that fast has earned beyond body_timeout. It holds
-// for any size; got*time.Second alone overflows past 9.2 GB.
-func allowance(got, rate int64) time.Duration {
-	secs := got / rate
-	if secs >= int64(maxAllowance/time.Second) {
-		return maxAllowance
-	}
-	return time.Duration(secs)*time.Second + time.Duration(got%rate)*time.Second/time.Duration(rate)
 }
 
 // Done reports whether the body has been read to its end.

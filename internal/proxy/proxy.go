@@ -79,6 +79,12 @@ func ConfigFrom(c *config.Config) Config {
 	}
 }
 
+// BodyTime is the time a client may take to send a request body, for
+// every front door.
+func (c *Config) BodyTime() core.BodyTime {
+	return core.BodyTime{Idle: c.IdleTimeout, Timeout: c.BodyTimeout, MinRate: c.BodyMinRate}
+}
+
 // PoolConfigFrom takes the default pool's settings from relay's
 // configuration.
 func PoolConfigFrom(c *config.Config) core.PoolConfig {

@@ -40,7 +40,7 @@ func startTLSRelay(t *testing.T, cfg Config, bs ...*backend.Backend) *tlsRelay {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.SetHTTP2(handler.NewServer(handler.New(p.Core()), handler.Limits{
+	p.SetHTTP2(handler.NewServer(handler.New(p.Core(), cfg.BodyTime()), handler.Limits{
 		MaxConcurrentStreams: 100, MaxHeaderBytes: cfg.MaxHeaderBytes, IdleTimeout: cfg.IdleTimeout, HeaderTimeout: cfg.HeaderTimeout,
 	}, nil))
 	ln := listen(t)
