@@ -2,6 +2,7 @@ package handler
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -34,13 +35,18 @@ type Server struct {
 	// closed holds the callbacks run when a handed-over connection ends.
 	mu     sync.Mutex
 	closed map[net.Conn]func()
+	// serving holds the connections that have reported serving, and
+	// stopping is the context of a Shutdown under way (see state).
+	serving  map[net.Conn]bool
+	stopping context.Context
 }
 
 // NewServer returns a Server forwarding every request through h. log
 // receives the HTTP/2 server's own complaints (bad frames, protocol
 // errors) at debug level.
 func NewServer(h *Handler, lim Limits, log *slog.Logger) *Server {
-	s := &Server{ln: newHandoff(), done: make(chan struct{}), closed: make(map[net.Conn]func())}
+	s := &Server{ln: newHandoff(), done: make(chan struct{}), closed: make(map[net.Conn]func()),
+		serving: make(map[net.Conn]bool)}
 	var protos http.Protocols
 	protos.SetHTTP2(true)
 	protos.SetUnencryptedHTTP2(true)
@@ -67,25 +73,74 @@ func NewServer(h *Handler, lim Limits, log *slog.Logger) *Server {
 }
 
 // ServeConn serves c, whose TLS handshake (if any) is done, and calls
-// closed once c has ended. After Shutdown it closes c at once.
+// closed once c has ended. After Shutdown it sends c GOAWAY and closes it.
 func (s *Server) ServeConn(c net.Conn, closed func()) {
 	s.mu.Lock()
 	s.closed[c] = closed
 	s.mu.Unlock()
 	if !s.ln.give(c) {
-		c.Close()
+		goAway(c)
 		s.state(c, http.StateClosed)
 	}
 }
 
+// goAwayFrames are a server's first frames refusing every stream: an empty
+// SETTINGS frame (the server's preface), then GOAWAY with last stream 0
+// and NO_ERROR, which tells the client that none of its requests was
+// processed, so it may send them again on a new connection (RFC 9113,
+// sections 3.4 and 6.8).
+var goAwayFrames = []byte{
+	0, 0, 0, 0x4, 0, 0, 0, 0, 0, // SETTINGS, empty
+	0, 0, 8, 0x7, 0, 0, 0, 0, 0, // GOAWAY, 8 bytes of payload
+	0, 0, 0, 0, // last stream ID 0
+	0, 0, 0, 0, // NO_ERROR
+}
+
+// goAwayLinger bounds the wait for a refused client to close first.
+const goAwayLinger = time.Second
+
+// goAway refuses c, which arrived too late to be served, and closes it.
+// It reads until the client closes (or goAwayLinger passes): closing with
+// the client's bytes unread would reset the connection, and the client
+// could lose the GOAWAY.
+func goAway(c net.Conn) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(goAwayLinger))
+	if _, err := c.Write(goAwayFrames); err != nil {
+		return
+	}
+	io.Copy(io.Discard, c)
+}
+
 // state runs a connection's callback when net/http reports it closed.
+//
+// It also closes a gap in Shutdown: Go's HTTP/2 server sends GOAWAY to the
+// connections it has registered when Shutdown starts, and a connection
+// handed over just before may register only after. Its first report of
+// serving (Active, after its preface) comes after it registered, so a
+// Shutdown started again then reaches it.
 func (s *Server) state(c net.Conn, st http.ConnState) {
-	if st != http.StateClosed && st != http.StateHijacked {
+	switch st {
+	case http.StateClosed, http.StateHijacked:
+	case http.StateActive:
+		s.mu.Lock()
+		first := !s.serving[c]
+		if first {
+			s.serving[c] = true
+		}
+		ctx := s.stopping
+		s.mu.Unlock()
+		if first && ctx != nil {
+			go s.hs.Shutdown(ctx)
+		}
+		return
+	default:
 		return
 	}
 	s.mu.Lock()
 	f := s.closed[c]
 	delete(s.closed, c)
+	delete(s.serving, c)
 	s.mu.Unlock()
 	if f != nil {
 		f()
@@ -96,6 +151,9 @@ func (s *Server) state(c net.Conn, st http.ConnState) {
 // returns when all connections have ended or ctx is done; then the rest
 // are closed.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.stopping = ctx
+	s.mu.Unlock()
 	err := s.hs.Shutdown(ctx)
 	if err != nil {
 		s.hs.Close()
