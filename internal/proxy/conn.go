@@ -95,14 +95,10 @@ func (cc *clientConn) serve() {
 // loop reads a head, forwards it, and repeats while both sides keep the
 // connection alive.
 func (cc *clientConn) loop() {
-	s := &cc.p.srv
 	for {
 		if cc.br.Buffered() == 0 {
 			// Idle between requests: shutdown may close us now.
 			cc.state.Store(stateIdle)
-			if s.stopping.Load() {
-				return
-			}
 		}
 		if err := cc.awaitHead(); err != nil {
 			cc.readFailed(err)
@@ -136,13 +132,24 @@ func (cc *clientConn) loop() {
 // waits up to IdleTimeout for the first byte, and then gives the rest of
 // the head HeaderTimeout, so a client cannot dribble a head for as long as
 // a connection may sit idle.
+//
+// An idle connection returns errStopping once shutdown has begun. The check
+// comes after the deadline is set: shutdown wakes idle connections with a
+// deadline of now, and one set here after that would override it.
 func (cc *clientConn) awaitHead() error {
 	now := time.Now()
-	if cc.served == 0 || cc.br.Buffered() > 0 {
+	whole := cc.served == 0 || cc.br.Buffered() > 0
+	if whole {
 		cc.conn.SetReadDeadline(now.Add(cc.p.cfg.HeaderTimeout))
+	} else {
+		cc.conn.SetReadDeadline(now.Add(cc.p.cfg.IdleTimeout))
+	}
+	if cc.br.Buffered() == 0 && cc.p.srv.stopping.Load() {
+		return errStopping
+	}
+	if whole {
 		return nil
 	}
-	cc.conn.SetReadDeadline(now.Add(cc.p.cfg.IdleTimeout))
 	if err := cc.br.Fill(); err != nil {
 		return err
 	}
@@ -173,6 +180,9 @@ func (cc *clientConn) handle() bool {
 // bodyRead reports whether the request body has been read to its end, so
 // the connection is positioned at the next request.
 func (cc *clientConn) bodyRead() bool { return cc.x.Body == nil || cc.body.Done() }
+
+// errStopping ends an idle connection when relay shuts down.
+var errStopping = errors.New("relay is shutting down")
 
 // readFailed answers a request head that could not be read, if there is
 // anyone to answer.

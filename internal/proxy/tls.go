@@ -59,6 +59,11 @@ func (cc *clientConn) handshake() (tc *tls.Conn, h2, ok bool) {
 	// rawio.File).
 	tc = tls.Server(rawio.NewConn(cc.raw), cc.tls)
 	cc.raw.SetDeadline(time.Now().Add(cc.p.cfg.HeaderTimeout))
+	if cc.p.srv.stopping.Load() {
+		// Shutdown's wake-up deadline may have come before ours: a
+		// client with no request yet is closed like an idle one.
+		return nil, false, false
+	}
 	if err := tc.Handshake(); err != nil {
 		cc.p.cfg.Logger.Debug("TLS handshake failed", "client", cc.raw.RemoteAddr().String(), "err", err)
 		return nil, false, false
