@@ -50,6 +50,7 @@ func decodeBackends(d *decoder, c *Config, v *yaml.Node) {
 						b.tlsKey, b.tlsLine = key, k.Line
 					}
 					decodeUpstreamTLS(d, &b.TLS, key, prefix+"."+key, val)
+					b.insecureSet = b.insecureSet || key == "tls_insecure_skip_verify"
 				case "max_requests":
 					b.maxRequestsLine = k.Line
 					if n, ok := d.integer(val, prefix+".max_requests"); ok {
@@ -237,7 +238,7 @@ func (c *Config) normalize() {
 		b := &c.Backends[i]
 		b.URL = &url.URL{Scheme: strings.ToLower(b.URL.Scheme), Host: canonicalHost(b.URL)}
 		if b.URL.Scheme == "https" {
-			b.TLS = b.TLS.over(c.BackendTLS)
+			b.TLS = b.TLS.over(c.BackendTLS, b.insecureSet)
 		}
 	}
 }

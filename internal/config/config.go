@@ -118,6 +118,7 @@ type Backend struct {
 	maxRequestsLine int
 	tlsKey          string // the first tls_ key of the entry, where TLS problems are reported
 	tlsLine         int
+	insecureSet     bool // the entry gave tls_insecure_skip_verify
 	raw             string
 }
 

@@ -92,3 +92,20 @@ func TestMismatchedPairSaysWhy(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+// A backend's own TLS settings override the backend_tls_ defaults, false
+// included; settings it leaves out come from the defaults.
+func TestBackendTLSSettingsOverrideTheDefaults(t *testing.T) {
+	c := mustParse(t, y("backend_tls_insecure_skip_verify: true", "backend_tls_server_name: default.example",
+		"backends:",
+		"  - url: https://127.0.0.1:8443",
+		"    tls_insecure_skip_verify: false",
+		"  - url: https://127.0.0.1:8444",
+		"    tls_server_name: own.example"))
+	if b := c.Backends[0].TLS; b.InsecureSkipVerify || b.ServerName != "default.example" {
+		t.Errorf("first backend: insecure %v, server name %q; want false and the default's", b.InsecureSkipVerify, b.ServerName)
+	}
+	if b := c.Backends[1].TLS; !b.InsecureSkipVerify || b.ServerName != "own.example" {
+		t.Errorf("second backend: insecure %v, server name %q; want the default's true and its own", b.InsecureSkipVerify, b.ServerName)
+	}
+}

@@ -66,8 +66,10 @@ func upstreamTLSField(key string) field {
 // Set reports whether any setting differs from the zero value.
 func (t UpstreamTLS) Set() bool { return t != UpstreamTLS{} }
 
-// over returns t with every unset field taken from defaults.
-func (t UpstreamTLS) over(defaults UpstreamTLS) UpstreamTLS {
+// over returns t with every unset field taken from defaults;
+// insecureSet says t's InsecureSkipVerify was given, so that a backend's
+// false overrides a default of true.
+func (t UpstreamTLS) over(defaults UpstreamTLS, insecureSet bool) UpstreamTLS {
 	if t.CAFile == "" {
 		t.CAFile = defaults.CAFile
 	}
@@ -77,7 +79,9 @@ func (t UpstreamTLS) over(defaults UpstreamTLS) UpstreamTLS {
 	if t.ClientCertFile == "" && t.ClientKeyFile == "" {
 		t.ClientCertFile, t.ClientKeyFile = defaults.ClientCertFile, defaults.ClientKeyFile
 	}
-	t.InsecureSkipVerify = t.InsecureSkipVerify || defaults.InsecureSkipVerify
+	if !insecureSet {
+		t.InsecureSkipVerify = defaults.InsecureSkipVerify
+	}
 	return t
 }
 
