@@ -120,13 +120,14 @@ func (r *reloader) reload() (uint64, error) {
 		r.log.Warn("reload: these settings changed but take effect only when relay restarts; it keeps the values it started with",
 			"settings", keys)
 	}
-	r.logs.setLevel(cfg)
-	r.up.reload(cfg)
+	prev := r.up.reload(cfg)
 	if err := r.ctl.Reloaded(src, membersOf(cfg), cfg.MaxEjectedPercent); err != nil {
+		r.up.reload(prev)
 		r.log.Error("reload refused", "err", err.Error())
 		r.ctl.ReloadRefused()
 		return 0, err
 	}
+	r.logs.setLevel(cfg)
 	r.log.Info("configuration reloaded", "file", r.name, "generation", src.Generation, "backends", len(cfg.Backends))
 	return src.Generation, nil
 }

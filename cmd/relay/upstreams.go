@@ -34,12 +34,14 @@ func newUpstreams(cfg *config.Config, log *slog.Logger) *upstreams {
 	return u
 }
 
-// reload takes a new configuration; the next prepare of each backend
-// builds its settings afresh, reading certificate files again.
-func (u *upstreams) reload(cfg *config.Config) {
+// reload takes a new configuration and returns the one it replaces; the
+// next prepare of each backend builds its settings afresh, reading
+// certificate files again.
+func (u *upstreams) reload(cfg *config.Config) (prev *config.Config) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	u.cfg, u.built = cfg, make(map[string]built)
+	prev, u.cfg, u.built = u.cfg, cfg, make(map[string]built)
+	return prev
 }
 
 // settings returns the TLS settings of the backend named name.

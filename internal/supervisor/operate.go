@@ -134,11 +134,10 @@ func (l *Control) Remove(name string) error {
 // maxEjected the bound on breakers. Backends that stay keep their state:
 // health, breaker, operator state, counters.
 func (l *Control) Reloaded(src ConfigSource, members []Member, maxEjected int) error {
-	return l.change(func([]Member) ([]Member, error) {
+	return l.commit(func([]Member) ([]Member, error) { return members, nil }, func() {
 		l.config, l.maxEjected = src, maxEjected
 		l.reloads[0]++
 		l.broadcastLocked(Message{Kind: KindConfig, Config: &src})
-		return members, nil
 	})
 }
 
@@ -163,6 +162,13 @@ func (l *Control) Generation() uint64 {
 // the backends of the result (keeping those that stay), sends it to every
 // process and hands the checks their new targets.
 func (l *Control) change(edit func([]Member) ([]Member, error)) error {
+	return l.commit(edit, nil)
+}
+
+// commit is change, running then under the control's lock once every
+// backend of the new membership is built, before the membership goes out:
+// a change that fails leaves nothing half done.
+func (l *Control) commit(edit func([]Member) ([]Member, error), then func()) error {
 	// One change at a time from start to end, so the checks get the
 	// targets of the last change, not of whichever finished last.
 	l.changing.Lock()
@@ -181,6 +187,9 @@ func (l *Control) change(edit func([]Member) ([]Member, error)) error {
 			return fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 		bs[i] = b
+	}
+	if then != nil {
+		then()
 	}
 	l.members, l.bs = ms, bs
 	l.broadcastLocked(Message{Kind: KindMembership, Membership: append([]Member(nil), ms...)})
