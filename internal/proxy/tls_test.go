@@ -145,6 +145,44 @@ func TestUpgradeOverTLS(t *testing.T) {
 	}
 }
 
+// A tunnel through the TLS listener keeps half-closes: when the backend
+// has finished sending, the client reads the end (close_notify) and may
+// still send, and its bytes reach the backend.
+func TestUpgradeOverTLSKeepsHalfClose(t *testing.T) {
+	got := make(chan string, 1)
+	rb := newRawBackend(t, func(rb *rawBackend, c net.Conn, br *bufio.Reader) {
+		if _, err := rb.next(br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\nbye\n")
+		c.(*net.TCPConn).CloseWrite()
+		c.SetReadDeadline(time.Now().Add(ioTimeout))
+		rest, _ := io.ReadAll(br)
+		got <- string(rest)
+	})
+	r := startTLSRelay(t, Config{}, rb.b)
+	c := r.dial(t, "http/1.1")
+	c.SetDeadline(time.Now().Add(ioTimeout))
+	io.WriteString(c, "GET /chat HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+	br := bufio.NewReader(c)
+	if line, _, err := readHead(br); err != nil || !strings.HasPrefix(line, "HTTP/1.1 101 ") {
+		t.Fatalf("status line %q (%v), want 101", line, err)
+	}
+	if rest, err := io.ReadAll(br); string(rest) != "bye\n" || err != nil {
+		t.Fatalf("after the 101: %q (%v), want the backend's last words and a clean end", rest, err)
+	}
+	io.WriteString(c, "late words\n")
+	c.CloseWrite()
+	select {
+	case s := <-got:
+		if s != "late words\n" {
+			t.Errorf("the backend got %q after its half-close, want the client's late words", s)
+		}
+	case <-time.After(ioTimeout):
+		t.Fatal("the backend never saw the client's end")
+	}
+}
+
 // Without an HTTP/2 server the TLS listener offers HTTP/1.1 only, so a
 // client that prefers h2 is served HTTP/1.1.
 func TestTLSWithoutHTTP2OffersHTTP1Only(t *testing.T) {

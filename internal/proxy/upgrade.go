@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"crypto/tls"
 	"io"
 	"net"
 	"sync"
@@ -86,10 +87,26 @@ func pump(dst io.Writer, src io.Reader) (int64, error) {
 
 var upgradeField = []byte("Upgrade")
 
+// closeWrite half-closes c: a TLS connection sends close_notify and then
+// half-closes the socket under it. A connection that cannot be half-closed
+// is closed.
 func closeWrite(c net.Conn) {
-	if tc, ok := c.(*net.TCPConn); ok {
-		tc.CloseWrite()
-		return
+	for {
+		switch t := c.(type) {
+		case *net.TCPConn:
+			t.CloseWrite()
+			return
+		case *tls.Conn:
+			if t.CloseWrite() != nil {
+				t.Close()
+				return
+			}
+			c = t.NetConn()
+		case interface{ NetConn() net.Conn }:
+			c = t.NetConn()
+		default:
+			c.Close()
+			return
+		}
 	}
-	c.Close()
 }
