@@ -2,6 +2,7 @@ package handler
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -19,7 +20,8 @@ type Limits struct {
 	// MaxHeaderBytes caps a request's header list, CONTINUATION frames
 	// included.
 	MaxHeaderBytes int
-	// IdleTimeout closes a connection with no open stream.
+	// IdleTimeout closes a connection with no open stream, and one whose
+	// client takes no bytes or answers no PING for that long.
 	IdleTimeout time.Duration
 	// HeaderTimeout bounds the wait for a connection's preface.
 	HeaderTimeout time.Duration
@@ -58,6 +60,11 @@ func NewServer(h *Handler, lim Limits, log *slog.Logger) *Server {
 		ReadHeaderTimeout: lim.HeaderTimeout,
 		HTTP2: &http.HTTP2Config{
 			MaxConcurrentStreams: lim.MaxConcurrentStreams,
+			// A client that stops taking bytes, or goes silent with
+			// streams open, is found and closed within IdleTimeout
+			// (and a PING's 15 s).
+			WriteByteTimeout: lim.IdleTimeout,
+			SendPingTimeout:  lim.IdleTimeout,
 		},
 		ConnState:   s.state,
 		ConnContext: withResets(log),
@@ -67,7 +74,9 @@ func NewServer(h *Handler, lim Limits, log *slog.Logger) *Server {
 	}
 	go func() {
 		defer close(s.done)
-		s.hs.Serve(s.ln)
+		if err := s.hs.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) && log != nil {
+			log.Error("the HTTP/2 server stopped", "err", err.Error())
+		}
 	}()
 	return s
 }
