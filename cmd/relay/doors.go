@@ -8,6 +8,7 @@ import (
 	"relay/internal/config"
 	"relay/internal/handler"
 	"relay/internal/proxy"
+	"relay/internal/supervisor"
 	"relay/internal/tlsconf"
 )
 
@@ -48,12 +49,16 @@ func (d *doors) close() {
 	}
 }
 
-// open readies p to serve through the doors: certificates for the TLS
-// listener, and Go's HTTP/2 server for clients that choose HTTP/2.
-func (d *doors) open(cfg *config.Config, p *proxy.Proxy, log *slog.Logger) error {
+// open readies p to serve through the doors: certificates and the
+// session-ticket keys of src for the TLS listener, and Go's HTTP/2 server
+// for clients that choose HTTP/2.
+func (d *doors) open(cfg *config.Config, src supervisor.ConfigSource, p *proxy.Proxy, log *slog.Logger) error {
 	if d.tls != nil {
 		certs, err := tlsconf.NewServer(cfg.TLSCertificates, cfg.TLSMinVersion)
 		if err != nil {
+			return err
+		}
+		if err := certs.SetTicketKeys(src.TicketKeys); err != nil {
 			return err
 		}
 		d.certs = certs
@@ -78,13 +83,16 @@ func (d *doors) serve(p *proxy.Proxy, served chan<- error) {
 	}
 }
 
-// reload takes the certificates of a reloaded configuration; on an error
-// the ones in use keep serving.
-func (d *doors) reload(next *config.Config) error {
+// reload takes the certificates and session-ticket keys of a reloaded
+// configuration; on an error the ones in use keep serving.
+func (d *doors) reload(next *config.Config, src supervisor.ConfigSource) error {
 	if d.certs == nil {
 		return nil
 	}
-	return d.certs.Reload(next.TLSCertificates, next.TLSMinVersion)
+	if err := d.certs.Reload(next.TLSCertificates, next.TLSMinVersion); err != nil {
+		return err
+	}
+	return d.certs.SetTicketKeys(src.TicketKeys)
 }
 
 // addrs names the open listeners for the start line.

@@ -343,7 +343,7 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 	if err != nil {
 		return err
 	}
-	if err := d.open(cfg, p, log); err != nil {
+	if err := d.open(cfg, sp.Config, p, log); err != nil {
 		return err
 	}
 
@@ -362,7 +362,7 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 				err = p.Reconfigure(pc)
 			}
 			if err == nil {
-				err = d.reload(next)
+				err = d.reload(next, src)
 			}
 			if err == nil {
 				up.reload(next)

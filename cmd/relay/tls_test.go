@@ -352,3 +352,78 @@ func TestHTTPSBackends(t *testing.T) {
 		})
 	}
 }
+
+// With several processes a client resumes its TLS session whichever
+// process takes its next connection, and a ticket issued before a reload
+// still resumes after it.
+func TestTLSSessionsResumeAcrossProcessesAndReloads(t *testing.T) {
+	ca := testcert.NewCA(t)
+	var mu sync.Mutex
+	upstream := map[string]bool{} // relay's connections to the backend
+	be := newBackend(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("X-Forwarded-For") != "" {
+				mu.Lock()
+				upstream[r.RemoteAddr] = true
+				mu.Unlock()
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	file := writeConfig(t, "processes: 2\ntls_listen: 127.0.0.1:0\n"+certsYAML(ca.Server(t, testcert.ECDSA, "a.example"))+backendsYAML([]string{be.url}))
+	r, started := startRelay(t, "", "-config", file)
+	_, port, _ := net.SplitHostPort(started.Str("tls_listen"))
+	addr := net.JoinHostPort("127.0.0.1", port)
+
+	cache := tls.NewLRUClientSessionCache(4)
+	// connect sends one request over a new connection and reports whether
+	// its handshake resumed a session.
+	connect := func() bool {
+		t.Helper()
+		c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: ca.Pool, ServerName: "a.example", ClientSessionCache: cache, NextProtos: []string{"http/1.1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: a.example\r\nConnection: close\r\n\r\n")
+		// Reading the whole answer also takes in the session ticket.
+		if b, err := io.ReadAll(c); err != nil || !strings.HasPrefix(string(b), "HTTP/1.1 200 ") {
+			t.Fatalf("answer %.40q (%v)", b, err)
+		}
+		return c.ConnectionState().DidResume
+	}
+	connect()
+	const n = 40
+	resumed := 0
+	for range n {
+		if connect() {
+			resumed++
+		}
+	}
+	mu.Lock()
+	conns := len(upstream)
+	mu.Unlock()
+	t.Logf("%d of %d connections resumed; relay used %d upstream connections", resumed, n, conns)
+	if resumed != n {
+		t.Errorf("%d of %d connections resumed their TLS session", resumed, n)
+	}
+	if conns < 2 {
+		t.Log("every connection reached the same process: this run proves less than it should")
+	}
+
+	r.signal(syscall.SIGHUP)
+	if _, ok := r.waitLog(10*time.Second, func(l logLine) bool { return l.Msg() == "configuration reloaded" }); !ok {
+		t.Fatal("relay did not reload")
+	}
+	time.Sleep(300 * time.Millisecond) // the processes take the new keys
+	resumed = 0
+	for range n / 2 {
+		if connect() {
+			resumed++
+		}
+	}
+	if resumed != n/2 {
+		t.Errorf("after a reload %d of %d connections resumed their TLS session", resumed, n/2)
+	}
+}

@@ -72,6 +72,7 @@ type link struct {
 // whose pool is bs (the members of config, checked here). maxEjected is
 // max_ejected_percent.
 func NewControl(config ConfigSource, bs []*backend.Backend, maxEjected int, log *slog.Logger) *Control {
+	config.TicketKeys = nextTicketKeys(nil)
 	c := &Control{log: log, config: config, bs: bs, maxEjected: maxEjected, byProc: map[int]*link{},
 		latest: map[*link]*stats.Process{}, ejections: map[string]uint64{}}
 	c.members = make([]Member, len(bs))

@@ -78,6 +78,9 @@ type ConfigSource struct {
 	Generation uint64 `json:"generation"`
 	Name       string `json:"name"`
 	Data       []byte `json:"data"`
+	// TicketKeys are the TLS session-ticket keys every process uses,
+	// newest first (see tickets.go); the control sets them.
+	TicketKeys [][]byte `json:"ticket_keys,omitempty"`
 }
 
 // Member is one backend of the pool.

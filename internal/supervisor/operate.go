@@ -135,6 +135,7 @@ func (l *Control) Remove(name string) error {
 // health, breaker, operator state, counters.
 func (l *Control) Reloaded(src ConfigSource, members []Member, maxEjected int) error {
 	return l.commit(func([]Member) ([]Member, error) { return members, nil }, func() {
+		src.TicketKeys = nextTicketKeys(l.config.TicketKeys)
 		l.config, l.maxEjected = src, maxEjected
 		l.reloads[0]++
 		l.broadcastLocked(Message{Kind: KindConfig, Config: &src})

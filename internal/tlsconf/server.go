@@ -7,6 +7,7 @@ package tlsconf
 import (
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"sync/atomic"
 
 	"relay/internal/config"
@@ -73,6 +74,25 @@ func (s *Server) Reload(certs []config.Certificate, minVersion string) error {
 		// Go's default cipher suites and curves; crypto/tls never
 		// renegotiates as a server.
 	})
+	return nil
+}
+
+// SetTicketKeys makes keys, newest first, the keys that encrypt and
+// decrypt session tickets, in place of keys of this process's own: relay's
+// processes share them, so a client resumes on whichever process it
+// reaches. No keys leaves the ones in use.
+func (s *Server) SetTicketKeys(keys [][]byte) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	ks := make([][32]byte, len(keys))
+	for i, k := range keys {
+		if len(k) != len(ks[i]) {
+			return fmt.Errorf("session-ticket key %d has %d bytes, want %d", i, len(k), len(ks[i]))
+		}
+		copy(ks[i][:], k)
+	}
+	s.base.SetSessionTicketKeys(ks)
 	return nil
 }
 
