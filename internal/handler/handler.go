@@ -199,7 +199,10 @@ func (e *exchange) Respond(resp *h1.Response, rb *core.ResponseBody) (n int64, r
 		hdr.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
 	}
 	e.w.WriteHeader(resp.Status)
-	fw := flushWriter{w: e.w, rc: &e.rc}
+	fw := flushWriter{w: e.w, rc: &e.rc, left: -1}
+	if resp.Body == h1.BodyLength {
+		fw.left = resp.ContentLength
+	}
 	if p := rb.Prefix(); len(p) > 0 {
 		k, err := fw.Write(p)
 		n += int64(k)
@@ -288,15 +291,22 @@ func copyFields(hdr http.Header, fields []h1.Field) {
 }
 
 // flushWriter flushes after every write, so bytes reach the client as the
-// backend sends them.
+// backend sends them, except after the write that completes a body of
+// known length: the server sends that with the end of the response, in
+// one write (over HTTP/2, HEADERS and DATA ending the stream together
+// instead of a flushed DATA frame and an empty one after it).
 type flushWriter struct {
-	w  io.Writer
-	rc *http.ResponseController
+	w    io.Writer
+	rc   *http.ResponseController
+	left int64 // body bytes still to come; -1: unknown
 }
 
 func (f *flushWriter) Write(p []byte) (int, error) {
 	n, err := f.w.Write(p)
-	if err == nil {
+	if f.left >= 0 {
+		f.left -= int64(n)
+	}
+	if err == nil && f.left != 0 {
 		err = f.rc.Flush()
 		if errors.Is(err, http.ErrNotSupported) {
 			err = nil
