@@ -54,6 +54,7 @@ func newClientConn(p *Proxy, c net.Conn, tc *tls.Config) *clientConn {
 // open readies the connection for requests read from c.
 func (cc *clientConn) open(c net.Conn) {
 	cc.conn = rawio.NewConn(c)
+	cc.conn.WriteWait = cc.p.cfg.IdleTimeout
 	var addr netip.AddrPort
 	if a, ok := cc.raw.RemoteAddr().(*net.TCPAddr); ok {
 		addr = a.AddrPort()

@@ -35,7 +35,8 @@ type Config struct {
 	// arrived.
 	HeaderTimeout time.Duration
 	// IdleTimeout bounds the wait for the next request on a keep-alive
-	// connection and any single wait for request body bytes.
+	// connection, any single wait for request body bytes, and any single
+	// wait for the client to take response bytes.
 	IdleTimeout time.Duration
 	// BodyTimeout bounds the time a client takes to send a request body,
 	// extended by a second for every BodyMinRate bytes it sent; 0 leaves

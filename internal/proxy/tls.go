@@ -57,7 +57,9 @@ func (cc *clientConn) handshake() (tc *tls.Conn, h2, ok bool) {
 	// TLS records go over raw system calls like cleartext requests: Go's
 	// own socket calls would wake the runtime's monitor thread (see
 	// rawio.File).
-	tc = tls.Server(rawio.NewConn(cc.raw), cc.tls)
+	under := rawio.NewConn(cc.raw)
+	under.WriteWait = cc.p.cfg.IdleTimeout
+	tc = tls.Server(under, cc.tls)
 	cc.raw.SetDeadline(time.Now().Add(cc.p.cfg.HeaderTimeout))
 	if cc.p.srv.stopping.Load() {
 		// Shutdown's wake-up deadline may have come before ours: a

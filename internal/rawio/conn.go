@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"syscall"
+	"time"
 )
 
 // Conn is a connection whose reads and writes relay issues itself, as raw
@@ -22,6 +23,13 @@ import (
 type Conn struct {
 	net.Conn
 	raw syscall.RawConn // nil: use Conn's methods
+
+	// WriteWait, when set, bounds each wait for the peer to take bytes:
+	// a Write whose socket buffer stays full that long fails with
+	// os.ErrDeadlineExceeded (nginx's send_timeout). It costs nothing
+	// while the buffer has room: the deadline is set only when a write
+	// would block, moved on whenever bytes go out, and cleared after.
+	WriteWait time.Duration
 
 	// State of the read and of the write in progress (a tunnel reads and
 	// writes from two goroutines), used by the callbacks below. The
@@ -95,6 +103,10 @@ func (s *Conn) Write(p []byte) (int, error) {
 	err := s.raw.Write(s.writeFn)
 	n, errno := s.wr.n, s.wr.errno
 	s.wr.buf = nil
+	if s.wr.armed {
+		s.Conn.SetWriteDeadline(time.Time{})
+		s.wr.armed = false
+	}
 	if err != nil {
 		return n, err
 	}
@@ -109,6 +121,12 @@ func (s *Conn) writeStep(fd uintptr) bool {
 	for w.n < len(w.buf) {
 		k, errno := Write(fd, w.buf[w.n:])
 		if errno == syscall.EAGAIN {
+			if s.WriteWait > 0 && (!w.armed || w.n > w.armedAt) {
+				// The poller waits from here: bound the wait,
+				// afresh if bytes went out since the last one.
+				s.Conn.SetWriteDeadline(time.Now().Add(s.WriteWait))
+				w.armed, w.armedAt = true, w.n
+			}
 			return false
 		}
 		if errno != 0 {
@@ -125,6 +143,9 @@ type ioState struct {
 	buf   []byte
 	n     int
 	errno syscall.Errno
+	// armed says a write set a deadline (WriteWait), when n was armedAt.
+	armed   bool
+	armedAt int
 }
 
 // result turns a raw read's outcome into Read's: an error from the poller
