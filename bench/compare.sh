@@ -113,55 +113,7 @@ MEDIANS=$OUT/medians.tsv
 TABLE=$OUT/table.txt
 stop_all_on_exit
 
-# ------------------------------------------------------------------ measuring
-
-# listening ADDR prints the listening socket on that address, if any.
-# Wildcard listeners count too: they keep a specific address from binding.
-listening() {
-  local port=${1##*:}
-  ss -Hltnp "sport = :$port" 2>/dev/null | awk -v a="$1" -v p="$port" '
-    $4 == a || $4 == "0.0.0.0:" p || $4 == "*:" p || $4 == "[::]:" p || $4 == "[::ffff:" a "]"'
-}
-
-# owned_by ADDR PGID: is the socket listening on ADDR held by that group?
-owned_by() {
-  local p
-  for p in $(listening "$1" | grep -o 'pid=[0-9]*' | cut -d= -f2); do
-    [ "$(awk '{ sub(/^.*\) /, ""); print $3 }' "/proc/$p/stat" 2>/dev/null)" = "$2" ] && return 0
-  done
-  return 1
-}
-
 # ------------------------------------------------------------------ configurations
-
-write_backends_conf() {
-  local port server_blocks=""
-  for port in $BACKEND_PORTS; do
-    server_blocks+="    server {
-        listen 127.0.0.1:$port backlog=4096;
-        location = /health { return 200 \"ok\\n\"; }
-        location / { return 200 \"Hello World from $port server\\n\"; }
-    }
-"
-  done
-  cat >"$RUN/backends.conf" <<EOF
-# Three backends in one nginx: the same fixed answer from each port.
-worker_processes auto;
-pid $RUN/backends.pid;
-error_log $RUN/backends.err warn;
-worker_rlimit_nofile 65536;
-events { worker_connections 8192; multi_accept on; }
-http {
-    access_log off;
-    default_type text/plain;
-    # Balancers keep connections to the backends open; nginx's default of
-    # 1000 requests per connection would close and reopen them all the time.
-    keepalive_requests 1000000;
-    keepalive_timeout 120s;
-$(nginx_temp_paths "$RUN/backends-tmp")
-$server_blocks}
-EOF
-}
 
 write_nginx_conf() {
   local port upstreams=""
@@ -197,20 +149,14 @@ EOF
 }
 
 write_haproxy_conf() {
-  # HAProxy sizes its file limit from maxconn (about two descriptors per
-  # connection) and refuses to start when the hard limit is lower.
-  local hard maxconn i=0 port servers=""
-  hard=$(ulimit -Hn)
-  [ "$hard" = unlimited ] && hard=1048576
-  maxconn=$(( (hard - 256) / 2 ))
-  [ "$maxconn" -gt 50000 ] && maxconn=50000
+  local i=0 port servers=""
   for port in $BACKEND_PORTS; do i=$((i + 1)); servers+="    server s$i 127.0.0.1:$port
 "; done
   cat >"$RUN/haproxy.cfg" <<EOF
 # HAProxy as the balancer: two threads, round-robin, idle server connections shared.
 global
     nbthread 2
-    maxconn $maxconn
+    maxconn $(haproxy_maxconn)
 defaults
     mode http
     option http-keep-alive
@@ -302,11 +248,9 @@ measure() {
   if [ "$name" = direct ]; then
     url="http://127.0.0.1:${BACKEND_PORTS%% *}/"
   else
-    # The previous balancer has been stopped; give the kernel a moment to
-    # release the listening socket before deciding the port is taken.
-    for i in $(seq 50); do [ -z "$(listening "$BALANCER_ADDR")" ] && break; sleep 0.1; done
-    [ -z "$(listening "$BALANCER_ADDR")" ] || die "$BALANCER_ADDR is taken by another process; stop it and run again:
-$(listening "$BALANCER_ADDR")"
+    # The previous balancer has been stopped; the kernel may take a moment
+    # to release its listening socket.
+    wait_free "$BALANCER_ADDR"
     local log="$LOGS/$name.round$round.log"
     start_balancer "$name" "$log"; pid=$STARTED_PID
     if ! wait_ready "$url" "$pid" 20; then
@@ -356,16 +300,7 @@ $(tail -n 20 "$log")"
 # concurrency, the median over rounds of every figure, and the medians of the
 # per-round ratios to nginx and HAProxy (same round, same concurrency).
 summarize() {
-  awk -F'\t' -v OFS='\t' '
-    function median(list,   v, n, i, j, t) {
-      n = split(list, v, " ")
-      if (n == 0) return "NA"
-      for (i = 2; i <= n; i++) { t = v[i] + 0; for (j = i - 1; j >= 1 && v[j] + 0 > t; j--) v[j + 1] = v[j]; v[j + 1] = t }
-      return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-    }
-    function keep(k, x) { if (x != "NA" && x != "") list[k] = list[k] " " x }
-    function ratio(a, b) { return (a != "NA" && b != "NA" && b + 0 > 0) ? sprintf("%.3f", a / b) : "NA" }
-    function fmt(x, f) { return x == "NA" ? x : sprintf(f, x) }
+  awk -F'\t' -v OFS='\t' "$AWK_ROUNDS"'
     NR == 1 { next }
     {
       k = $2 SUBSEP $3
@@ -419,12 +354,8 @@ print_table() {
 
 # ------------------------------------------------------------------ main
 
-for port in $BACKEND_PORTS; do
-  [ -z "$(listening "127.0.0.1:$port")" ] || die "127.0.0.1:$port is taken by another process; stop it and run again:
-$(listening "127.0.0.1:$port")"
-done
-[ -z "$(listening "$BALANCER_ADDR")" ] || die "$BALANCER_ADDR is taken by another process; stop it and run again:
-$(listening "$BALANCER_ADDR")"
+for port in $BACKEND_PORTS; do need_free "127.0.0.1:$port"; done
+need_free "$BALANCER_ADDR"
 
 if [[ " ${BALANCERS[*]} " == *" relay"* ]]; then
   build_relay
@@ -434,10 +365,11 @@ if [[ " ${BALANCERS[*]} " == *" relay"* ]]; then
     "$OUT/relay" -check -config "$RUN/$f" -listen "$BALANCER_ADDR" >&2 || die "relay rejects $RUN/$f"
   done
 fi
-write_backends_conf
+# shellcheck disable=SC2086 # BACKEND_PORTS is a list
+write_greeting_backends $BACKEND_PORTS
 write_nginx_conf
 write_haproxy_conf
-mkdir -p "$RUN/backends-tmp" "$RUN/nginx-tmp"
+mkdir -p "$RUN/nginx-tmp"
 
 {
   echo "date:     $(date -Is)"
@@ -454,15 +386,8 @@ mkdir -p "$RUN/backends-tmp" "$RUN/nginx-tmp"
 
 printf 'round\tpeer\tconns\tthreads\trps\trequests\tp50_ms\tp99_ms\tsocket_errors\tnon2xx\tcpu_s\tcpu_us_per_req\trss_mb\tbox_busy_pct\n' >"$RAW"
 
-start "$LOGS/backends.log" nginx -p "$RUN" -c "$RUN/backends.conf" -g 'daemon off;'
-BACKENDS_PID=$STARTED_PID
-for port in $BACKEND_PORTS; do
-  wait_ready "http://127.0.0.1:$port/" "$BACKENDS_PID" 20 \
-    || die "backend 127.0.0.1:$port did not answer within 20 s; its output:
-$(tail -n 20 "$LOGS/backends.log" "$RUN/backends.err" 2>/dev/null)"
-  owned_by "127.0.0.1:$port" "$BACKENDS_PID" || die "127.0.0.1:$port answers, but not from the backends this script started"
-done
-note "backends ready on $BACKEND_PORTS (pgid $BACKENDS_PID)"
+# shellcheck disable=SC2086 # BACKEND_PORTS is a list
+start_greeting_backends $BACKEND_PORTS
 
 n=${#BALANCERS[@]}
 for round in $(seq "$ROUNDS"); do

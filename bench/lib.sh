@@ -1,7 +1,9 @@
-# lib.sh - shell functions compare.sh and many-backends.sh share: messages and
-# option checks, installing missing tools, the output directory, starting and
-# stopping servers by process group, reading CPU time and memory from /proc,
-# waiting for a backend's greeting, and running and reading wrk.
+# shellcheck shell=bash
+# lib.sh - shell functions compare.sh, tls.sh and many-backends.sh share:
+# messages and option checks, installing missing tools, the output directory,
+# starting and stopping servers by process group, reading CPU time and memory
+# from /proc, who listens on a port, the greeting backends and waiting for
+# their greeting, running and reading wrk, and medians over rounds.
 #
 # It is sourced, not run. The sourcing script sets PROG (its own name, used in
 # messages and for its log file) and runs under `set -u`. Nothing here starts a
@@ -61,7 +63,8 @@ install_missing() {
   echo "installing: $missing" >&2
   # The Debian nginx and haproxy packages start their own system services
   # (nginx on port 80); they do not use the ports measured here, and the
-  # scripts leave them alone.
+  # scripts leave them alone. $install is split into words on purpose.
+  # shellcheck disable=SC2015,SC2086
   timeout 900 apt-get update >&2 && DEBIAN_FRONTEND=noninteractive timeout 900 $install >&2 \
     || die "apt-get failed"
   missing=$(missing_packages "$@")
@@ -100,7 +103,10 @@ make_out_dir() {
   LOGS=$OUT/logs
   WRK=$OUT/wrk
   mkdir -p "$RUN" "$LOGS" "$WRK"
+  # HZ and NCPU are for the scripts that source this file.
+  # shellcheck disable=SC2034
   HZ=$(getconf CLK_TCK)
+  # shellcheck disable=SC2034
   NCPU=$(nproc)
 }
 
@@ -133,10 +139,10 @@ group_pids() {
 
 # stop PID stops the process group PID leads: TERM, up to 5 s, then KILL.
 stop() {
-  local pid=$1 i
+  local pid=$1 _
   if kill -0 "$pid" 2>/dev/null; then
     kill -TERM -- "-$pid" 2>/dev/null
-    for i in $(seq 50); do
+    for _ in $(seq 50); do
       [ -z "$(group_pids "$pid")" ] && break
       sleep 0.1
     done
@@ -189,29 +195,63 @@ cpu_ticks() {
 # group_status PGID FIELD: a number from /proc/PID/status (VmHWM, Threads ...)
 # summed over the group.
 group_status() {
-  local f=() p
-  for p in $(group_pids "$1"); do f+=("/proc/$p/status"); done
-  [ ${#f[@]} -gt 0 ] || { echo 0; return; }
-  cat "${f[@]}" 2>/dev/null | awk -v f="$2:" '$1 == f { t += $2 } END { print t + 0 }'
+  local files=() p
+  for p in $(group_pids "$1"); do files+=("/proc/$p/status"); done
+  [ ${#files[@]} -gt 0 ] || { echo 0; return; }
+  cat "${files[@]}" 2>/dev/null | awk -v f="$2:" '$1 == f { t += $2 } END { print t + 0 }'
 }
 
 # busy_jiffies: "total idle" jiffies of the whole machine.
 busy_jiffies() { awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t, $5 + $6 }' /proc/stat; }
 
-# ------------------------------------------------------------------ readiness
+# ------------------------------------------------------------------ ports
 
-# greets URL: does URL answer with a backend's greeting? (-g: [::1] is an
-# address, not a curl glob.)
-greets() {
-  [[ "$(curl -gs --max-time 1 "$1" 2>/dev/null)" =~ ^Hello\ World\ from\ [0-9]+\ server$ ]]
+# listening ADDR prints the listening socket on that address, if any.
+# Wildcard listeners count too: they keep a specific address from binding.
+listening() {
+  local port=${1##*:}
+  ss -Hltnp "sport = :$port" 2>/dev/null | awk -v a="$1" -v p="$port" '
+    $4 == a || $4 == "0.0.0.0:" p || $4 == "*:" p || $4 == "[::]:" p || $4 == "[::ffff:" a "]"'
 }
 
-# wait_ready URL PID SECONDS: wait until URL greets, while PID is alive.
+# owned_by ADDR PGID: is the socket listening on ADDR held by that group?
+owned_by() {
+  local p
+  for p in $(listening "$1" | grep -o 'pid=[0-9]*' | cut -d= -f2); do
+    [ "$(awk '{ sub(/^.*\) /, ""); print $3 }' "/proc/$p/stat" 2>/dev/null)" = "$2" ] && return 0
+  done
+  return 1
+}
+
+# need_free ADDR: stops, naming the holder, unless ADDR is free.
+need_free() {
+  [ -z "$(listening "$1")" ] || die "$1 is taken by another process; stop it and run again:
+$(listening "$1")"
+}
+
+# wait_free ADDR: need_free, once the kernel has had up to 5 s to release the
+# listening socket of a server just stopped.
+wait_free() {
+  local _
+  for _ in $(seq 50); do [ -z "$(listening "$1")" ] && break; sleep 0.1; done
+  need_free "$1"
+}
+
+# ------------------------------------------------------------------ readiness
+
+# greets URL [CURL OPTION...]: does URL answer with a backend's greeting?
+# (-g: [::1] is an address, not a curl glob.)
+greets() {
+  [[ "$(curl -gs --max-time 1 "${@:2}" "$1" 2>/dev/null)" =~ ^Hello\ World\ from\ [0-9]+\ server$ ]]
+}
+
+# wait_ready URL PID SECONDS [CURL OPTION...]: wait until URL greets, while
+# PID is alive.
 wait_ready() {
-  local url=$1 pid=$2 i
-  for i in $(seq $(( $3 * 20 ))); do
+  local url=$1 pid=$2 _
+  for _ in $(seq $(( $3 * 20 ))); do
     kill -0 "$pid" 2>/dev/null || return 1
-    greets "$url" && return 0
+    greets "$url" "${@:4}" && return 0
     sleep 0.05
   done
   return 1
@@ -226,17 +266,88 @@ nginx_temp_paths() {
   done
 }
 
+# ------------------------------------------------------------------ backends
+
+# write_greeting_backends PORT...: RUN/backends.conf, one nginx serving a
+# backend on 127.0.0.1:PORT for each PORT. Each answers / with "Hello World
+# from PORT server" and /health with 200.
+write_greeting_backends() {
+  local port server_blocks=""
+  for port in "$@"; do
+    server_blocks+="    server {
+        listen 127.0.0.1:$port backlog=4096;
+        location = /health { return 200 \"ok\\n\"; }
+        location / { return 200 \"Hello World from $port server\\n\"; }
+    }
+"
+  done
+  mkdir -p "$RUN/backends-tmp"
+  cat >"$RUN/backends.conf" <<EOF
+# The backends in one nginx: the same fixed answer from each port.
+worker_processes auto;
+pid $RUN/backends.pid;
+error_log $RUN/backends.err warn;
+worker_rlimit_nofile 65536;
+events { worker_connections 8192; multi_accept on; }
+http {
+    access_log off;
+    default_type text/plain;
+    # Balancers keep connections to the backends open; nginx's default of
+    # 1000 requests per connection would close and reopen them all the time.
+    keepalive_requests 1000000;
+    keepalive_timeout 120s;
+$(nginx_temp_paths "$RUN/backends-tmp")
+$server_blocks}
+EOF
+}
+
+# start_greeting_backends PORT...: starts the backends written by
+# write_greeting_backends, waits until each port greets from the nginx just
+# started, and sets BACKENDS_PID.
+start_greeting_backends() {
+  local port
+  start "$LOGS/backends.log" nginx -p "$RUN" -c "$RUN/backends.conf" -g 'daemon off;'
+  BACKENDS_PID=$STARTED_PID
+  for port in "$@"; do
+    wait_ready "http://127.0.0.1:$port/" "$BACKENDS_PID" 20 \
+      || die "backend 127.0.0.1:$port did not answer within 20 s; its output:
+$(tail -n 20 "$LOGS/backends.log" "$RUN/backends.err" 2>/dev/null)"
+    owned_by "127.0.0.1:$port" "$BACKENDS_PID" || die "127.0.0.1:$port answers, but not from the backends this script started"
+  done
+  note "backends ready on $* (pgid $BACKENDS_PID)"
+}
+
+# haproxy_maxconn: the highest maxconn (up to 50,000) HAProxy starts with
+# here. It sizes its file limit from maxconn (about two descriptors per
+# connection) and refuses to start when the hard limit is lower.
+haproxy_maxconn() {
+  local hard maxconn
+  hard=$(ulimit -Hn)
+  [ "$hard" = unlimited ] && hard=1048576
+  maxconn=$(( (hard - 256) / 2 ))
+  [ "$maxconn" -gt 50000 ] && maxconn=50000
+  echo "$maxconn"
+}
+
 # ------------------------------------------------------------------ wrk
 
-# run_wrk SECONDS CONNS URL OUTFILE: one wrk run with WRK_THREADS threads,
-# killed if it overstays. It runs in the background and is waited for, so
-# that an interrupt stops it at once through the EXIT trap.
-run_wrk() {
-  start "$4" timeout -k 5 $(( $1 + 30 )) wrk -t"$WRK_THREADS" -c"$2" -d"$1s" --timeout 5s --latency "$3"
-  local pid=$STARTED_PID rc
+# run_bounded SECONDS OUTFILE COMMAND...: runs a load generator meant to take
+# SECONDS, killed if it overstays by 30 s. It runs in the background and is
+# waited for, so that an interrupt stops it at once through the EXIT trap.
+run_bounded() {
+  local secs=$1 out=$2 pid rc
+  shift 2
+  start "$out" timeout -k 5 $(( secs + 30 )) "$@"
+  pid=$STARTED_PID
   wait "$pid"; rc=$?
   forget "$pid"
   return $rc
+}
+
+# run_wrk SECONDS CONNS URL OUTFILE [WRK OPTION...]: one wrk run with
+# WRK_THREADS threads, bounded by run_bounded.
+run_wrk() {
+  run_bounded "$1" "$4" wrk -t"$WRK_THREADS" -c"$2" -d"$1s" --timeout 5s --latency "${@:5}" "$3"
 }
 
 # ms turns a wrk latency (850.00us, 1.23ms, 1.02s, 1.50m) into milliseconds.
@@ -260,3 +371,24 @@ wrk_fields() {
   n2=$(awk '/Non-2xx or 3xx responses:/ { print $NF }' "$f")
   echo "${rps:-0} ${reqs:-0} ${p50:-NA} ${p99:-NA} ${se:-0} ${n2:-0}"
 }
+
+# ------------------------------------------------------------------ medians over rounds
+
+# AWK_ROUNDS: awk functions for summaries over rounds, put in front of an awk
+# program ('awk "$AWK_ROUNDS"'...'):
+#   keep(K, X)   appends X to list[K] unless X is NA or empty
+#   median(L)    the median of the space-separated numbers in L, or NA
+#   ratio(A, B)  A / B to three places; NA when either is NA or B is 0
+#   fmt(X, F)    X printed with format F; NA stays NA
+# shellcheck disable=SC2034 # used by the scripts that source this file
+AWK_ROUNDS='
+    function median(list,   v, n, i, j, t) {
+      n = split(list, v, " ")
+      if (n == 0) return "NA"
+      for (i = 2; i <= n; i++) { t = v[i] + 0; for (j = i - 1; j >= 1 && v[j] + 0 > t; j--) v[j + 1] = v[j]; v[j + 1] = t }
+      return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+    }
+    function keep(k, x) { if (x != "NA" && x != "") list[k] = list[k] " " x }
+    function ratio(a, b) { return (a != "NA" && b != "NA" && b + 0 > 0) ? sprintf("%.3f", a / b) : "NA" }
+    function fmt(x, f) { return x == "NA" ? x : sprintf(f, x) }
+'
