@@ -28,12 +28,11 @@
 # next SSL_connect offers it again. In a 3 s trial against nginx over TLS
 # 1.3, $ssl_session_reused logged 7,302 handshakes: 7,252 resumed, and the
 # other 50 were the first of each of wrk's 50 connections. nginx's workers
-# and HAProxy's threads share their session-ticket keys, so they resume
-# every reconnection. relay's processes, as this script was written, each
-# have their own keys (Go's crypto/tls makes them per tls.Config), and the
-# kernel hands a reconnection to a process by its SO_REUSEPORT hash: with
-# processes: 2 about half of them resume. With TLS 1.3, which all three negotiate here, a resumed handshake
-# still does an X25519 exchange; it saves the certificate and its ECDSA
+# and HAProxy's threads share their session-ticket keys, and so do relay's
+# processes (the supervisor makes the keys), so all three resume every
+# reconnection, whichever worker, thread or process takes it. With TLS 1.3,
+# which all three negotiate here, a resumed handshake still does an X25519
+# exchange; it saves the certificate and its ECDSA
 # signature. To show what happened, before each hs and hs-full run the
 # script makes --probes sequential connections with `openssl s_client`, each
 # offering the session of the one before, and the "resumed" column reports
