@@ -84,7 +84,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e.x.Body = &e.body
 	}
 	h.core.Forward(&e.x)
-	e.body.disarm()
+	e.body.stop()
 	streamEnded(ctx, ctx.Err() != nil)
 	if e.abort {
 		panic(http.ErrAbortHandler)
@@ -128,41 +128,96 @@ func (e *exchange) view(r *http.Request) {
 	}
 }
 
-// body is the request body as the core reads it, each read within the
-// deadline the Handler's BodyTime gives: over HTTP/2 the deadline is the
-// stream's, so a stalled stream cannot hold a backend request open while
-// its connection's other streams go on.
+// body is the request body as the core reads it, each read bounded by the
+// deadline the Handler's BodyTime gives. As on relay's HTTP/1.1 door the
+// bound holds only while a read waits for the client: a backend slow to
+// take the body does not count against the client. Over HTTP/2 a stalled
+// stream is thereby answered while its connection's other streams go on.
 type body struct {
 	rc    io.ReadCloser
 	ctl   *http.ResponseController
 	time  *core.BodyTime
 	start time.Time // when the request's head arrived
 	got   int64     // body bytes read so far
-	armed bool      // a read deadline is set
+	watch *readWatch
 	done  bool
 }
 
 func (b *body) Read(p []byte) (int, error) {
 	if b.time.Idle > 0 {
-		b.ctl.SetReadDeadline(b.time.Deadline(time.Now(), b.start, b.got))
-		b.armed = true
+		if b.watch == nil {
+			b.watch = &readWatch{ctl: b.ctl}
+		}
+		b.watch.arm(b.time.Deadline(time.Now(), b.start, b.got))
 	}
 	n, err := b.rc.Read(p)
+	if b.watch != nil {
+		b.watch.disarm()
+	}
 	b.got += int64(n)
 	if err == io.EOF {
 		b.done = true
-		b.disarm()
 	}
 	return n, err
 }
 
-// disarm clears the read deadline once the body is over: over HTTP/1.1,
-// net/http reads on after the body to notice a client going away, and a
-// deadline left behind would cut the response short.
-func (b *body) disarm() {
-	if b.armed {
-		b.ctl.SetReadDeadline(time.Time{})
-		b.armed = false
+// stop ends the body's watch: the request is over.
+func (b *body) stop() {
+	if b.watch != nil {
+		b.watch.stop()
+	}
+}
+
+// readWatch times the body's reads. A read deadline set on the stream
+// would be a timer running between reads too, and each setting a message
+// to the HTTP/2 connection's goroutine; the watch's own timer instead ends
+// the stream's body (a deadline in the past, which net/http applies at
+// once) only if it fires while a read is waiting past its deadline. It is
+// allocated per request, so a timer firing late cannot reach a later
+// request's stream.
+type readWatch struct {
+	mu      sync.Mutex
+	ctl     *http.ResponseController
+	timer   *time.Timer
+	at      time.Time // the waiting read's deadline
+	reading bool
+	over    bool // the handler is done: the stream is not to be touched
+}
+
+func (w *readWatch) arm(at time.Time) {
+	w.mu.Lock()
+	w.at, w.reading = at, true
+	if w.timer == nil {
+		w.timer = time.AfterFunc(time.Until(at), w.expire)
+	} else {
+		w.timer.Reset(time.Until(at))
+	}
+	w.mu.Unlock()
+}
+
+func (w *readWatch) disarm() {
+	w.mu.Lock()
+	w.reading = false
+	w.mu.Unlock()
+}
+
+// expire ends the body if a read is still waiting past its deadline; a
+// firing meant for an earlier read finds a later deadline and does
+// nothing.
+func (w *readWatch) expire() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.reading && !w.over && !time.Now().Before(w.at) {
+		w.ctl.SetReadDeadline(time.Unix(1, 0))
+	}
+}
+
+func (w *readWatch) stop() {
+	w.mu.Lock()
+	w.over = true
+	w.mu.Unlock()
+	if w.timer != nil {
+		w.timer.Stop()
 	}
 }
 
