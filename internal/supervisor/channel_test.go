@@ -160,8 +160,14 @@ func TestProcessFollowsTheSupervisor(t *testing.T) {
 	src := ConfigSource{Generation: 1, Name: "relay.yml", Data: []byte("x: 1\n")}
 	l := NewControl(src, checked, 50, slog.New(slog.DiscardHandler))
 	p := attachProcess(t, l, 0)
-	if !reflect.DeepEqual(p.Config, src) {
-		t.Fatalf("process got configuration %+v, want %+v", p.Config, src)
+	// The control adds the session-ticket keys every process shares.
+	got := p.Config
+	if len(got.TicketKeys) != 1 || len(got.TicketKeys[0]) != TicketKeyLen {
+		t.Errorf("process got %d ticket keys, want one of %d bytes", len(got.TicketKeys), TicketKeyLen)
+	}
+	got.TicketKeys = nil
+	if !reflect.DeepEqual(got, src) {
+		t.Fatalf("process got configuration %+v, want %+v", got, src)
 	}
 	served := newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002", "http://127.0.0.1:8003")
 	ended := make(chan error, 1)
