@@ -31,7 +31,7 @@ func startControl(f *flags, cfg *config.Config, src supervisor.ConfigSource, lg 
 		return nil, err
 	}
 	ctl := supervisor.NewControl(src, bs, cfg.MaxEjectedPercent, log)
-	ctl.Prepare = up.prepare
+	ctl.Prepare = up.plan
 	checks, err := startChecks(cfg, bs, ctl.HealthChanged, log)
 	if err != nil {
 		return nil, err

@@ -57,26 +57,41 @@ func (u *upstreams) settings(name string) config.UpstreamTLS {
 // prepare gives b the TLS settings it should have now; an http backend
 // gets none.
 func (u *upstreams) prepare(b *backend.Backend) error {
+	apply, err := u.plan(b)
+	if err == nil {
+		apply()
+	}
+	return err
+}
+
+// plan reads what b's TLS settings need (certificate files) and returns
+// the step that gives them to b, which cannot fail: a change can check
+// every backend before it changes any.
+func (u *upstreams) plan(b *backend.Backend) (apply func(), err error) {
 	if b.URL.Scheme != "https" {
-		return nil
+		return func() {}, nil
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	s := u.settings(b.Name)
 	if cur, ok := u.built[b.Name]; ok && cur.settings == s {
-		if b.TLS() != cur.tc {
-			b.SetTLS(cur.tc)
-		}
-		return nil
+		return func() {
+			if b.TLS() != cur.tc {
+				b.SetTLS(cur.tc)
+			}
+		}, nil
 	}
 	tc, err := tlsconf.Client(b.URL, s)
 	if err != nil {
-		return fmt.Errorf("backend %q: %w", b.Name, err)
+		return nil, fmt.Errorf("backend %q: %w", b.Name, err)
 	}
-	if s.InsecureSkipVerify {
-		u.log.Warn("TLS certificate verification is off for this backend (tls_insecure_skip_verify): anyone on the path can impersonate it", "backend", b.Name)
-	}
-	u.built[b.Name] = built{settings: s, tc: tc}
-	b.SetTLS(tc)
-	return nil
+	return func() {
+		if s.InsecureSkipVerify {
+			u.log.Warn("TLS certificate verification is off for this backend (tls_insecure_skip_verify): anyone on the path can impersonate it", "backend", b.Name)
+		}
+		u.mu.Lock()
+		u.built[b.Name] = built{settings: s, tc: tc}
+		u.mu.Unlock()
+		b.SetTLS(tc)
+	}, nil
 }

@@ -29,9 +29,11 @@ const queueLen = 4096
 // process it runs in that process, over the same channel, so relay
 // behaves the same however many processes serve.
 type Control struct {
-	// Prepare, when set before the control is shared, readies every
-	// backend of a membership change for use (its TLS settings).
-	Prepare func(*backend.Backend) error
+	// Prepare, when set before the control is shared, checks that a
+	// backend of a membership change can be readied for use (its TLS
+	// settings) and returns the step that readies it, which cannot fail:
+	// a change runs every check before any step.
+	Prepare func(*backend.Backend) (ready func(), err error)
 
 	log *slog.Logger
 	// maxEjected is the most breakers may hold out, in percent of the

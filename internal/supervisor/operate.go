@@ -180,14 +180,19 @@ func (l *Control) commit(edit func([]Member) ([]Member, error), then func()) err
 		l.mu.Unlock()
 		return err
 	}
+	// Every check first; then the steps, which cannot fail.
 	bs := make([]*backend.Backend, len(ms))
+	steps := make([]func(), len(ms))
 	for i, m := range ms {
-		b, err := l.memberLocked(m)
+		b, step, err := l.memberLocked(m)
 		if err != nil {
 			l.mu.Unlock()
 			return fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
-		bs[i] = b
+		bs[i], steps[i] = b, step
+	}
+	for _, step := range steps {
+		step()
 	}
 	if then != nil {
 		then()
@@ -203,33 +208,42 @@ func (l *Control) commit(edit func([]Member) ([]Member, error), then func()) err
 	return nil
 }
 
-// memberLocked returns the backend of m: the current one when it stays,
-// its weight and request cap updated in place so it keeps its health,
-// breaker, operator state and counters; else a new one.
-func (l *Control) memberLocked(m Member) (*backend.Backend, error) {
+// memberLocked returns the backend of m and the step that gives it m's
+// settings: the current backend when it stays, its weight, request cap
+// and TLS settings changed in place by the step so it keeps its health,
+// breaker, operator state and counters; else a new one. Nothing changes
+// before the step runs.
+func (l *Control) memberLocked(m Member) (*backend.Backend, func(), error) {
 	if b := l.backendLocked(m.URL); b != nil {
-		b.SetEffectiveWeight(m.Weight)
-		b.SetMaxRequests(m.MaxRequests)
-		return b, l.prepare(b)
+		ready, err := l.prepare(b)
+		if err != nil {
+			return nil, nil, err
+		}
+		return b, func() {
+			b.SetEffectiveWeight(m.Weight)
+			b.SetMaxRequests(m.MaxRequests)
+			ready()
+		}, nil
 	}
 	u, err := url.Parse(m.URL)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	b, err := backend.New(u, m.Weight)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	b.SetMaxRequests(m.MaxRequests)
-	if err := l.prepare(b); err != nil {
-		return nil, err
+	ready, err := l.prepare(b)
+	if err != nil {
+		return nil, nil, err
 	}
-	return b, nil
+	return b, ready, nil
 }
 
-func (l *Control) prepare(b *backend.Backend) error {
+func (l *Control) prepare(b *backend.Backend) (func(), error) {
 	if l.Prepare == nil {
-		return nil
+		return func() {}, nil
 	}
 	return l.Prepare(b)
 }
