@@ -38,10 +38,17 @@ type Server struct {
 	mu     sync.Mutex
 	closed map[net.Conn]func()
 	// serving holds the connections that have reported serving, and
-	// stopping is the context of a Shutdown under way (see state).
+	// stopping says a Shutdown is under way (see state).
 	serving  map[net.Conn]bool
-	stopping context.Context
+	stopping bool
 }
+
+// cancelled is a context already done.
+var cancelled = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
 
 // NewServer returns a Server forwarding every request through h. log
 // receives the HTTP/2 server's own complaints (bad frames, protocol
@@ -137,10 +144,13 @@ func (s *Server) state(c net.Conn, st http.ConnState) {
 		if first {
 			s.serving[c] = true
 		}
-		ctx := s.stopping
+		stopping := s.stopping
 		s.mu.Unlock()
-		if first && ctx != nil {
-			go s.hs.Shutdown(ctx)
+		if first && stopping {
+			// One pass: a cancelled context makes Shutdown send
+			// GOAWAY to every registered connection and return,
+			// instead of waiting for them beside the first call.
+			go s.hs.Shutdown(cancelled)
 		}
 		return
 	default:
@@ -161,7 +171,7 @@ func (s *Server) state(c net.Conn, st http.ConnState) {
 // are closed.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
-	s.stopping = ctx
+	s.stopping = true
 	s.mu.Unlock()
 	err := s.hs.Shutdown(ctx)
 	if err != nil {
