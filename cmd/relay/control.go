@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"time"
 
 	"relay/internal/admin"
 	"relay/internal/config"
@@ -38,17 +39,24 @@ func startControl(f *flags, cfg *config.Config, src supervisor.ConfigSource, lg 
 	}
 	ctl.SetTargets(checks.Set)
 	r := &reloader{f: f, ctl: ctl, up: up, running: cfg, name: src.Name, logs: lg, log: log, builtIn: f.demo && f.config == ""}
-	c := &controlled{ctl: ctl, reload: r.reload, stop: checks.Stop}
+	rotation := time.NewTicker(supervisor.TicketKeyRotation)
+	go func() {
+		for range rotation.C {
+			ctl.RotateTickets()
+		}
+	}()
+	stopChecks := func() { rotation.Stop(); checks.Stop() }
+	c := &controlled{ctl: ctl, reload: r.reload, stop: stopChecks}
 	if cfg.AdminListen != "" {
 		c.admin, err = admin.Start(cfg.AdminListen, admin.Options{
 			Control: ctl, Token: cfg.AdminToken, Reload: r.reload,
 			Pool: "default", Algorithm: cfg.Algorithm, Log: log,
 		})
 		if err != nil {
-			checks.Stop()
+			stopChecks()
 			return nil, fmt.Errorf("admin listener on %s: %w (set admin_listen to another address, or \"\" to turn it off)", cfg.AdminListen, err)
 		}
-		c.stop = func() { c.admin.Shutdown(); checks.Stop() }
+		c.stop = func() { c.admin.Shutdown(); stopChecks() }
 	}
 	return c, nil
 }

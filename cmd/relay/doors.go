@@ -21,6 +21,7 @@ const maxConcurrentStreams = 100
 type doors struct {
 	plain, tls net.Listener // nil when off
 	certs      *tlsconf.Server
+	log        *slog.Logger
 }
 
 // listen opens the listeners cfg asks for, for relay running alone.
@@ -53,6 +54,7 @@ func (d *doors) close() {
 // session-ticket keys of src for the TLS listener, and Go's HTTP/2 server
 // for clients that choose HTTP/2.
 func (d *doors) open(cfg *config.Config, src supervisor.ConfigSource, p *proxy.Proxy, log *slog.Logger) error {
+	d.log = log
 	if d.tls != nil {
 		certs, err := tlsconf.NewServer(cfg.TLSCertificates, cfg.TLSMinVersion)
 		if err != nil {
@@ -89,10 +91,19 @@ func (d *doors) reload(next *config.Config, src supervisor.ConfigSource) error {
 	if d.certs == nil {
 		return nil
 	}
-	if err := d.certs.Reload(next.TLSCertificates, next.TLSMinVersion); err != nil {
+	if err := d.certs.SetTicketKeys(src.TicketKeys); err != nil {
 		return err
 	}
-	return d.certs.SetTicketKeys(src.TicketKeys)
+	return d.certs.Reload(next.TLSCertificates, next.TLSMinVersion)
+}
+
+// setTicketKeys takes the keys of a rotation between reloads.
+func (d *doors) setTicketKeys(keys [][]byte) {
+	if d.certs != nil {
+		if err := d.certs.SetTicketKeys(keys); err != nil {
+			d.log.Error("session-ticket keys from the supervisor refused; keeping the current ones", "err", err.Error())
+		}
+	}
 }
 
 // addrs names the open listeners for the start line.

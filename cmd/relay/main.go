@@ -374,7 +374,8 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 			lg.setLevel(next)
 			log.Debug("configuration applied", "generation", src.Generation)
 		},
-		Stats: p.Stats,
+		Stats:   p.Stats,
+		Tickets: d.setTicketKeys,
 		Reopen: func() {
 			if appender != nil {
 				// After Close (the process is stopping) there is

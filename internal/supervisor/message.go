@@ -24,6 +24,8 @@ const (
 	KindOperator Kind = "operator"
 	// KindReopen (down): the shared log file was rotated; reopen it.
 	KindReopen Kind = "reopen"
+	// KindTickets (down): new TLS session-ticket keys (tickets.go).
+	KindTickets Kind = "tickets"
 	// KindCollect (down): send your counters now, answering with the
 	// message's Collect number.
 	KindCollect Kind = "collect"
@@ -46,6 +48,7 @@ type Message struct {
 	Operator   *OperatorState `json:"operator,omitempty"`
 	Counters   *stats.Process `json:"counters,omitempty"`
 	Breaker    *BreakerState  `json:"breaker,omitempty"`
+	Tickets    [][]byte       `json:"tickets,omitempty"`
 	// Collect numbers a collect and the counters that answer it.
 	Collect uint64 `json:"collect,omitempty"`
 	// Reading numbers a process's readings of its counters, in the order
@@ -115,7 +118,7 @@ type OperatorState struct {
 // validate reports what is wrong with a message received, naming it.
 func (m *Message) validate() error {
 	set := 0
-	for _, present := range []bool{m.Config != nil, m.Membership != nil, m.Health != nil, m.Operator != nil, m.Counters != nil, m.Breaker != nil} {
+	for _, present := range []bool{m.Config != nil, m.Membership != nil, m.Health != nil, m.Operator != nil, m.Counters != nil, m.Breaker != nil, m.Tickets != nil} {
 		if present {
 			set++
 		}
@@ -127,6 +130,16 @@ func (m *Message) validate() error {
 	case KindConfig:
 		if m.Config == nil {
 			return errors.New(`"config" message without its configuration`)
+		}
+		if err := checkTicketKeys(m.Config.TicketKeys); err != nil {
+			return fmt.Errorf(`"config" message: %w`, err)
+		}
+	case KindTickets:
+		if len(m.Tickets) == 0 {
+			return errors.New(`"tickets" message without keys`)
+		}
+		if err := checkTicketKeys(m.Tickets); err != nil {
+			return fmt.Errorf(`"tickets" message: %w`, err)
 		}
 	case KindMembership:
 		for i, mb := range m.Membership {
@@ -165,6 +178,17 @@ func (m *Message) validate() error {
 		}
 	default:
 		return fmt.Errorf("unknown message kind %q", m.Kind)
+	}
+	return nil
+}
+
+// checkTicketKeys reports a session-ticket key of the wrong length, without
+// showing any key.
+func checkTicketKeys(keys [][]byte) error {
+	for i, k := range keys {
+		if len(k) != TicketKeyLen {
+			return fmt.Errorf("session-ticket key %d has %d bytes, want %d", i, len(k), TicketKeyLen)
+		}
 	}
 	return nil
 }

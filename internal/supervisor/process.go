@@ -133,6 +133,9 @@ type Updates struct {
 	Stats func() *stats.Process
 	// Reopen reopens the shared log file after a rotation; nil ignores it.
 	Reopen func()
+	// Tickets receives new TLS session-ticket keys, newest first; nil
+	// ignores them.
+	Tickets func([][]byte)
 	// Ended is called once when the channel ends or breaks; the process
 	// should then stop, so that the supervisor starts it afresh.
 	Ended func(error)
@@ -194,6 +197,10 @@ func (p *Process) Follow(bs []*backend.Backend, u Updates) error {
 			case KindReopen:
 				if u.Reopen != nil {
 					u.Reopen()
+				}
+			case KindTickets:
+				if u.Tickets != nil {
+					u.Tickets(m.Tickets)
 				}
 			case KindCollect:
 				if u.Stats != nil {

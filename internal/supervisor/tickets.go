@@ -1,6 +1,13 @@
 package supervisor
 
-import "crypto/rand"
+import (
+	"crypto/rand"
+	"time"
+)
+
+// TicketKeyRotation is how often the control makes a new session-ticket
+// key between reloads.
+const TicketKeyRotation = 24 * time.Hour
 
 // TLS session tickets let a client that comes back skip most of a
 // handshake: the ticket it got holds its session, encrypted under a key
@@ -9,11 +16,13 @@ import "crypto/rand"
 // resume. So the control makes the keys and every process takes them with
 // the configuration, as nginx's workers share the keys their master made.
 //
-// The keys change at every reload, like nginx's: the newest encrypts new
-// tickets, and the previous ones still decrypt the tickets they issued, so
-// a reload ends no resumption. Without a reload a key lives as long as
-// relay runs (Go's own keys, used by a relay of one process with no
-// reload yet, rotate daily).
+// A new key comes every TicketKeyRotation (as Go's own keys do) and at
+// every reload: the newest encrypts new tickets, and the previous ones
+// still decrypt the tickets they issued, so a rotation ends no
+// resumption, while a key is forgotten within three rotations, which
+// bounds what a stolen key can decrypt (forward secrecy). The same holds
+// with one process, which takes its keys from the control like the
+// others.
 
 // keptTicketKeys is how many keys decrypt: the newest and the ones of the
 // last reloads.
@@ -31,4 +40,13 @@ func nextTicketKeys(prev [][]byte) [][]byte {
 		keys = keys[:keptTicketKeys]
 	}
 	return keys
+}
+
+// RotateTickets makes a new session-ticket key and sends the keys to every
+// process; a process started later gets them with its configuration.
+func (l *Control) RotateTickets() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.config.TicketKeys = nextTicketKeys(l.config.TicketKeys)
+	l.broadcastLocked(Message{Kind: KindTickets, Tickets: l.config.TicketKeys})
 }

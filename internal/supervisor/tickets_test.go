@@ -1,0 +1,57 @@
+package supervisor
+
+import (
+	"bytes"
+	"log/slog"
+	"testing"
+	"time"
+)
+
+// A rotation sends every process a new session-ticket key in front of the
+// ones before it, keeps three, and a process attached later gets the
+// current set with its configuration.
+func TestRotatedTicketKeysReachEveryProcess(t *testing.T) {
+	l := NewControl(ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001"), 50, slog.New(slog.DiscardHandler))
+	p := attachProcess(t, l, 0)
+	first := p.Config.TicketKeys
+	got := make(chan [][]byte, 8)
+	if err := p.Follow(newBackends(t, "http://127.0.0.1:8001"), Updates{Tickets: func(k [][]byte) { got <- k }}); err != nil {
+		t.Fatal(err)
+	}
+	rotate := func() [][]byte {
+		t.Helper()
+		l.RotateTickets()
+		select {
+		case k := <-got:
+			return k
+		case <-time.After(ioTimeout):
+			t.Fatal("a rotation never reached the process")
+			return nil
+		}
+	}
+	rotate()
+	keys := rotate()
+	// Two rotations: the first key still decrypts, behind two new ones.
+	if len(keys) != keptTicketKeys || !bytes.Equal(keys[2], first[0]) {
+		t.Fatalf("after two rotations the process has %d keys, the oldest the first: %v; want %d, true",
+			len(keys), len(keys) == keptTicketKeys && bytes.Equal(keys[2], first[0]), keptTicketKeys)
+	}
+	for i := range keys {
+		for j := range i {
+			if len(keys[i]) != TicketKeyLen || bytes.Equal(keys[i], keys[j]) {
+				t.Fatalf("keys %d and %d: %d bytes, equal %v", j, i, len(keys[i]), bytes.Equal(keys[i], keys[j]))
+			}
+		}
+	}
+	// A third: the first key is forgotten.
+	keys = rotate()
+	for _, k := range keys {
+		if bytes.Equal(k, first[0]) {
+			t.Fatal("after three rotations the first key still decrypts")
+		}
+	}
+	late := attachProcess(t, l, 1)
+	if k := late.Config.TicketKeys; len(k) != keptTicketKeys || !bytes.Equal(k[0], keys[0]) {
+		t.Errorf("a process attached later got %d keys, the newest first: %v; want %d, true", len(k), len(k) > 0 && bytes.Equal(k[0], keys[0]), keptTicketKeys)
+	}
+}
