@@ -532,9 +532,8 @@ relay has no such setting, so its hs-full row is a second hs run.
 errors: socket errors, failed requests and non-2xx/3xx answers, summed over rounds.
 us/req: the balancer's CPU time (user + system, whole process group) per completed request. rss MB: its peak RSS.
 resumed: share of the probe's reconnections (openssl s_client, each offering the previous session) that resumed;
-wrk reconnects the same way. nginx's workers and HAProxy's threads share their session-ticket keys; relay
-processes that do not share theirs resume a reconnection only when the kernel hands it to the process that issued
-its ticket (about 1 in $PROCESSES, 0 meaning one per core).
+wrk reconnects the same way. nginx's workers, HAProxy's threads and relay's processes each share one set of
+session-ticket keys, so a reconnection resumes whichever of them takes it.
 x nginx, x haproxy: req/s relative to nginx and HAProxy; cpu/ng, cpu/hap: us/req relative to them; each ratio is
 taken within one round and test, then the median is shown.
 Raw rows: $RAW
