@@ -1,8 +1,10 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -76,4 +78,44 @@ func TestSlowReaderIsNotCutOff(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Logf("read %d bytes in %v", got, time.Since(start).Round(time.Millisecond))
+}
+
+// A tunnel (WebSocket and the like) whose client stops reading while the
+// backend sends is cut off after idle_timeout, in cleartext and over TLS
+// alike, and the backend's connection with it.
+func TestTunnelWhoseClientStopsReadingIsCutOff(t *testing.T) {
+	const idle = 500 * time.Millisecond
+	for _, overTLS := range []bool{false, true} {
+		t.Run(map[bool]string{false: "cleartext", true: "TLS"}[overTLS], func(t *testing.T) {
+			cut := make(chan error, 1)
+			rb := newRawBackend(t, func(rb *rawBackend, c net.Conn, br *bufio.Reader) {
+				if _, err := rb.next(br); err != nil {
+					return
+				}
+				io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+				c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+				chunk := bytes.Repeat([]byte("x"), 64<<10)
+				for i := 0; i < 4096; i++ {
+					if _, err := c.Write(chunk); err != nil {
+						cut <- err
+						return
+					}
+				}
+				cut <- nil
+			})
+			var c net.Conn
+			if overTLS {
+				c = startTLSRelay(t, Config{IdleTimeout: idle}, rb.b).dial(t, "http/1.1")
+			} else {
+				c, _ = dialRelay(t, startRelay(t, Config{IdleTimeout: idle}, rb.b))
+			}
+			defer c.Close()
+			io.WriteString(c, "GET /chat HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+			// Read nothing.
+			err := <-cut
+			if ne, ok := err.(net.Error); err == nil || ok && ne.Timeout() {
+				t.Fatalf("the backend's writes to a client that reads nothing: %v, want relay to close the tunnel within 5 s", err)
+			}
+		})
+	}
 }

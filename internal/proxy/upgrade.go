@@ -39,7 +39,10 @@ func (cc *clientConn) Tunnel(resp *h1.Response, up net.Conn, early []byte) int64
 	var none time.Time
 	cc.conn.SetDeadline(none)
 	up.SetDeadline(none)
-	client := cc.conn.Conn
+	// The client side through rawio, as the request path writes it: a
+	// client that stops taking bytes is cut off after idle_timeout
+	// (WriteWait), over TLS and in cleartext alike.
+	client := net.Conn(cc.conn)
 	sent := make(chan int64, 1)
 	go func() {
 		n, err := pump(client, up)
