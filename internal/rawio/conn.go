@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -28,8 +29,12 @@ type Conn struct {
 	// a Write whose socket buffer stays full that long fails with
 	// os.ErrDeadlineExceeded (nginx's send_timeout). It costs nothing
 	// while the buffer has room: the deadline is set only when a write
-	// would block, moved on whenever bytes go out, and cleared after.
+	// would block, moved on whenever bytes go out, and put back after to
+	// the write deadline the caller set, which it never extends.
 	WriteWait time.Duration
+	// callerWrite is the write deadline set through SetDeadline or
+	// SetWriteDeadline, in Unix nanoseconds; 0: none.
+	callerWrite atomic.Int64
 
 	// State of the read and of the write in progress (a tunnel reads and
 	// writes from two goroutines), used by the callbacks below. The
@@ -61,6 +66,34 @@ func NewConn(c net.Conn) *Conn {
 		}
 	}
 	return s
+}
+
+// SetDeadline sets the connection's read and write deadlines; WriteWait
+// never extends the write deadline.
+func (s *Conn) SetDeadline(t time.Time) error {
+	s.callerWrite.Store(unixNano(t))
+	return s.Conn.SetDeadline(t)
+}
+
+// SetWriteDeadline sets the connection's write deadline; WriteWait never
+// extends it.
+func (s *Conn) SetWriteDeadline(t time.Time) error {
+	s.callerWrite.Store(unixNano(t))
+	return s.Conn.SetWriteDeadline(t)
+}
+
+func (s *Conn) callerDeadline() time.Time {
+	if ns := s.callerWrite.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
+
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
 }
 
 // NetConn returns the wrapped connection.
@@ -104,7 +137,7 @@ func (s *Conn) Write(p []byte) (int, error) {
 	n, errno := s.wr.n, s.wr.errno
 	s.wr.buf = nil
 	if s.wr.armed {
-		s.Conn.SetWriteDeadline(time.Time{})
+		s.Conn.SetWriteDeadline(s.callerDeadline())
 		s.wr.armed = false
 	}
 	if err != nil {
@@ -123,9 +156,13 @@ func (s *Conn) writeStep(fd uintptr) bool {
 		if errno == syscall.EAGAIN {
 			if s.WriteWait > 0 && (!w.armed || w.n > w.armedAt) {
 				// The poller waits from here: bound the wait,
-				// afresh if bytes went out since the last one.
-				s.Conn.SetWriteDeadline(time.Now().Add(s.WriteWait))
-				w.armed, w.armedAt = true, w.n
+				// afresh if bytes went out since the last one,
+				// unless the caller's deadline comes first.
+				d := time.Now().Add(s.WriteWait)
+				if c := s.callerDeadline(); c.IsZero() || d.Before(c) {
+					s.Conn.SetWriteDeadline(d)
+					w.armed, w.armedAt = true, w.n
+				}
 			}
 			return false
 		}

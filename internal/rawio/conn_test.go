@@ -253,3 +253,45 @@ func TestConnReadLentGivesBufferBackWhileWaiting(t *testing.T) {
 		t.Fatalf("ReadLent after close = %d, %v; want 0, io.EOF", n, err)
 	}
 }
+
+// WriteWait bounds a write the peer does not take, and never extends a
+// write deadline the caller set: the earlier of the two ends the write,
+// and the caller's deadline is in force again afterwards.
+func TestWriteWaitAndTheCallersDeadline(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		wait, caller time.Duration
+		want         time.Duration
+	}{
+		{"no caller deadline", 300 * time.Millisecond, 0, 300 * time.Millisecond},
+		{"caller's deadline first", 3 * time.Second, 300 * time.Millisecond, 300 * time.Millisecond},
+		{"WriteWait first", 300 * time.Millisecond, 3 * time.Second, 300 * time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, _ := tcpPair(t) // the peer never reads
+			s.WriteWait = c.wait
+			if c.caller > 0 {
+				s.SetWriteDeadline(time.Now().Add(c.caller))
+			}
+			buf := make([]byte, 1<<20)
+			start := time.Now()
+			var err error
+			for i := 0; i < 256 && err == nil; i++ {
+				_, err = s.Write(buf)
+			}
+			took := time.Since(start)
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("write to a peer that reads nothing: %v after %v, want a deadline", err, took)
+			}
+			if took < c.want-50*time.Millisecond || took > c.want+2*time.Second {
+				t.Errorf("the write failed after %v, want about %v", took.Round(time.Millisecond), c.want)
+			}
+			// A caller's deadline that has passed still holds.
+			if c.caller > 0 && c.caller < c.wait {
+				if _, err = s.Write([]byte("x")); !errors.Is(err, os.ErrDeadlineExceeded) {
+					t.Errorf("after the write, with the caller's deadline passed: %v, want a deadline error", err)
+				}
+			}
+		})
+	}
+}
