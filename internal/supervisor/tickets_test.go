@@ -3,6 +3,7 @@ package supervisor
 import (
 	"bytes"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 )
@@ -53,5 +54,28 @@ func TestRotatedTicketKeysReachEveryProcess(t *testing.T) {
 	late := attachProcess(t, l, 1)
 	if k := late.Config.TicketKeys; len(k) != keptTicketKeys || !bytes.Equal(k[0], keys[0]) {
 		t.Errorf("a process attached later got %d keys, the newest first: %v; want %d, true", len(k), len(k) > 0 && bytes.Equal(k[0], keys[0]), keptTicketKeys)
+	}
+}
+
+// A broken message that carries a session-ticket key does not show the
+// key in its error, which goes to the log; a key of the wrong length is
+// refused.
+func TestBrokenTicketMessagesKeepTheirKeysOutOfErrors(t *testing.T) {
+	const key = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=" // 32 bytes
+	a, b := socketPair(t)
+	ch := NewChannel(b)
+	for _, tt := range []struct{ line, errHas string }{
+		{`{"kind":"tickets","tickets":["` + key + `"],}` + "\n", "malformed message of"},
+		{`{"kind":"config","config":{"generation":1,"ticket_keys":["` + key + `"` + "\n", "malformed message of"},
+		{`{"kind":"tickets","tickets":["QUJDREVGR0g="]}` + "\n", "has 8 bytes, want 32"},
+	} {
+		go a.Write([]byte(tt.line))
+		_, err := ch.Recv()
+		if err == nil || !strings.Contains(err.Error(), tt.errHas) {
+			t.Errorf("Recv of %.40q: %v, want an error saying %q", tt.line, err, tt.errHas)
+		}
+		if err != nil && (strings.Contains(err.Error(), key[:16]) || strings.Contains(err.Error(), "QUJDREVGR0g")) {
+			t.Errorf("the error shows the key: %v", err)
+		}
 	}
 }
