@@ -39,13 +39,18 @@ func startControl(f *flags, cfg *config.Config, src supervisor.ConfigSource, lg 
 	}
 	ctl.SetTargets(checks.Set)
 	r := &reloader{f: f, ctl: ctl, up: up, running: cfg, name: src.Name, logs: lg, log: log, builtIn: f.demo && f.config == ""}
-	rotation := time.NewTicker(supervisor.TicketKeyRotation)
+	rotation, stopRotation := time.NewTicker(supervisor.TicketKeyRotation), make(chan struct{})
 	go func() {
-		for range rotation.C {
-			ctl.RotateTickets()
+		for {
+			select {
+			case <-rotation.C:
+				ctl.RotateTickets()
+			case <-stopRotation:
+				return
+			}
 		}
 	}()
-	stopChecks := func() { rotation.Stop(); checks.Stop() }
+	stopChecks := func() { rotation.Stop(); close(stopRotation); checks.Stop() }
 	c := &controlled{ctl: ctl, reload: r.reload, stop: stopChecks}
 	if cfg.AdminListen != "" {
 		c.admin, err = admin.Start(cfg.AdminListen, admin.Options{
@@ -128,9 +133,10 @@ func (r *reloader) reload() (uint64, error) {
 		r.log.Warn("reload: these settings changed but take effect only when relay restarts; it keeps the values it started with",
 			"settings", keys)
 	}
-	prev := r.up.reload(cfg)
-	if err := r.ctl.Reloaded(src, membersOf(cfg), cfg.MaxEjectedPercent); err != nil {
-		r.up.reload(prev)
+	// Backends' TLS files are read under the new configuration, which
+	// the upstream settings adopt only if every backend builds.
+	adopt := func() { r.up.reload(cfg) }
+	if err := r.ctl.Reloaded(src, membersOf(cfg), cfg.MaxEjectedPercent, r.up.planUnder(cfg), adopt); err != nil {
 		r.log.Error("reload refused", "err", err.Error())
 		r.ctl.ReloadRefused()
 		return 0, err

@@ -34,24 +34,22 @@ func newUpstreams(cfg *config.Config, log *slog.Logger) *upstreams {
 	return u
 }
 
-// reload takes a new configuration and returns the one it replaces; the
-// next prepare of each backend builds its settings afresh, reading
-// certificate files again.
-func (u *upstreams) reload(cfg *config.Config) (prev *config.Config) {
+// reload takes a new configuration; the next prepare of each backend
+// builds its settings afresh, reading certificate files again.
+func (u *upstreams) reload(cfg *config.Config) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	prev, u.cfg, u.built = u.cfg, cfg, make(map[string]built)
-	return prev
+	u.cfg, u.built = cfg, make(map[string]built)
 }
 
-// settings returns the TLS settings of the backend named name.
-func (u *upstreams) settings(name string) config.UpstreamTLS {
-	for _, cb := range u.cfg.Backends {
+// settingsIn returns the TLS settings cfg gives the backend named name.
+func settingsIn(cfg *config.Config, name string) config.UpstreamTLS {
+	for _, cb := range cfg.Backends {
 		if cb.URL.String() == name {
 			return cb.TLS
 		}
 	}
-	return u.cfg.BackendTLS
+	return cfg.BackendTLS
 }
 
 // prepare gives b the TLS settings it should have now; an http backend
@@ -64,23 +62,43 @@ func (u *upstreams) prepare(b *backend.Backend) error {
 	return err
 }
 
-// plan reads what b's TLS settings need (certificate files) and returns
-// the step that gives them to b, which cannot fail: a change can check
-// every backend before it changes any.
+// plan reads what b's TLS settings need under the running configuration
+// (certificate files, unless built for it already) and returns the step
+// that gives them to b, which cannot fail: a change can check every
+// backend before it changes any.
 func (u *upstreams) plan(b *backend.Backend) (apply func(), err error) {
 	if b.URL.Scheme != "https" {
 		return func() {}, nil
 	}
 	u.mu.Lock()
-	defer u.mu.Unlock()
-	s := u.settings(b.Name)
-	if cur, ok := u.built[b.Name]; ok && cur.settings == s {
+	s := settingsIn(u.cfg, b.Name)
+	cur, ok := u.built[b.Name]
+	u.mu.Unlock()
+	if ok && cur.settings == s {
 		return func() {
 			if b.TLS() != cur.tc {
 				b.SetTLS(cur.tc)
 			}
 		}, nil
 	}
+	return u.build(b, s)
+}
+
+// planUnder is plan for a configuration being reloaded, before relay
+// takes it (adopt): it reads every file afresh and changes nothing until
+// its steps run, after adopt.
+func (u *upstreams) planUnder(cfg *config.Config) func(*backend.Backend) (func(), error) {
+	return func(b *backend.Backend) (func(), error) {
+		if b.URL.Scheme != "https" {
+			return func() {}, nil
+		}
+		return u.build(b, settingsIn(cfg, b.Name))
+	}
+}
+
+// build reads the files of settings s for b and returns the step that
+// records them and gives them to b.
+func (u *upstreams) build(b *backend.Backend, s config.UpstreamTLS) (func(), error) {
 	tc, err := tlsconf.Client(b.URL, s)
 	if err != nil {
 		return nil, fmt.Errorf("backend %q: %w", b.Name, err)

@@ -62,6 +62,7 @@ type exchange struct {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e := exchanges.Get().(*exchange)
 	defer func() {
+		e.body.stop()
 		*e = exchange{req: h1.Request{Fields: e.req.Fields[:0]}, x: e.x}
 		e.x.Req, e.x.Body, e.x.Door, e.x.Peer = nil, nil, nil, nil
 		exchanges.Put(e)
@@ -84,7 +85,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e.x.Body = &e.body
 	}
 	h.core.Forward(&e.x)
-	e.body.stop()
 	streamEnded(ctx, ctx.Err() != nil)
 	if e.abort {
 		panic(http.ErrAbortHandler)

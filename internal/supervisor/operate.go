@@ -132,9 +132,16 @@ func (l *Control) Remove(name string) error {
 // Reloaded makes src the configuration of every process (a process
 // started later runs it too), members the pool's membership and
 // maxEjected the bound on breakers. Backends that stay keep their state:
-// health, breaker, operator state, counters.
-func (l *Control) Reloaded(src ConfigSource, members []Member, maxEjected int) error {
-	return l.commit(func([]Member) ([]Member, error) { return members, nil }, func() {
+// health, breaker, operator state, counters. prepare checks and readies
+// the backends under the new configuration, in place of Prepare; adopt,
+// when every check passed, runs before the steps prepare returned, so the
+// caller can take the configuration with them. A refused reload changes
+// nothing.
+func (l *Control) Reloaded(src ConfigSource, members []Member, maxEjected int, prepare func(*backend.Backend) (func(), error), adopt func()) error {
+	return l.commit(func([]Member) ([]Member, error) { return members, nil }, prepare, func() {
+		if adopt != nil {
+			adopt()
+		}
 		src.TicketKeys = nextTicketKeys(l.config.TicketKeys)
 		l.config, l.maxEjected = src, maxEjected
 		l.reloads[0]++
@@ -163,13 +170,14 @@ func (l *Control) Generation() uint64 {
 // the backends of the result (keeping those that stay), sends it to every
 // process and hands the checks their new targets.
 func (l *Control) change(edit func([]Member) ([]Member, error)) error {
-	return l.commit(edit, nil)
+	return l.commit(edit, nil, nil)
 }
 
-// commit is change, running then under the control's lock once every
-// backend of the new membership is built, before the membership goes out:
-// a change that fails leaves nothing half done.
-func (l *Control) commit(edit func([]Member) ([]Member, error), then func()) error {
+// commit is change, with prepare (nil: Prepare) checking and readying the
+// backends, and then run under the control's lock once every check has
+// passed, before the steps and before the membership goes out: a change
+// that fails leaves nothing half done.
+func (l *Control) commit(edit func([]Member) ([]Member, error), prepare func(*backend.Backend) (func(), error), then func()) error {
 	// One change at a time from start to end, so the checks get the
 	// targets of the last change, not of whichever finished last.
 	l.changing.Lock()
@@ -181,21 +189,24 @@ func (l *Control) commit(edit func([]Member) ([]Member, error), then func()) err
 		return err
 	}
 	// Every check first; then the steps, which cannot fail.
+	if prepare == nil {
+		prepare = l.prepare
+	}
 	bs := make([]*backend.Backend, len(ms))
 	steps := make([]func(), len(ms))
 	for i, m := range ms {
-		b, step, err := l.memberLocked(m)
+		b, step, err := l.memberLocked(m, prepare)
 		if err != nil {
 			l.mu.Unlock()
 			return fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 		bs[i], steps[i] = b, step
 	}
-	for _, step := range steps {
-		step()
-	}
 	if then != nil {
 		then()
+	}
+	for _, step := range steps {
+		step()
 	}
 	l.members, l.bs = ms, bs
 	l.broadcastLocked(Message{Kind: KindMembership, Membership: append([]Member(nil), ms...)})
@@ -213,9 +224,9 @@ func (l *Control) commit(edit func([]Member) ([]Member, error), then func()) err
 // and TLS settings changed in place by the step so it keeps its health,
 // breaker, operator state and counters; else a new one. Nothing changes
 // before the step runs.
-func (l *Control) memberLocked(m Member) (*backend.Backend, func(), error) {
+func (l *Control) memberLocked(m Member, prepare func(*backend.Backend) (func(), error)) (*backend.Backend, func(), error) {
 	if b := l.backendLocked(m.URL); b != nil {
-		ready, err := l.prepare(b)
+		ready, err := prepare(b)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -234,7 +245,7 @@ func (l *Control) memberLocked(m Member) (*backend.Backend, func(), error) {
 		return nil, nil, err
 	}
 	b.SetMaxRequests(m.MaxRequests)
-	ready, err := l.prepare(b)
+	ready, err := prepare(b)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -24,22 +24,24 @@ func TestRefusedReloadLeavesStayingBackendsAlone(t *testing.T) {
 	}
 	x := bs[0]
 	ms := []Member{{URL: x.Name, Weight: 7, MaxRequests: 10}, {URL: bs[1].Name, Weight: 1}}
-	if err := l.Reloaded(ConfigSource{Generation: 2}, ms, 100); !errors.Is(err, ErrInvalid) {
+	adopted := 0
+	adopt := func() { adopted++ }
+	if err := l.Reloaded(ConfigSource{Generation: 2}, ms, 100, nil, adopt); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("reload: %v, want it refused as invalid", err)
 	}
 	if l.Generation() != 1 {
 		t.Errorf("generation %d after a refused reload, want 1", l.Generation())
 	}
-	if x.MaxRequests() != 0 || x.EffectiveWeight() != 1 || readied[x.Name] != 0 {
-		t.Errorf("the refused reload changed %s: max_requests %d, effective weight %d, readied %d times; want 0, 1, 0",
-			x.Name, x.MaxRequests(), x.EffectiveWeight(), readied[x.Name])
+	if x.MaxRequests() != 0 || x.EffectiveWeight() != 1 || readied[x.Name] != 0 || adopted != 0 {
+		t.Errorf("the refused reload changed %s: max_requests %d, effective weight %d, readied %d times, adopted %d times; want 0, 1, 0, 0",
+			x.Name, x.MaxRequests(), x.EffectiveWeight(), readied[x.Name], adopted)
 	}
 	// The same change without the failing backend goes through whole.
-	if err := l.Reloaded(ConfigSource{Generation: 2}, ms[:1], 100); err != nil {
+	if err := l.Reloaded(ConfigSource{Generation: 2}, ms[:1], 100, nil, adopt); err != nil {
 		t.Fatal(err)
 	}
-	if x.MaxRequests() != 10 || x.EffectiveWeight() != 7 || readied[x.Name] != 1 || l.Generation() != 2 {
-		t.Errorf("after the accepted reload: max_requests %d, effective weight %d, readied %d times, generation %d; want 10, 7, 1, 2",
-			x.MaxRequests(), x.EffectiveWeight(), readied[x.Name], l.Generation())
+	if x.MaxRequests() != 10 || x.EffectiveWeight() != 7 || readied[x.Name] != 1 || l.Generation() != 2 || adopted != 1 {
+		t.Errorf("after the accepted reload: max_requests %d, effective weight %d, readied %d times, generation %d, adopted %d times; want 10, 7, 1, 2, 1",
+			x.MaxRequests(), x.EffectiveWeight(), readied[x.Name], l.Generation(), adopted)
 	}
 }
