@@ -67,6 +67,13 @@ func deadBackend(t *testing.T) *backend.Backend {
 // and returns its URL.
 func startFront(t *testing.T, bs ...*backend.Backend) string {
 	t.Helper()
+	return startFrontTimed(t, core.BodyTime{Idle: ioTimeout}, bs...)
+}
+
+// startFrontTimed is startFront with bt as the clients' time to send a
+// request body.
+func startFrontTimed(t *testing.T, bt core.BodyTime, bs ...*backend.Backend) string {
+	t.Helper()
 	d := config.Default()
 	c := core.New(core.Config{})
 	if _, err := c.AddPool(core.PoolConfig{
@@ -80,7 +87,7 @@ func startFront(t *testing.T, bs ...*backend.Backend) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: New(c, core.BodyTime{Idle: ioTimeout}), Protocols: new(http.Protocols), ReadHeaderTimeout: ioTimeout}
+	srv := &http.Server{Handler: New(c, bt), Protocols: new(http.Protocols), ReadHeaderTimeout: ioTimeout}
 	srv.Protocols.SetHTTP1(true)
 	srv.Protocols.SetUnencryptedHTTP2(true)
 	go srv.Serve(ln)

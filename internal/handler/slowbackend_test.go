@@ -2,16 +2,12 @@ package handler
 
 import (
 	"bytes"
-	"context"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"testing"
 	"time"
 
-	"relay/internal/backend"
-	"relay/internal/config"
 	"relay/internal/core"
 )
 
@@ -29,29 +25,7 @@ func TestABackendSlowToTakeTheBodyDoesNotTimeOutTheClient(t *testing.T) {
 		}
 		io.WriteString(w, strconv.FormatInt(n, 10))
 	})
-	d := config.Default()
-	c := core.New(core.Config{})
-	if _, err := c.AddPool(core.PoolConfig{
-		Name: "default", Algorithm: "round-robin", Retries: d.Retries,
-		ConnectTimeout: d.ConnectTimeout, ResponseTimeout: d.ResponseTimeout,
-		MaxIdlePerBackend: d.MaxIdleConnsPerBackend, IdleTimeout: d.UpstreamIdleTimeout,
-	}, []*backend.Backend{be}); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: New(c, core.BodyTime{Idle: 500 * time.Millisecond}), Protocols: new(http.Protocols)}
-	srv.Protocols.SetHTTP1(true)
-	srv.Protocols.SetUnencryptedHTTP2(true)
-	go srv.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
-		defer cancel()
-		srv.Shutdown(ctx)
-	})
-	front := "http://" + ln.Addr().String()
+	front := startFrontTimed(t, core.BodyTime{Idle: 500 * time.Millisecond}, be)
 	const size = 32 << 20
 	body := bytes.Repeat([]byte("x"), size)
 	for proto, cl := range clients(t) {
