@@ -17,6 +17,7 @@ import (
 	"relay/internal/backend"
 	"relay/internal/config"
 	"relay/internal/core"
+	"relay/internal/testaddr"
 )
 
 const ioTimeout = 10 * time.Second
@@ -50,16 +51,10 @@ func backendAt(t *testing.T, raw string) *backend.Backend {
 	return b
 }
 
-// deadBackend is an address nothing listens on.
+// deadBackend is a backend whose address refuses connections.
 func deadBackend(t *testing.T) *backend.Backend {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return backendAt(t, "http://"+addr)
+	return backendAt(t, "http://"+testaddr.Refused(t))
 }
 
 // startFront serves a Handler over a core whose default pool holds bs, on

@@ -21,6 +21,7 @@ import (
 
 	"relay/internal/backend"
 	"relay/internal/config"
+	"relay/internal/testaddr"
 )
 
 // ioTimeout bounds every blocking read or write a test makes on a raw
@@ -60,18 +61,9 @@ func newBackendFor(t *testing.T, addr string, weight int) *backend.Backend {
 	return b
 }
 
-// deadAddr returns an address on 127.0.0.1 where nothing listens, so a dial
-// is refused at once.
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
+// deadAddr returns an address on 127.0.0.1 where a dial is refused at
+// once, for the whole test.
+func deadAddr(t *testing.T) string { return testaddr.Refused(t) }
 
 // httpBackend is a net/http server standing in for a backend. It counts the
 // requests and connections it receives and labels every response with its
