@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"relay/internal/backend"
+	"relay/internal/testaddr"
 )
 
 func TestHTTPProbe(t *testing.T) {
@@ -247,14 +248,6 @@ func TestCheckAllOverTCP(t *testing.T) {
 	}
 }
 
-// closedAddr returns a loopback address on which nothing listens.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
+// closedAddr returns a loopback address that refuses connections for the
+// whole test.
+func closedAddr(t *testing.T) string { return testaddr.Refused(t) }
