@@ -31,16 +31,19 @@ type Limits struct {
 // front door accepted and handed over: TLS connections that chose h2 by
 // ALPN, and cleartext ones that opened with the HTTP/2 preface (h2c).
 type Server struct {
-	hs   *http.Server
-	ln   *handoff
-	done chan struct{}
-	// closed holds the callbacks run when a handed-over connection ends.
-	mu     sync.Mutex
-	closed map[net.Conn]func()
-	// serving holds the connections that have reported serving, and
+	hs    *http.Server
+	ln    *handoff
+	done  chan struct{}
+	mu    sync.Mutex
+	conns map[net.Conn]*handed
 	// stopping says a Shutdown is under way (see state).
-	serving  map[net.Conn]bool
 	stopping bool
+}
+
+// handed is a connection handed over and not yet ended.
+type handed struct {
+	closed  func() // run when it ends
+	serving bool   // it has reported serving (see state)
 }
 
 // cancelled is a context already done.
@@ -54,8 +57,7 @@ var cancelled = func() context.Context {
 // receives the HTTP/2 server's own complaints (bad frames, protocol
 // errors) at debug level.
 func NewServer(h *Handler, lim Limits, log *slog.Logger) *Server {
-	s := &Server{ln: newHandoff(), done: make(chan struct{}), closed: make(map[net.Conn]func()),
-		serving: make(map[net.Conn]bool)}
+	s := &Server{ln: newHandoff(), done: make(chan struct{}), conns: make(map[net.Conn]*handed)}
 	var protos http.Protocols
 	protos.SetHTTP2(true)
 	protos.SetUnencryptedHTTP2(true)
@@ -92,7 +94,7 @@ func NewServer(h *Handler, lim Limits, log *slog.Logger) *Server {
 // closed once c has ended. After Shutdown it sends c GOAWAY and closes it.
 func (s *Server) ServeConn(c net.Conn, closed func()) {
 	s.mu.Lock()
-	s.closed[c] = closed
+	s.conns[c] = &handed{closed: closed}
 	s.mu.Unlock()
 	if !s.ln.give(c) {
 		goAway(c)
@@ -140,9 +142,10 @@ func (s *Server) state(c net.Conn, st http.ConnState) {
 	case http.StateClosed, http.StateHijacked:
 	case http.StateActive:
 		s.mu.Lock()
-		first := !s.serving[c]
+		h := s.conns[c]
+		first := h != nil && !h.serving
 		if first {
-			s.serving[c] = true
+			h.serving = true
 		}
 		stopping := s.stopping
 		s.mu.Unlock()
@@ -157,12 +160,11 @@ func (s *Server) state(c net.Conn, st http.ConnState) {
 		return
 	}
 	s.mu.Lock()
-	f := s.closed[c]
-	delete(s.closed, c)
-	delete(s.serving, c)
+	h := s.conns[c]
+	delete(s.conns, c)
 	s.mu.Unlock()
-	if f != nil {
-		f()
+	if h != nil {
+		h.closed()
 	}
 }
 
