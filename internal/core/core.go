@@ -112,17 +112,8 @@ func (c *Core) CloseIdle() {
 // address; tls says whether the client connected over TLS.
 func (c *Core) NewPeer(addr netip.AddrPort, tls bool) Peer {
 	addr = netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port())
-	p := Peer{Addr: addr, Text: addr.Addr().AppendTo(nil), Trusted: c.trusts(addr.Addr()), Proto: protoHTTP}
-	if tls {
-		p.Proto, p.TLS = protoHTTPS, true
-	}
-	return p
+	return Peer{Addr: addr, Text: addr.Addr().AppendTo(nil), Trusted: c.trusts(addr.Addr()), TLS: tls}
 }
-
-var (
-	protoHTTP  = []byte("http")
-	protoHTTPS = []byte("https")
-)
 
 // route returns the pool that serves x.
 func (c *Core) route(*Exchange) *Pool { return c.def }

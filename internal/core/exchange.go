@@ -57,10 +57,21 @@ type Peer struct {
 	// Trusted reports that the peer is one of the trusted proxies, whose
 	// X-Forwarded-* fields are kept.
 	Trusted bool
-	// Proto is the scheme the client used: "http" or "https".
-	Proto []byte
 	// TLS reports that the client connected over TLS.
 	TLS bool
+}
+
+var (
+	schemeHTTP  = []byte("http")
+	schemeHTTPS = []byte("https")
+)
+
+// Scheme is the scheme the client used: "http" or "https".
+func (p *Peer) Scheme() []byte {
+	if p.TLS {
+		return schemeHTTPS
+	}
+	return schemeHTTP
 }
 
 // Body is a request body as a front door delivers it.

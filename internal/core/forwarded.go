@@ -63,7 +63,7 @@ func (x *Exchange) appendForwarded(c *Core, out []byte) []byte {
 	out = append(out, x.Peer.Text...)
 	out = append(out, '\r', '\n')
 	if proto == nil {
-		proto = x.Peer.Proto
+		proto = x.Peer.Scheme()
 	}
 	out = h1.AppendField(out, xfProto, proto)
 	if host == nil {
