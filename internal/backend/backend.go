@@ -21,7 +21,9 @@ import (
 	"net/url"
 	"sync/atomic"
 
+	"relay/internal/config"
 	"relay/internal/stats"
+	"relay/internal/tlsconf"
 )
 
 // Backend is one upstream server. Identity fields are set by New and never
@@ -81,9 +83,13 @@ func New(u *url.URL, weight int) (*Backend, error) {
 	b := &Backend{URL: u, Name: u.Scheme + "://" + u.Host, Addr: net.JoinHostPort(host, port), Weight: weight}
 	b.weight.Store(int64(weight))
 	if u.Scheme == "https" {
-		// Until SetTLS says otherwise: the system's roots, the URL's host.
-		b.tls.Store(&tls.Config{ServerName: host, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"},
-			ClientSessionCache: tls.NewLRUClientSessionCache(0)})
+		// Until SetTLS says otherwise: the system's roots, the URL's
+		// host. Empty settings load no file, so this cannot fail.
+		tc, err := tlsconf.Client(u, config.UpstreamTLS{})
+		if err != nil {
+			return nil, err
+		}
+		b.tls.Store(tc)
 	}
 	return b, nil
 }

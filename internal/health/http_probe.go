@@ -92,7 +92,7 @@ func newHTTPCheck(b *backend.Backend, path string, keep bool, bufs *sync.Pool) *
 		host = b.URL.Host
 		if b.URL.Scheme == "https" {
 			// The settings relay forwards with (backend.New gives an
-			// https backend Go's defaults until SetTLS).
+			// https backend tlsconf.Client's defaults until SetTLS).
 			scheme = "https"
 			tc = b.TLS
 		}
