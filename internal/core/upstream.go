@@ -88,24 +88,21 @@ func (p *conns) get(now time.Time) (u *upstream, reused bool, err error) {
 	return u, false, err
 }
 
+// dial connects to the backend, TLS handshake included, within the
+// connect timeout.
 func (p *conns) dial() (*upstream, error) {
-	var (
-		c   net.Conn
-		err error
-	)
-	if p.cfg().Dial != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), p.cfg().ConnectTimeout)
-		c, err = p.cfg().Dial(ctx, "tcp", p.b.Addr)
-		cancel()
-	} else {
-		d := net.Dialer{Timeout: p.cfg().ConnectTimeout}
-		c, err = d.Dial("tcp", p.b.Addr)
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg().ConnectTimeout)
+	defer cancel()
+	dial := p.cfg().Dial
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
 	}
+	c, err := dial(ctx, "tcp", p.b.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("backend %q: %w", p.b.Name, err)
 	}
 	if tc := p.b.TLS(); tc != nil {
-		if c, err = p.handshake(c, tc); err != nil {
+		if c, err = p.handshake(ctx, c, tc); err != nil {
 			return nil, err
 		}
 	}
@@ -114,15 +111,12 @@ func (p *conns) dial() (*upstream, error) {
 	return u, nil
 }
 
-// handshake runs the TLS handshake with an https backend within the
-// connect timeout. The client session cache in tc lets later connections
-// resume the session instead of a full handshake.
-func (p *conns) handshake(c net.Conn, tc *tls.Config) (net.Conn, error) {
+// handshake runs the TLS handshake with an https backend within ctx. The
+// client session cache in tc lets later connections resume the session
+// instead of a full handshake.
+func (p *conns) handshake(ctx context.Context, c net.Conn, tc *tls.Config) (net.Conn, error) {
 	t := tls.Client(rawio.NewConn(c), tc) // records over raw system calls
-	ctx, cancel := context.WithTimeout(context.Background(), p.cfg().ConnectTimeout)
-	err := t.HandshakeContext(ctx)
-	cancel()
-	if err != nil {
+	if err := t.HandshakeContext(ctx); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("backend %q: TLS handshake: %w", p.b.Name, err)
 	}
