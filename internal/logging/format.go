@@ -33,11 +33,7 @@ func (f *lineFormatter) appendEntry(b []byte, e *Entry) []byte {
 	b = appendJSONString(b, e.Path)
 	b = append(b, `,"proto":`...)
 	b = appendJSONString(b, e.Proto)
-	if e.TLS {
-		b = append(b, `,"tls":true`...)
-	} else {
-		b = append(b, `,"tls":false`...)
-	}
+	b = strconv.AppendBool(append(b, `,"tls":`...), e.TLS)
 	b = append(b, `,"status":`...)
 	b = appendInt(b, int64(e.Status))
 	b = append(b, `,"backend":`...)
