@@ -85,8 +85,9 @@ func (d *doors) serve(p *proxy.Proxy, served chan<- error) {
 	}
 }
 
-// reload takes the certificates and session-ticket keys of a reloaded
-// configuration; on an error the ones in use keep serving.
+// reload takes the session-ticket keys and certificates of a reloaded
+// configuration; certificates that fail to load leave the ones in use
+// serving (the new keys are taken either way).
 func (d *doors) reload(next *config.Config, src supervisor.ConfigSource) error {
 	if d.certs == nil {
 		return nil

@@ -354,7 +354,9 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 		Membership: func(ms []supervisor.Member) []*backend.Backend { return applyMembership(p, ms, share, up, log) },
 		Config: func(src supervisor.ConfigSource) {
 			// The control validated it; what a reload changes live is
-			// the pool's settings and the log level (config.LiveKeys).
+			// the pool's settings, the certificates and session-ticket
+			// keys, the backends' TLS settings and the log level
+			// (config.LiveKeys).
 			next, err := parseConfig(f, src)
 			if err == nil {
 				pc := proxy.PoolConfigFrom(next)

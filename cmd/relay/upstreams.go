@@ -75,11 +75,7 @@ func (u *upstreams) plan(b *backend.Backend) (apply func(), err error) {
 	cur, ok := u.built[b.Name]
 	u.mu.Unlock()
 	if ok && cur.settings == s {
-		return func() {
-			if b.TLS() != cur.tc {
-				b.SetTLS(cur.tc)
-			}
-		}, nil
+		return func() { b.SetTLS(cur.tc) }, nil
 	}
 	return u.build(b, s)
 }

@@ -232,7 +232,8 @@ func canonicalHost(u *url.URL) string {
 }
 
 // normalize rewrites every backend URL to its canonical form. It runs only
-// after validation, when each URL is known to be a plain http://HOST:PORT.
+// after validation, when each URL is known to be a plain http:// or
+// https://HOST:PORT.
 func (c *Config) normalize() {
 	for i := range c.Backends {
 		b := &c.Backends[i]

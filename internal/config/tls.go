@@ -107,7 +107,7 @@ func checkCertificate(cert Certificate) string {
 	}
 	for _, f := range []string{cert.CertFile, cert.KeyFile} {
 		if _, err := os.Stat(f); err != nil {
-			return fmt.Sprintf("%s: %s", quote(f), fileProblem(err))
+			return fmt.Sprintf("%s: %s", quote(f), unwrapPath(err).Error())
 		}
 	}
 	if _, err := LoadCertificate(cert); err != nil {
@@ -126,8 +126,8 @@ func LoadCertificate(cert Certificate) (tls.Certificate, error) {
 	msg := strings.TrimPrefix(err.Error(), "tls: ")
 	switch {
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission):
-		msg = fileProblem(err)
-	case strings.Contains(msg, "does not match"), strings.Contains(msg, "private key type does not match"):
+		msg = unwrapPath(err).Error()
+	case strings.Contains(msg, "does not match"):
 		msg = "the private key does not belong to the certificate"
 	case strings.Contains(msg, "failed to find any PEM data in certificate"):
 		msg = fmt.Sprintf("%s holds no PEM certificate", quote(cert.CertFile))
@@ -135,18 +135,4 @@ func LoadCertificate(cert Certificate) (tls.Certificate, error) {
 		msg = fmt.Sprintf("%s holds no PEM private key", quote(cert.KeyFile))
 	}
 	return tls.Certificate{}, fmt.Errorf("certificate %s with key %s: %s", quote(cert.CertFile), quote(cert.KeyFile), msg)
-}
-
-func fileProblem(err error) string {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		err = pe.Err
-	}
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return "no such file"
-	case errors.Is(err, fs.ErrPermission):
-		return "permission denied"
-	}
-	return err.Error()
 }

@@ -114,7 +114,7 @@ func (t UpstreamTLS) Problems() []string {
 func LoadCAFile(file string) (*x509.CertPool, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return nil, fmt.Errorf("CA file %s: %s", quote(file), fileProblem(err))
+		return nil, fmt.Errorf("CA file %s: %s", quote(file), unwrapPath(err).Error())
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(data) {

@@ -22,8 +22,10 @@ const (
 	envListeners  = "RELAY_LISTENERS"
 	listenerPlain = "plain"
 	listenerTLS   = "tls"
-	// A serving process inherits its listening socket, its readiness pipe
-	// and its channel as these descriptors (ExtraFiles start at 3).
+	// A serving process inherits its cleartext listening socket, its
+	// readiness pipe, its channel and its TLS listening socket as these
+	// descriptors (ExtraFiles start at 3); envListeners says which of the
+	// two sockets it has (a missing one's descriptor is left closed).
 	listenFD  = 3
 	readyFD   = 4
 	channelFD = 5

@@ -25,7 +25,7 @@ const TicketKeyRotation = 24 * time.Hour
 // others.
 
 // keptTicketKeys is how many keys decrypt: the newest and the ones of the
-// last reloads.
+// last rotations (daily or at a reload).
 const keptTicketKeys = 3
 
 // TicketKeyLen is the length of a session-ticket key (crypto/tls's).
