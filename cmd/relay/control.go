@@ -38,7 +38,8 @@ func startControl(f *flags, cfg *config.Config, src supervisor.ConfigSource, lg 
 		return nil, err
 	}
 	ctl.SetTargets(checks.Set)
-	r := &reloader{f: f, ctl: ctl, up: up, running: cfg, name: src.Name, logs: lg, log: log, builtIn: f.demo && f.config == ""}
+	disc := startDiscovery(cfg, ctl, log)
+	r := &reloader{f: f, ctl: ctl, up: up, disc: disc, running: cfg, name: src.Name, logs: lg, log: log, builtIn: f.demo && f.config == ""}
 	rotation, stopRotation := time.NewTicker(supervisor.TicketKeyRotation), make(chan struct{})
 	go func() {
 		for {
@@ -50,7 +51,7 @@ func startControl(f *flags, cfg *config.Config, src supervisor.ConfigSource, lg 
 			}
 		}
 	}()
-	stopChecks := func() { rotation.Stop(); close(stopRotation); checks.Stop() }
+	stopChecks := func() { disc.stop(); rotation.Stop(); close(stopRotation); checks.Stop() }
 	c := &controlled{ctl: ctl, reload: r.reload, stop: stopChecks}
 	if cfg.AdminListen != "" {
 		c.admin, err = admin.Start(cfg.AdminListen, admin.Options{
@@ -80,6 +81,7 @@ type reloader struct {
 	f       *flags
 	ctl     *supervisor.Control
 	up      *upstreams
+	disc    *discoverer
 	running *config.Config // what relay started with: restart-only settings
 	name    string
 	builtIn bool
@@ -142,6 +144,7 @@ func (r *reloader) reload() (uint64, error) {
 		return 0, err
 	}
 	r.logs.setLevel(cfg)
+	r.disc.reload(cfg)
 	r.log.Info("configuration reloaded", "file", r.name, "generation", src.Generation, "backends", len(cfg.Backends))
 	return src.Generation, nil
 }

@@ -61,6 +61,8 @@ type totals struct {
 
 type backendView struct {
 	Name             string     `json:"name"`
+	Source           string     `json:"source"`
+	Key              string     `json:"key,omitempty"`
 	Weight           int        `json:"weight"`
 	ConfiguredWeight int        `json:"configured_weight"`
 	InRotation       bool       `json:"in_rotation"`
@@ -107,7 +109,7 @@ func breakerState(m *supervisor.MemberStatus) string {
 // the processes.
 func viewOf(m *supervisor.MemberStatus, st *stats.Backend) backendView {
 	v := backendView{
-		Name: m.URL, Weight: m.State.EffectiveWeight, ConfiguredWeight: m.Weight,
+		Name: m.URL, Source: m.Source(), Key: m.Key, Weight: m.State.EffectiveWeight, ConfiguredWeight: m.Weight,
 		InRotation: m.State.Available() && !m.HalfOpen, Healthy: m.State.Healthy, Breaker: breakerState(m),
 		Draining: m.State.Draining, Disabled: m.State.Disabled, Ejections: m.Ejections,
 	}

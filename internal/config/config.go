@@ -165,8 +165,11 @@ type Config struct {
 	H2C bool
 	// Algorithm names the balancing algorithm; it is one of Options.Algorithms.
 	Algorithm string
-	// Backends are the upstream servers, at least one, no two alike.
+	// Backends are the upstream servers, no two alike; at least one unless
+	// Discovery finds them.
 	Backends []Backend
+	// Discovery finds more backends while relay runs.
+	Discovery Discovery
 	// HealthCheck configures active health checks.
 	HealthCheck HealthCheck
 	// TrustedProxies are the client address ranges whose X-Forwarded-For is

@@ -70,6 +70,7 @@ var fields = []field{
 	boolField("h2c", func(c *Config) *bool { return &c.H2C }),
 	strField("algorithm", func(c *Config) *string { return &c.Algorithm }),
 	{"backends", decodeBackends},
+	{"discovery", decodeDiscovery},
 	upstreamTLSField("tls_ca_file"),
 	upstreamTLSField("tls_server_name"),
 	upstreamTLSField("tls_client_cert_file"),

@@ -11,7 +11,7 @@ import (
 // backends, the pool's settings and the log level. Every other setting
 // takes effect when relay restarts.
 var LiveKeys = []string{
-	"backends", "algorithm", "retries", "connect_timeout", "response_timeout",
+	"backends", "discovery", "algorithm", "retries", "connect_timeout", "response_timeout",
 	"max_idle_conns_per_backend", "upstream_idle_timeout",
 	"breaker_failures", "breaker_statuses", "breaker_open_time", "max_ejected_percent",
 	"backend_max_requests", "max_queued_requests", "queue_timeout",
@@ -38,7 +38,8 @@ func RestartOnly(running, next *Config) []string {
 }
 
 // diff marks the key of every exported field that differs between a and
-// b; the fields of a nested struct (HealthCheck) take its name as a prefix.
+// b; the fields of a nested struct (HealthCheck) take its name as a prefix,
+// unless the struct is a section of its own (discovery).
 func diff(a, b reflect.Value, prefix string, changed map[string]bool) {
 	t := a.Type()
 	for i := range t.NumField() {
@@ -47,7 +48,7 @@ func diff(a, b reflect.Value, prefix string, changed map[string]bool) {
 			continue
 		}
 		key := prefix + snake(f.Name)
-		if f.Type.Kind() == reflect.Struct && f.Type.PkgPath() == t.PkgPath() {
+		if flattened(t, f, key) {
 			diff(a.Field(i), b.Field(i), key+"_", changed)
 			continue
 		}
@@ -69,4 +70,11 @@ func snake(name string) string {
 		b.WriteRune(unicode.ToLower(r))
 	}
 	return b.String()
+}
+
+// flattened reports whether field f of t is a struct whose fields are
+// top-level keys of their own (HealthCheck's health_check_interval, ...)
+// rather than a section read under one key (discovery).
+func flattened(t reflect.Type, f reflect.StructField, key string) bool {
+	return f.Type.Kind() == reflect.Struct && f.Type.PkgPath() == t.PkgPath() && !slices.Contains(Keys(), key)
 }

@@ -17,7 +17,7 @@ func TestEveryFieldHasItsKey(t *testing.T) {
 			if !f.IsExported() || f.Name == "Path" && prefix == "" {
 				continue
 			}
-			if f.Type.Kind() == reflect.Struct && f.Type.PkgPath() == rt.PkgPath() {
+			if flattened(rt, f, prefix+snake(f.Name)) {
 				walk(f.Type, prefix+snake(f.Name)+"_")
 				continue
 			}

@@ -223,9 +223,9 @@ func (c *Config) checkBackends(errs *Errors) {
 		}
 		return Problem{File: c.Path, Line: line, Key: key + "." + field}
 	}
-	if len(c.Backends) == 0 && c.backendProblems == 0 {
+	if len(c.Backends) == 0 && c.backendProblems == 0 && c.Discovery.Etcd == nil && !c.undecoded["discovery"] {
 		p := c.at("backends")
-		p.Msg = "no backends configured; list at least one (- url: http://HOST:PORT) or pass -backends"
+		p.Msg = "no backends configured; list at least one (- url: http://HOST:PORT), pass -backends, or discover them (discovery: etcd:)"
 		errs.add(p)
 	}
 	c.checkUpstreamTLS(errs, where)

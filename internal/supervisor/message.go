@@ -91,6 +91,25 @@ type Member struct {
 	URL         string `json:"url"`
 	Weight      int    `json:"weight"`
 	MaxRequests int    `json:"max_requests,omitempty"`
+	// From says where the member came from: "" for the configuration
+	// file (or flags), FromAPI, FromEtcd.
+	From string `json:"from,omitempty"`
+	// Key is the etcd key a discovered member came from.
+	Key string `json:"key,omitempty"`
+}
+
+// Where members come from besides the configuration file.
+const (
+	FromAPI  = "api"
+	FromEtcd = "etcd"
+)
+
+// Source names where m came from: "file", "api" or "etcd".
+func (m Member) Source() string {
+	if m.From == "" {
+		return "file"
+	}
+	return m.From
 }
 
 // HealthUpdate carries active-check states by backend name.

@@ -1,0 +1,167 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Discovery says where relay finds backends besides the file's. Today
+// that is etcd; each source gets its own field.
+type Discovery struct {
+	// Etcd is nil when relay does not watch etcd.
+	Etcd *Etcd
+}
+
+// Etcd is where relay discovers backends besides those of the file: each
+// key under Prefix in an etcd cluster is one backend (see
+// internal/discovery for the value's format).
+type Etcd struct {
+	// Endpoints are the cluster's client URLs (http://HOST:PORT or
+	// https://HOST:PORT); relay uses whichever answers.
+	Endpoints []string
+	// Prefix is the key prefix watched, for example /relay/backends/.
+	Prefix string
+	// DialTimeout bounds connecting to the cluster and each list.
+	DialTimeout time.Duration
+	// Username and Password authenticate to a cluster with auth on.
+	Username string
+	Password string
+	// TLS says how to reach https endpoints: the CA to trust, the name to
+	// verify, a client certificate for clusters that require one.
+	TLS UpstreamTLS
+}
+
+// DefaultEtcdDialTimeout is the etcd dial_timeout when none is given.
+const DefaultEtcdDialTimeout = 2 * time.Second
+
+var (
+	discoveryKeys = []string{"etcd"}
+	etcdKeys      = append([]string{"endpoints", "prefix", "dial_timeout", "username", "password"}, upstreamTLSKeys...)
+)
+
+// decodeDiscovery reads the discovery section. Its settings do not depend
+// on any other key, so they are judged here, where each one's line is
+// known.
+func decodeDiscovery(d *decoder, c *Config, v *yaml.Node) {
+	if isNull(v) {
+		return
+	}
+	if v.Kind != yaml.MappingNode {
+		d.problem(v.Line, "discovery", "must be a mapping (discovery:\n  etcd:\n    endpoints: [...]), got %s", describe(v))
+		return
+	}
+	d.mapping(v, "discovery.", discoveryKeys, func(_ string, k, val *yaml.Node) {
+		if val.Kind != yaml.MappingNode {
+			d.problem(val.Line, "discovery.etcd", "must be a mapping with endpoints and prefix, got %s", describe(val))
+			return
+		}
+		c.Discovery.Etcd = decodeEtcd(d, k.Line, val)
+	})
+}
+
+func decodeEtcd(d *decoder, line int, v *yaml.Node) *Etcd {
+	const at = "discovery.etcd."
+	e := &Etcd{DialTimeout: DefaultEtcdDialTimeout}
+	lines := map[string]int{}
+	d.mapping(v, at, etcdKeys, func(key string, k, val *yaml.Node) {
+		lines[key] = k.Line
+		switch key {
+		case "endpoints":
+			items, _ := d.strList(val, at+key)
+			for i, it := range items {
+				if msg := checkEtcdEndpoint(it.value); msg != "" {
+					d.problem(it.line, fmt.Sprintf("%s%s[%d]", at, key, i), "%s", msg)
+				}
+				e.Endpoints = append(e.Endpoints, it.value)
+			}
+		case "prefix":
+			if s, ok := d.str(val, at+key); ok {
+				e.Prefix = s
+			}
+		case "dial_timeout":
+			if t, ok := d.duration(val, at+key); ok {
+				e.DialTimeout = t
+				if t <= 0 {
+					d.problem(k.Line, at+key, "must be longer than zero, got %v", t)
+				}
+			}
+		case "username":
+			if s, ok := d.str(val, at+key); ok {
+				e.Username = s
+			}
+		case "password":
+			if s, ok := d.str(val, at+key); ok {
+				e.Password = s
+			}
+		default:
+			decodeUpstreamTLS(d, &e.TLS, key, at+key, val)
+		}
+	})
+	if len(e.Endpoints) == 0 && lines["endpoints"] == 0 {
+		d.problem(line, at+"endpoints", "missing: list the cluster's client URLs, for example [http://127.0.0.1:2379]")
+	}
+	if e.Prefix == "" && lines["prefix"] == 0 {
+		d.problem(line, at+"prefix", "missing: the key prefix whose keys are backends, for example /relay/backends/")
+	} else if e.Prefix == "" {
+		d.problem(lines["prefix"], at+"prefix", "must not be empty: relay would take every key in etcd for a backend")
+	}
+	if (e.Username == "") != (e.Password == "") {
+		key := "username"
+		if e.Username == "" {
+			key = "password"
+		}
+		other := map[string]string{"username": "password", "password": "username"}[key]
+		d.problem(lines[key], at+key, "%s is set without %s", key, other)
+	}
+	if e.TLS.Set() {
+		for _, m := range e.TLS.Problems() {
+			key := "tls_ca_file"
+			switch {
+			case strings.Contains(m, "client"):
+				key = "tls_client_cert_file"
+			case strings.Contains(m, "server_name"):
+				key = "tls_server_name"
+			}
+			d.problem(lines[key], at+key, "%s", m)
+		}
+		if !e.UsesTLS() {
+			d.problem(line, at+"endpoints", "TLS settings are given but no endpoint is https://; write the endpoints as https://HOST:PORT")
+		}
+	}
+	return e
+}
+
+// UsesTLS reports whether relay speaks TLS to the cluster: its endpoints
+// are https URLs.
+func (e *Etcd) UsesTLS() bool {
+	for _, ep := range e.Endpoints {
+		if strings.HasPrefix(strings.ToLower(ep), "https://") {
+			return true
+		}
+	}
+	return false
+}
+
+// checkEtcdEndpoint says what is wrong with one etcd endpoint, or "".
+func checkEtcdEndpoint(ep string) string {
+	if !strings.Contains(ep, "://") {
+		return fmt.Sprintf("%s has no scheme; write http://%s (or https://)", quote(ep), ep)
+	}
+	u, err := url.Parse(ep)
+	if err != nil {
+		return fmt.Sprintf("%s is not a URL: %v", quote(ep), err)
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Sprintf("%s: the scheme must be http or https, got %s", quote(ep), quote(u.Scheme))
+	case u.Port() == "" || u.Hostname() == "":
+		return fmt.Sprintf("%s needs a host and a port, as in http://127.0.0.1:2379", quote(ep))
+	case u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.User != nil:
+		return fmt.Sprintf("%s must be just scheme://HOST:PORT", quote(ep))
+	}
+	return ""
+}

@@ -1,0 +1,72 @@
+package discovery
+
+import (
+	"crypto/tls"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"relay/internal/config"
+)
+
+// NewClient returns an etcd client for e's cluster. It does not wait for
+// the cluster: requests do, each within its own deadline. (With a
+// username it asks for a token at once, and fails when no endpoint
+// answers within the dial timeout.)
+func NewClient(e *config.Etcd) (*clientv3.Client, error) {
+	tc, err := clientTLS(e)
+	if err != nil {
+		return nil, err
+	}
+	return clientv3.New(clientv3.Config{
+		Endpoints:   e.Endpoints,
+		DialTimeout: e.DialTimeout,
+		Username:    e.Username,
+		Password:    e.Password,
+		TLS:         tc,
+		// relay logs what matters about etcd itself; the client's own
+		// log would be a second format on standard error.
+		Logger: zap.NewNop(),
+	})
+}
+
+// clientTLS is how relay speaks TLS to e's endpoints, or nil when they are
+// http.
+func clientTLS(e *config.Etcd) (*tls.Config, error) {
+	if !e.UsesTLS() {
+		return nil, nil
+	}
+	tc := &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		ServerName:         e.TLS.ServerName,
+		InsecureSkipVerify: e.TLS.InsecureSkipVerify,
+	}
+	if e.TLS.CAFile != "" {
+		pool, err := config.LoadCAFile(e.TLS.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		tc.RootCAs = pool
+	}
+	if e.TLS.ClientCertFile != "" {
+		pair, err := config.LoadCertificate(config.Certificate{CertFile: e.TLS.ClientCertFile, KeyFile: e.TLS.ClientKeyFile})
+		if err != nil {
+			return nil, err
+		}
+		tc.Certificates = []tls.Certificate{pair}
+	}
+	return tc, nil
+}
+
+// endpointsOf splits a comma-separated list of endpoints, as flags give
+// them.
+func endpointsOf(list string) []string {
+	var eps []string
+	for _, ep := range strings.Split(list, ",") {
+		if ep = strings.TrimSpace(ep); ep != "" {
+			eps = append(eps, ep)
+		}
+	}
+	return eps
+}

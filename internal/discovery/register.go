@@ -1,0 +1,72 @@
+package discovery
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"relay/internal/config"
+)
+
+// Register announces value under key in e's cluster until ctx ends, under
+// a lease of ttl that it keeps alive: if the registering process dies,
+// etcd deletes the key when the lease runs out, and every watcher drops
+// the backend. When the lease is lost (etcd unreachable for longer than
+// ttl) Register puts the key again under a new lease once etcd answers.
+// When ctx ends it revokes the lease, so the key goes at once, and
+// returns. It returns early only when the client cannot be made.
+func Register(ctx context.Context, e *config.Etcd, key string, value []byte, ttl time.Duration, log *slog.Logger) error {
+	cli, err := NewClient(e)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	wait := MinBackoff
+	for ctx.Err() == nil {
+		lease, err := put(ctx, cli, e.DialTimeout, key, value, ttl)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			log.Warn("register: etcd did not take the key; retrying", "key", key, "err", err.Error())
+			sleep(ctx, wait)
+			wait = min(2*wait, MaxBackoff)
+			continue
+		}
+		wait = MinBackoff
+		log.Info("register: announced in etcd", "key", key, "value", string(value), "ttl", ttl.String())
+		alive, err := cli.KeepAlive(ctx, lease)
+		if err == nil {
+			for range alive { // the channel closes when the lease is lost or ctx ends
+			}
+		}
+		if ctx.Err() != nil {
+			rctx, cancel := context.WithTimeout(context.Background(), e.DialTimeout)
+			_, err := cli.Revoke(rctx, lease)
+			cancel()
+			if err == nil {
+				log.Info("register: withdrawn from etcd", "key", key)
+			}
+			break
+		}
+		log.Warn("register: the lease was lost; announcing again", "key", key)
+	}
+	return nil
+}
+
+// put writes key under a new lease of ttl and returns the lease.
+func put(ctx context.Context, cli *clientv3.Client, timeout time.Duration, key string, value []byte, ttl time.Duration) (clientv3.LeaseID, error) {
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	secs := max(int64((ttl+time.Second-1)/time.Second), 1)
+	g, err := cli.Grant(pctx, secs)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := cli.Put(pctx, key, string(value), clientv3.WithLease(g.ID)); err != nil {
+		return 0, err
+	}
+	return g.ID, nil
+}

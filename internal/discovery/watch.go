@@ -1,0 +1,265 @@
+package discovery
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/connectivity"
+
+	"relay/internal/config"
+)
+
+// Backoff bounds the waits between attempts to reach etcd: the first
+// retry comes after MinBackoff, each next one after twice as long, up to
+// MaxBackoff.
+var (
+	MinBackoff = 250 * time.Millisecond
+	MaxBackoff = 5 * time.Second
+)
+
+// Watcher keeps the backends under an etcd prefix: it lists the prefix,
+// then watches it from the list's revision, and calls apply with the whole
+// discovered set (sorted by key) whenever it changes. When etcd cannot be
+// reached it keeps the last set, says so once, retries with backoff and
+// lists again when etcd answers; it lists again too when the revision it
+// watched from was compacted away.
+type Watcher struct {
+	e     *config.Etcd
+	log   *slog.Logger
+	apply func([]Backend)
+
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	// Owned by the watching goroutine.
+	cli     *clientv3.Client
+	keys    map[string]Backend // the valid value of each key
+	applied []Backend          // the set last handed to apply
+	dups    map[string]bool    // keys whose URL an earlier key has, as last logged
+}
+
+// Watch starts watching e's prefix; apply is called from one goroutine at
+// a time, first when the first list succeeds.
+func Watch(e *config.Etcd, log *slog.Logger, apply func([]Backend)) *Watcher {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &Watcher{e: e, log: log, apply: apply, cancel: cancel, done: make(chan struct{}), keys: map[string]Backend{}}
+	go w.run(ctx)
+	return w
+}
+
+// Stop ends the watch and closes the client; the set last applied stays
+// where apply put it.
+func (w *Watcher) Stop() {
+	w.cancel()
+	<-w.done
+}
+
+// errLost is the watch ending because no endpoint can be reached.
+var errLost = errors.New("no etcd endpoint can be reached")
+
+func (w *Watcher) run(ctx context.Context) {
+	defer close(w.done)
+	defer func() {
+		if w.cli != nil {
+			w.cli.Close()
+		}
+	}()
+	wait := MinBackoff
+	lost, listed := false, false
+	for {
+		rev, err := w.list(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			if !lost {
+				lost = true
+				if listed {
+					w.log.Warn("discovery: etcd cannot be reached; relay keeps the last known backends and retries",
+						"endpoints", w.e.Endpoints, "backends", len(w.applied), "err", err.Error())
+				} else {
+					w.log.Warn("discovery: etcd cannot be reached at start; relay serves the configured backends and retries",
+						"endpoints", w.e.Endpoints, "err", err.Error())
+				}
+			}
+			if !sleep(ctx, wait) {
+				return
+			}
+			wait = min(2*wait, MaxBackoff)
+			continue
+		}
+		if lost {
+			w.log.Info("discovery: etcd answers again; backends listed afresh", "endpoints", w.e.Endpoints, "backends", len(w.applied))
+		} else if !listed {
+			w.log.Info("discovery: watching etcd", "endpoints", w.e.Endpoints, "prefix", w.e.Prefix, "backends", len(w.applied))
+		}
+		lost, listed, wait = false, true, MinBackoff
+		err = w.watch(ctx, rev+1)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, errLost):
+			lost = true
+			w.log.Warn("discovery: lost etcd; relay keeps the last known backends and retries",
+				"endpoints", w.e.Endpoints, "backends", len(w.applied))
+		default:
+			w.log.Info("discovery: watch ended; listing again", "reason", err.Error())
+		}
+	}
+}
+
+// list reads every key under the prefix, applies the set and returns the
+// revision it was read at.
+func (w *Watcher) list(ctx context.Context) (int64, error) {
+	if w.cli == nil {
+		cli, err := NewClient(w.e)
+		if err != nil {
+			return 0, err
+		}
+		w.cli = cli
+	}
+	lctx, cancel := context.WithTimeout(ctx, w.e.DialTimeout)
+	defer cancel()
+	resp, err := w.cli.Get(lctx, w.e.Prefix, clientv3.WithPrefix())
+	if err != nil {
+		return 0, err
+	}
+	old := w.keys
+	w.keys = make(map[string]Backend, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		key := string(kv.Key)
+		if b, ok := w.parse(key, kv.Value, old); ok {
+			w.keys[key] = b
+		}
+	}
+	w.publish()
+	return resp.Header.Revision, nil
+}
+
+// watch follows the prefix from rev until ctx ends, the revision is
+// compacted, or no endpoint can be reached (errLost).
+func (w *Watcher) watch(ctx context.Context, rev int64) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var lost sync.WaitGroup
+	lost.Add(1)
+	lostErr := make(chan struct{})
+	go func() {
+		defer lost.Done()
+		if w.awaitFailure(wctx) {
+			close(lostErr)
+			cancel()
+		}
+	}()
+	defer lost.Wait()
+	for resp := range w.cli.Watch(clientv3.WithRequireLeader(wctx), w.e.Prefix, clientv3.WithPrefix(), clientv3.WithRev(rev)) {
+		if resp.CompactRevision != 0 {
+			return fmt.Errorf("revision %d was compacted (now %d)", rev, resp.CompactRevision)
+		}
+		if err := resp.Err(); err != nil {
+			return err
+		}
+		for _, ev := range resp.Events {
+			key := string(ev.Kv.Key)
+			switch ev.Type {
+			case clientv3.EventTypePut:
+				if b, ok := w.parse(key, ev.Kv.Value, w.keys); ok {
+					w.keys[key] = b
+				}
+			case clientv3.EventTypeDelete:
+				delete(w.keys, key)
+			}
+		}
+		w.publish()
+	}
+	select {
+	case <-lostErr:
+		return errLost
+	default:
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return errors.New("the watch was closed")
+}
+
+// awaitFailure waits until the client's connection fails (every endpoint
+// refused or timed out) and reports true, or until ctx ends.
+func (w *Watcher) awaitFailure(ctx context.Context) bool {
+	conn := w.cli.ActiveConnection()
+	for {
+		s := conn.GetState()
+		if s == connectivity.TransientFailure {
+			return true
+		}
+		if !conn.WaitForStateChange(ctx, s) {
+			return false
+		}
+	}
+}
+
+// parse reads one key's value. A value that is not a backend is logged
+// and the key keeps what it held in prev, if anything: a bad write must
+// not take a working backend out.
+func (w *Watcher) parse(key string, value []byte, prev map[string]Backend) (Backend, bool) {
+	b, err := Parse(key, value)
+	if err == nil {
+		return b, true
+	}
+	old, had := prev[key]
+	if had {
+		w.log.Error("discovery: ignored a value that is not a backend; the key keeps its last valid one", "err", err.Error(), "backend", old.URL)
+	} else {
+		w.log.Error("discovery: ignored a value that is not a backend", "err", err.Error())
+	}
+	return old, had
+}
+
+// publish hands the current set to apply when it differs from the last.
+// Two keys naming the same URL are one backend, the first key's.
+func (w *Watcher) publish() {
+	set := make([]Backend, 0, len(w.keys))
+	for _, b := range w.keys {
+		set = append(set, b)
+	}
+	slices.SortFunc(set, func(a, b Backend) int { return cmp.Compare(a.Key, b.Key) })
+	seen := make(map[string]string, len(set))
+	dups := map[string]bool{}
+	kept := set[:0]
+	for _, b := range set {
+		if first, dup := seen[b.URL]; dup {
+			if !w.dups[b.Key] {
+				w.log.Warn("discovery: two keys name one backend; the first key's counts", "backend", b.URL, "key", b.Key, "first", first)
+			}
+			dups[b.Key] = true
+			continue
+		}
+		seen[b.URL] = b.Key
+		kept = append(kept, b)
+	}
+	w.dups = dups
+	if slices.Equal(kept, w.applied) && w.applied != nil {
+		return
+	}
+	w.applied = kept
+	w.apply(slices.Clone(kept))
+}
+
+// sleep waits d or until ctx ends, reporting whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
