@@ -61,6 +61,10 @@ func (w *Watcher) Stop() {
 	<-w.done
 }
 
+// testHookListed, when a test sets it, runs between a list and the watch
+// that follows it: a test can change etcd in that gap.
+var testHookListed func(rev int64)
+
 // errLost is the watch ending because no endpoint can be reached.
 var errLost = errors.New("no etcd endpoint can be reached")
 
@@ -101,6 +105,9 @@ func (w *Watcher) run(ctx context.Context) {
 			w.log.Info("discovery: watching etcd", "endpoints", w.e.Endpoints, "prefix", w.e.Prefix, "backends", len(w.applied))
 		}
 		lost, listed, wait = false, true, MinBackoff
+		if testHookListed != nil {
+			testHookListed(rev)
+		}
 		err = w.watch(ctx, rev+1)
 		switch {
 		case ctx.Err() != nil:
@@ -147,7 +154,6 @@ func (w *Watcher) list(ctx context.Context) (int64, error) {
 // compacted, or no endpoint can be reached (errLost).
 func (w *Watcher) watch(ctx context.Context, rev int64) error {
 	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var lost sync.WaitGroup
 	lost.Add(1)
 	lostErr := make(chan struct{})
@@ -158,7 +164,10 @@ func (w *Watcher) watch(ctx context.Context, rev int64) error {
 			cancel()
 		}
 	}()
-	defer lost.Wait()
+	defer func() {
+		cancel()
+		lost.Wait()
+	}()
 	for resp := range w.cli.Watch(clientv3.WithRequireLeader(wctx), w.e.Prefix, clientv3.WithPrefix(), clientv3.WithRev(rev)) {
 		if resp.CompactRevision != 0 {
 			return fmt.Errorf("revision %d was compacted (now %d)", rev, resp.CompactRevision)
