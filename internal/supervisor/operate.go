@@ -155,11 +155,13 @@ func (l *Control) Reloaded(src ConfigSource, members []Member, maxEjected int, p
 // Discovered makes set the members relay discovered (in etcd), in every
 // process: members of an earlier set that are not in it leave, finishing
 // what they have in flight; new ones join and are checked at once; a
-// member whose weight changed keeps its state. The file's members and
+// member whose weight changed keeps its state. A weight an operator set
+// holds until etcd announces another. The file's members and
 // those added through the API stay. A discovered URL that one of those
 // already has is left out: the file's entry wins.
 func (l *Control) Discovered(set []Member) error {
-	return l.change(func(ms []Member) ([]Member, error) {
+	var announced map[string]int
+	return l.commit(func(ms []Member) ([]Member, error) {
 		var static []Member
 		old := map[string]Member{}
 		for _, m := range ms {
@@ -172,12 +174,18 @@ func (l *Control) Discovered(set []Member) error {
 		next := withDiscovered(static, set, func(m Member) {
 			l.log.Warn("discovered backend left out: it is configured already", "backend", m.URL, "key", m.Key)
 		})
-		for _, m := range next[len(static):] {
+		announced = make(map[string]int, len(next)-len(static))
+		for i := len(static); i < len(next); i++ {
+			m := &next[i]
+			announced[m.URL] = m.Weight
 			was, ok := old[m.URL]
 			delete(old, m.URL)
 			switch {
 			case !ok:
 				l.log.Info("backend added", "backend", m.URL, "weight", m.Weight, "by", "etcd", "key", m.Key)
+			case l.announced[m.URL] == m.Weight:
+				// etcd's weight for it is the same: an operator's holds.
+				m.Weight = was.Weight
 			case was.Weight != m.Weight:
 				l.log.Info("backend weight changed", "backend", m.URL, "weight", m.Weight, "was", was.Weight, "by", "etcd", "key", m.Key)
 			}
@@ -186,7 +194,7 @@ func (l *Control) Discovered(set []Member) error {
 			l.log.Info("backend removed", "backend", m.URL, "by", "etcd", "key", m.Key)
 		}
 		return next, nil
-	})
+	}, nil, func() { l.announced = announced })
 }
 
 // withDiscovered returns static followed by the discovered members of
