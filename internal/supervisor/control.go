@@ -44,11 +44,11 @@ type Control struct {
 
 	mu      sync.Mutex
 	config  ConfigSource
-	members []Member           // the pool's membership now
+	members []Member // the pool's membership now
 	// announced is the weight etcd gave each discovered member, so an
 	// operator's weight holds until the member's own key changes.
 	announced map[string]int
-	bs      []*backend.Backend // the backends checked here, in members' order
+	bs        []*backend.Backend // the backends checked here, in members' order
 	// targets hands the active checks the backends to check after a
 	// membership change; nil until SetTargets.
 	targets func([]*backend.Backend)
