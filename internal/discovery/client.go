@@ -6,6 +6,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"relay/internal/config"
 )
@@ -28,6 +30,12 @@ func NewClient(e *config.Etcd) (*clientv3.Client, error) {
 		// relay logs what matters about etcd itself; the client's own
 		// log would be a second format on standard error.
 		Logger: zap.NewNop(),
+		// gRPC's own reconnect backoff grows to two minutes; relay wants
+		// a returning etcd found within MaxBackoff, as its lists are.
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: MinBackoff, Multiplier: 1.6, Jitter: 0.2, MaxDelay: MaxBackoff},
+			MinConnectTimeout: e.DialTimeout,
+		})},
 	})
 }
 

@@ -21,7 +21,7 @@ import (
 // MaxBackoff.
 var (
 	MinBackoff = 250 * time.Millisecond
-	MaxBackoff = 5 * time.Second
+	MaxBackoff = 2 * time.Second
 )
 
 // Watcher keeps the backends under an etcd prefix: it lists the prefix,

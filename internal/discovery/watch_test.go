@@ -196,7 +196,7 @@ func TestWatchDropsAKeyWhoseLeaseExpires(t *testing.T) {
 
 func TestWatchKeepsTheSetWhileEtcdIsDownAndResyncs(t *testing.T) {
 	MinBackoff, MaxBackoff = 50*time.Millisecond, 500*time.Millisecond
-	t.Cleanup(func() { MinBackoff, MaxBackoff = 250*time.Millisecond, 5*time.Second })
+	t.Cleanup(func() { MinBackoff, MaxBackoff = 250*time.Millisecond, 2*time.Second })
 	srv := etcdtest.Start(t)
 	cli := srv.Client()
 	srv.Put(cli, prefix+"a", value("http://127.0.0.1:8001", 1))
@@ -228,7 +228,7 @@ func TestWatchKeepsTheSetWhileEtcdIsDownAndResyncs(t *testing.T) {
 
 func TestWatchStartsWithoutEtcdAndListsWhenItComes(t *testing.T) {
 	MinBackoff, MaxBackoff = 50*time.Millisecond, 500*time.Millisecond
-	t.Cleanup(func() { MinBackoff, MaxBackoff = 250*time.Millisecond, 5*time.Second })
+	t.Cleanup(func() { MinBackoff, MaxBackoff = 250*time.Millisecond, 2*time.Second })
 	srv := etcdtest.Start(t)
 	cli := srv.Client()
 	srv.Put(cli, prefix+"a", value("http://127.0.0.1:8001", 1))
