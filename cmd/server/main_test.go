@@ -236,7 +236,8 @@ func TestQuietAndHelp(t *testing.T) {
 		t.Errorf("-help exit %d, want 0", code)
 	}
 	for _, want := range []string{"-port", "-addr", "-quiet", "/health", "/echo", "/download?size=N", "chunked=1",
-		"/upload", "/admin/health/fail", "/admin/health/ok", "delay=", "status=", "SIGUSR1", "SIGTERM"} {
+		"/upload", "/admin/health/fail", "/admin/health/ok", "delay=", "status=", "SIGUSR1", "SIGTERM",
+		"-register", "-register-prefix", "-register-key", "-register-ttl", "-advertise", "-weight"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("-help does not mention %q", want)
 		}

@@ -73,7 +73,7 @@ func decodeEtcd(d *decoder, line int, v *yaml.Node) *Etcd {
 		case "endpoints":
 			items, _ := d.strList(val, at+key)
 			for i, it := range items {
-				if msg := checkEtcdEndpoint(it.value); msg != "" {
+				if msg := CheckEtcdEndpoint(it.value); msg != "" {
 					d.problem(it.line, fmt.Sprintf("%s%s[%d]", at, key, i), "%s", msg)
 				}
 				e.Endpoints = append(e.Endpoints, it.value)
@@ -146,8 +146,10 @@ func (e *Etcd) UsesTLS() bool {
 	return false
 }
 
-// checkEtcdEndpoint says what is wrong with one etcd endpoint, or "".
-func checkEtcdEndpoint(ep string) string {
+// CheckEtcdEndpoint says what is wrong with one etcd endpoint, or "": it
+// must be http:// or https://HOST:PORT and nothing more. The file's
+// endpoints and cmd/server's -register meet the same rule.
+func CheckEtcdEndpoint(ep string) string {
 	if !strings.Contains(ep, "://") {
 		return fmt.Sprintf("%s has no scheme; write http://%s (or https://)", quote(ep), ep)
 	}

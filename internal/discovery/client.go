@@ -67,9 +67,9 @@ func clientTLS(e *config.Etcd) (*tls.Config, error) {
 	return tc, nil
 }
 
-// endpointsOf splits a comma-separated list of endpoints, as flags give
-// them.
-func endpointsOf(list string) []string {
+// Endpoints splits a comma-separated list of endpoints, as flags give
+// them (cmd/server's -register), dropping blanks around and between them.
+func Endpoints(list string) []string {
 	var eps []string
 	for _, ep := range strings.Split(list, ",") {
 		if ep = strings.TrimSpace(ep); ep != "" {
