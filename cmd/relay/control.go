@@ -20,6 +20,8 @@ type controlled struct {
 	admin  *admin.Server // nil when admin_listen is off
 	reload func() (uint64, error)
 	stop   func()
+	// disc watches etcd and keeps relay's own announcement there.
+	disc *discoverer
 }
 
 // startControl makes relay's control for cfg, loaded from src, starts the
@@ -52,7 +54,7 @@ func startControl(f *flags, cfg *config.Config, src supervisor.ConfigSource, lg 
 		}
 	}()
 	stopChecks := func() { disc.stop(); rotation.Stop(); close(stopRotation); checks.Stop() }
-	c := &controlled{ctl: ctl, reload: r.reload, stop: stopChecks}
+	c := &controlled{ctl: ctl, reload: r.reload, stop: stopChecks, disc: disc}
 	if cfg.AdminListen != "" {
 		c.admin, err = admin.Start(cfg.AdminListen, admin.Options{
 			Control: ctl, Token: cfg.AdminToken, Reload: r.reload,

@@ -12,7 +12,9 @@ import (
 
 // discoverer runs the etcd watch of the configuration relay runs, in the
 // control, and hands what it finds to the control as members: every
-// process then changes together, as for the admin API and reloads.
+// process then changes together, as for the admin API and reloads. It
+// also keeps relay's own announcement, when the configuration asks for
+// one, from the moment relay serves until it begins to stop.
 type discoverer struct {
 	ctl *supervisor.Control
 	log *slog.Logger
@@ -20,6 +22,10 @@ type discoverer struct {
 	mu       sync.Mutex
 	settings *config.Etcd // what w watches; nil when discovery is off
 	w        *discovery.Watcher
+
+	serving   bool         // between announce and withdraw
+	announced *config.Etcd // what the announcement runs under; nil when none runs
+	withdrawn func()       // ends the announcement
 }
 
 func startDiscovery(cfg *config.Config, ctl *supervisor.Control, log *slog.Logger) *discoverer {
@@ -35,7 +41,9 @@ func (d *discoverer) reload(cfg *config.Config) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	next := cfg.Discovery.Etcd
-	if reflect.DeepEqual(next, d.settings) {
+	d.reannounceLocked(next)
+	if reflect.DeepEqual(watchOf(next), watchOf(d.settings)) {
+		d.settings = next
 		return
 	}
 	if d.w != nil {
@@ -63,11 +71,76 @@ func (d *discoverer) apply(set []discovery.Backend) {
 	}
 }
 
+// stop ends the watch and the announcement.
 func (d *discoverer) stop() {
+	d.withdraw()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.w != nil {
 		d.w.Stop()
 		d.w = nil
 	}
+}
+
+// announce registers relay in etcd, if its configuration says to; it is
+// called once relay serves.
+func (d *discoverer) announce() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.serving = true
+	d.reannounceLocked(d.settings)
+}
+
+// withdraw takes relay's key out of etcd; it is called as relay begins to
+// stop, so whatever finds relay there stops sending new clients while
+// the requests in flight finish.
+func (d *discoverer) withdraw() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.serving = false
+	d.reannounceLocked(nil)
+}
+
+// reannounceLocked makes the announcement follow e: unchanged, it goes on;
+// changed, it is withdrawn and made again; gone (or relay not serving),
+// withdrawn.
+func (d *discoverer) reannounceLocked(e *config.Etcd) {
+	next := announceOf(e)
+	if !d.serving {
+		next = nil
+	}
+	if reflect.DeepEqual(next, d.announced) {
+		return
+	}
+	if d.withdrawn != nil {
+		d.withdrawn()
+		d.withdrawn = nil
+	}
+	d.announced = next
+	if next != nil {
+		a := next.Announce
+		key, value := discovery.KeyFor(a.Prefix, a.URL), discovery.Marshal(a.URL, a.Weight)
+		d.withdrawn = discovery.Announce(next, key, value, a.TTL, d.log)
+	}
+}
+
+// watchOf is what of e the watch depends on: all but the announcement.
+func watchOf(e *config.Etcd) *config.Etcd {
+	if e == nil {
+		return nil
+	}
+	w := *e
+	w.Announce = nil
+	return &w
+}
+
+// announceOf is what of e the announcement depends on: all but the
+// watched prefix; nil when e announces nothing.
+func announceOf(e *config.Etcd) *config.Etcd {
+	if e == nil || e.Announce == nil {
+		return nil
+	}
+	a := *e
+	a.Prefix = ""
+	return &a
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -470,4 +471,46 @@ func mapAddresses(t *testing.T, relays []*relay, n int) []string {
 		t.Fatalf("the instances disagree: %v", disagree)
 	}
 	return out
+}
+
+// TestRelayAnnouncesItself: a relay with discovery.etcd.announce keeps its
+// own key under another prefix while it serves, in the format relay reads
+// backends in, so a relay in front discovers it as a backend; it takes
+// the key out as it begins to stop.
+func TestRelayAnnouncesItself(t *testing.T) {
+	t.Parallel()
+	srv := etcdtest.Start(t)
+	cli := srv.Client()
+	b := newBackend(t, nil)
+	announce(srv, cli, "b0", b)
+	port := freePort(t)
+	innerURL := "http://127.0.0.1:" + port
+	inner, _ := startRelay(t, "", "-config", writeFile(t, t.TempDir(), "inner.yml",
+		"listen: 127.0.0.1:"+port+"\naccess_log: false\nprocesses: 2\n"+discoveryYAML(srv.Endpoint)+
+			"    announce:\n      url: "+innerURL+"\n      prefix: /relay/instances/\n      ttl: 3s\n      weight: 2\n"))
+	outerYAML := fmt.Sprintf("access_log: false\ndiscovery:\n  etcd:\n    endpoints: [%s]\n    prefix: /relay/instances/\n", srv.Endpoint)
+	outer, started := startRelay(t, "", "-config", writeConfig(t, outerYAML))
+	admin := adminOf(t, started)
+	awaitMembers(t, admin, 10*time.Second, innerURL)
+	if w := backendsOf(t, admin)[innerURL]["weight"]; w != float64(2) {
+		t.Errorf("the outer relay gives the inner one weight %v, want 2", w)
+	}
+	c := newClient(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, body := get(t, c, outer.url("/"))
+		if code == 200 && body == b.hello {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("through both relays GET / answers %d %q", code, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	inner.signal(syscall.SIGTERM)
+	awaitMembers(t, admin, time.Second, []string{}...)
+	if _, exited := inner.wait(exitTimeout); !exited {
+		t.Fatal("the inner relay did not stop")
+	}
 }

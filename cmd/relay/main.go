@@ -220,10 +220,12 @@ func supervise(f *flags, cfg *config.Config, src supervisor.ConfigSource, args [
 	opts := supervisor.Options{
 		Config: cfg, Source: src, Args: args,
 		Log: log, Out: out, ErrOut: &supervisor.LockedWriter{W: stderr},
-		Rotate:  func() { lg.reopen(); c.ctl.Reopen() },
-		Reload:  func() { c.reload() },
-		Control: c.ctl,
-		Admin:   c.adminAddr(),
+		Rotate:   func() { lg.reopen(); c.ctl.Reopen() },
+		Reload:   func() { c.reload() },
+		Control:  c.ctl,
+		Admin:    c.adminAddr(),
+		Started:  c.disc.announce,
+		Stopping: c.disc.withdraw,
 	}
 	if f.demo {
 		opts.Demo = func() (func(), error) { return startDemoBackends(log) }
@@ -407,6 +409,7 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 		if cfg.CPUAffinity { // processes: 0 on a single core
 			log.Warn("cpu_affinity ignored: it binds serving processes to cores, and there is one process")
 		}
+		c.disc.announce()
 	}
 
 	served := make(chan error, 2)
@@ -428,6 +431,9 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 				continue // the supervisor's business
 			}
 			log.Info("shutting down", "signal", sig.String(), "window", cfg.ShutdownTimeout.String(), "connections", p.Connections())
+			if c != nil {
+				c.disc.withdraw()
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 			err := p.Shutdown(ctx)
 			cancel()

@@ -167,7 +167,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	// of a backend that cannot answer. Every way out withdraws it.
 	withdraw := func() {}
 	if reg.endpoints != "" {
-		withdraw = reg.start(ctx, key, value, slogger)
+		withdraw = reg.start(key, value, slogger)
 		defer withdraw()
 	}
 	if ready != nil {

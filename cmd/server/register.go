@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -101,34 +100,20 @@ func (r *registration) announcement(addr *net.TCPAddr) (key string, value []byte
 	if err != nil {
 		return "", nil, fmt.Errorf("-advertise: %v (the default, from the listen address)", err)
 	}
-	name := r.key
-	if name == "" {
-		name = u.Host
+	key = discovery.KeyFor(r.prefix, u.String())
+	if r.key != "" {
+		key = r.prefix + r.key
 	}
-	return r.prefix + name, discovery.Marshal(u.String(), r.weight), nil
+	return key, discovery.Marshal(u.String(), r.weight), nil
 }
 
 // start announces the server in the background; the announcement is kept
 // up, and put back whenever etcd lost it, until withdraw is called.
-// withdraw revokes the key and returns once it is gone, or once etcd has
-// had its dial timeout to answer. Failing to reach etcd never stops the
-// server: Register retries and logs.
-func (r *registration) start(ctx context.Context, key string, value []byte, log *slog.Logger) (withdraw func()) {
+func (r *registration) start(key string, value []byte, log *slog.Logger) (withdraw func()) {
 	e := &config.Etcd{
 		Endpoints:   discovery.Endpoints(r.endpoints),
 		Prefix:      r.prefix,
 		DialTimeout: config.DefaultEtcdDialTimeout,
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := discovery.Register(ctx, e, key, value, r.ttl, log); err != nil {
-			log.Error("register: no etcd client; serving unannounced", "err", err.Error())
-		}
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
+	return discovery.Announce(e, key, value, r.ttl, log)
 }

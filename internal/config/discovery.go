@@ -33,14 +33,37 @@ type Etcd struct {
 	// TLS says how to reach https endpoints: the CA to trust, the name to
 	// verify, a client certificate for clusters that require one.
 	TLS UpstreamTLS
+	// Announce, when not nil, is how relay registers itself in the same
+	// cluster, for whatever finds relay instances (another relay, a DNS
+	// updater).
+	Announce *Announce
 }
+
+// Announce is relay registering itself: while relay serves, the key
+// Prefix + the URL's host:port holds {"url": URL, "weight": Weight} under
+// a lease of TTL that relay keeps alive, the format relay reads backends
+// in, so a relay in front can discover the instances behind it.
+type Announce struct {
+	URL    string // how others reach this relay, http(s)://HOST:PORT
+	Prefix string
+	TTL    time.Duration
+	Weight int
+}
+
+// DefaultAnnounceTTL is the lease of relay's own key when none is given;
+// MinAnnounceTTL is about etcd's shortest lease.
+const (
+	DefaultAnnounceTTL = 10 * time.Second
+	MinAnnounceTTL     = 2 * time.Second
+)
 
 // DefaultEtcdDialTimeout is the etcd dial_timeout when none is given.
 const DefaultEtcdDialTimeout = 2 * time.Second
 
 var (
 	discoveryKeys = []string{"etcd"}
-	etcdKeys      = append([]string{"endpoints", "prefix", "dial_timeout", "username", "password"}, upstreamTLSKeys...)
+	etcdKeys      = append([]string{"endpoints", "prefix", "dial_timeout", "username", "password", "announce"}, upstreamTLSKeys...)
+	announceKeys  = []string{"url", "prefix", "ttl", "weight"}
 )
 
 // decodeDiscovery reads the discovery section. Its settings do not depend
@@ -97,6 +120,8 @@ func decodeEtcd(d *decoder, line int, v *yaml.Node) *Etcd {
 			if s, ok := d.str(val, at+key); ok {
 				e.Password = s
 			}
+		case "announce":
+			e.Announce = decodeAnnounce(d, k.Line, val)
 		default:
 			decodeUpstreamTLS(d, &e.TLS, key, at+key, val)
 		}
@@ -117,6 +142,10 @@ func decodeEtcd(d *decoder, line int, v *yaml.Node) *Etcd {
 		other := map[string]string{"username": "password", "password": "username"}[key]
 		d.problem(lines[key], at+key, "%s is set without %s", key, other)
 	}
+	if a := e.Announce; a != nil && a.Prefix != "" && e.Prefix != "" && overlaps(a.Prefix, e.Prefix) {
+		d.problem(lines["announce"], at+"announce.prefix", "%s overlaps prefix %s: relay would discover itself as a backend and send requests to itself; list instances under another prefix, for example /relay/instances/",
+			quote(a.Prefix), quote(e.Prefix))
+	}
 	if e.TLS.Set() {
 		for _, m := range e.TLS.Problems() {
 			key := "tls_ca_file"
@@ -134,6 +163,59 @@ func decodeEtcd(d *decoder, line int, v *yaml.Node) *Etcd {
 	}
 	return e
 }
+
+func decodeAnnounce(d *decoder, line int, v *yaml.Node) *Announce {
+	const at = "discovery.etcd.announce."
+	if v.Kind != yaml.MappingNode {
+		d.problem(v.Line, "discovery.etcd.announce", "must be a mapping with url and prefix, got %s", describe(v))
+		return nil
+	}
+	a := &Announce{TTL: DefaultAnnounceTTL, Weight: DefaultWeight}
+	lines := map[string]int{}
+	d.mapping(v, at, announceKeys, func(key string, k, val *yaml.Node) {
+		lines[key] = k.Line
+		switch key {
+		case "url":
+			if s, ok := d.str(val, at+key); ok {
+				if u, err := BackendURL(s); err != nil {
+					d.problem(val.Line, at+key, "%v", err)
+				} else {
+					a.URL = u.String()
+				}
+			}
+		case "prefix":
+			if s, ok := d.str(val, at+key); ok {
+				a.Prefix = s
+				if s == "" {
+					d.problem(val.Line, at+key, "must not be empty")
+				}
+			}
+		case "ttl":
+			if t, ok := d.duration(val, at+key); ok {
+				a.TTL = t
+				if t < MinAnnounceTTL {
+					d.problem(val.Line, at+key, "%v is too short: etcd's shortest lease is about %v", t, MinAnnounceTTL)
+				}
+			}
+		case "weight":
+			if n, ok := d.integer(val, at+key); ok {
+				a.Weight = n
+				if n < 1 || n > MaxWeight {
+					d.problem(val.Line, at+key, "%d is outside 1..%d", n, MaxWeight)
+				}
+			}
+		}
+	})
+	for _, key := range []string{"url", "prefix"} {
+		if lines[key] == 0 {
+			d.problem(line, at+key, "missing: announce needs url (how others reach this relay) and prefix (where instances are listed, for example /relay/instances/)")
+		}
+	}
+	return a
+}
+
+// overlaps reports whether one prefix holds the other's keys.
+func overlaps(a, b string) bool { return strings.HasPrefix(a, b) || strings.HasPrefix(b, a) }
 
 // UsesTLS reports whether relay speaks TLS to the cluster: its endpoints
 // are https URLs.

@@ -154,6 +154,25 @@ func TestProblems(t *testing.T) {
 		{"admin token too short", y("admin_listen: 0.0.0.0:9901", "admin_token: secret", "backends:", b1), 2, "admin_token", "must be at least 16 characters, got 6"},
 		{"admin listen not host:port", y("admin_listen: localhost", "backends:", b1), 1, "admin_listen", `"localhost" is not HOST:PORT`},
 		{"admin listen is the client listen", y("listen: 127.0.0.1:8080", "admin_listen: 127.0.0.1:8080", "backends:", b1), 2, "admin_listen", "never shared with client traffic"},
+
+		// Discovery.
+		{"discovery not a mapping", y("discovery: etcd"), 1, "discovery", "must be a mapping"},
+		{"discovery unknown source", y("discovery:", "  consul: {}"), 2, "discovery.consul", "unknown key"},
+		{"etcd without endpoints", y("discovery:", "  etcd:", "    prefix: /relay/backends/"), 2, "discovery.etcd.endpoints", "missing: list the cluster's client URLs"},
+		{"etcd without prefix", y("discovery:", "  etcd:", "    endpoints: [http://127.0.0.1:2379]"), 2, "discovery.etcd.prefix", "missing: the key prefix"},
+		{"etcd empty prefix", y("discovery:", "  etcd:", "    endpoints: [http://127.0.0.1:2379]", `    prefix: ""`), 4, "discovery.etcd.prefix", "must not be empty"},
+		{"etcd endpoint without scheme", y("discovery:", "  etcd:", "    endpoints: [127.0.0.1:2379]", "    prefix: /b/"), 3, "discovery.etcd.endpoints[0]", `has no scheme; write http://127.0.0.1:2379`},
+		{"etcd endpoint with a path", y("discovery:", "  etcd:", "    endpoints: [http://127.0.0.1:2379/v3]", "    prefix: /b/"), 3, "discovery.etcd.endpoints[0]", "must be just scheme://HOST:PORT"},
+		{"etcd endpoint unix", y("discovery:", "  etcd:", "    endpoints: [unix://x:1]", "    prefix: /b/"), 3, "discovery.etcd.endpoints[0]", "the scheme must be http or https"},
+		{"etcd dial timeout zero", y("discovery:", "  etcd:", "    endpoints: [http://127.0.0.1:2379]", "    prefix: /b/", "    dial_timeout: 0s"), 5, "discovery.etcd.dial_timeout", "must be longer than zero"},
+		{"etcd username without password", y("discovery:", "  etcd:", "    endpoints: [http://127.0.0.1:2379]", "    prefix: /b/", "    username: relay"), 5, "discovery.etcd.username", "username is set without password"},
+		{"etcd tls on http endpoints", y("discovery:", "  etcd:", "    endpoints: [http://127.0.0.1:2379]", "    prefix: /b/", "    tls_server_name: etcd.internal"), 2, "discovery.etcd.endpoints", "no endpoint is https://"},
+		{"etcd unknown key", y("discovery:", "  etcd:", "    endpoints: [http://127.0.0.1:2379]", "    prefix: /b/", "    prefx: /c/"), 5, "discovery.etcd.prefx", `unknown key; did you mean "prefix"?`},
+		{"announce without url", y("discovery:", "  etcd:", "    endpoints: [http://127.0.0.1:2379]", "    prefix: /b/", "    announce:", "      prefix: /i/"), 5, "discovery.etcd.announce.url", "missing: announce needs url"},
+		{"announce bad url", y("discovery:", "  etcd:", "    endpoints: [http://127.0.0.1:2379]", "    prefix: /b/", "    announce:", "      url: 10.0.0.1:8080", "      prefix: /i/"), 6, "discovery.etcd.announce.url", "has no scheme"},
+		{"announce ttl too short", y("discovery:", "  etcd:", "    endpoints: [http://127.0.0.1:2379]", "    prefix: /b/", "    announce:", "      url: http://10.0.0.1:8080", "      prefix: /i/", "      ttl: 1s"), 8, "discovery.etcd.announce.ttl", "too short"},
+		{"announce weight zero", y("discovery:", "  etcd:", "    endpoints: [http://127.0.0.1:2379]", "    prefix: /b/", "    announce:", "      url: http://10.0.0.1:8080", "      prefix: /i/", "      weight: 0"), 8, "discovery.etcd.announce.weight", "0 is outside 1..1000"},
+		{"announce under the watched prefix", y("discovery:", "  etcd:", "    endpoints: [http://127.0.0.1:2379]", "    prefix: /relay/", "    announce:", "      url: http://10.0.0.1:8080", "      prefix: /relay/instances/"), 5, "discovery.etcd.announce.prefix", "relay would discover itself"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

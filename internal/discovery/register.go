@@ -70,3 +70,22 @@ func put(ctx context.Context, cli *clientv3.Client, timeout time.Duration, key s
 	}
 	return g.ID, nil
 }
+
+// Announce runs Register in the background until withdraw is called:
+// withdraw revokes the key and returns once it is gone, or once etcd has
+// had its dial timeout to answer. Not reaching etcd never stops the
+// caller: Register retries and logs.
+func Announce(e *config.Etcd, key string, value []byte, ttl time.Duration, log *slog.Logger) (withdraw func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := Register(ctx, e, key, value, ttl, log); err != nil {
+			log.Error("register: no etcd client; not announced", "key", key, "err", err.Error())
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"relay/internal/config"
 )
@@ -69,6 +70,14 @@ func Parse(key string, data []byte) (Backend, error) {
 		return bad("weight %d is outside 1..%d", v.Weight, config.MaxWeight)
 	}
 	return Backend{Key: key, URL: u.String(), Weight: v.Weight}, nil
+}
+
+// KeyFor is the key that announces the backend at url (canonical, as
+// config.BackendURL gives it) under prefix: the prefix and the URL's
+// HOST:PORT, so each address has one key.
+func KeyFor(prefix, url string) string {
+	_, hostport, _ := strings.Cut(url, "://")
+	return prefix + hostport
 }
 
 // Marshal is the value that announces the backend at url with weight.

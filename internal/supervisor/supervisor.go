@@ -67,6 +67,9 @@ type Options struct {
 	Admin string
 	// Demo, when set, starts the demo backends before the processes.
 	Demo func() (stop func(), err error)
+	// Started, when set, runs once every process serves; Stopping as
+	// relay begins to stop, before the processes drain.
+	Started, Stopping func()
 }
 
 // supervisor starts the serving processes, restarts one that dies, copies
@@ -167,6 +170,9 @@ func Run(opts Options) error {
 	log.Info("relay started", append(addrs, "algorithm", cfg.Algorithm,
 		"backends", len(cfg.Backends), "processes", n, "workers", ThreadsFor(cfg), "cpu_affinity", cpus != nil,
 		"admin", opts.Admin)...)
+	if opts.Started != nil {
+		opts.Started()
+	}
 
 	restart := make(chan int, n)
 	for {
@@ -181,6 +187,9 @@ func Run(opts Options) error {
 				continue
 			}
 			log.Info("shutting down", "signal", sig.String(), "window", cfg.ShutdownTimeout.String(), "processes", s.running())
+			if opts.Stopping != nil {
+				opts.Stopping()
+			}
 			// Closing the supervisor's copies first lets the sockets close
 			// as soon as each process stops accepting, so new connections
 			// are refused instead of queueing for nobody.
