@@ -147,17 +147,7 @@ func discoveryUnderLoad(t *testing.T, processes int) {
 	file := writeConfig(t, fmt.Sprintf("processes: %d\naccess_log: false\nalgorithm: round-robin\n", processes)+discoveryYAML(srv.Endpoint))
 	r, _ := startRelay(t, "", "-config", file)
 	// Wait for the first list to reach the processes.
-	c := newClient(t)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if code, _ := get(t, c, r.url("/")); code == 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("relay serves no discovered backend 10 s after start")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	awaitAnswer(t, r.url("/"), "", 10*time.Second)
 
 	l := startLoad(r.url("/"), 50)
 	// Ten changes over 20 s: b2..b6 join one by one, and b0, b1, b2, b3,
@@ -256,6 +246,24 @@ func TestDiscoveryDropsABackendWhoseLeaseExpires(t *testing.T) {
 	}
 }
 
+// awaitAnswer waits until GET url answers 200 with body want (any body
+// when want is "").
+func awaitAnswer(t *testing.T, url, want string, within time.Duration) {
+	t.Helper()
+	c := newClient(t)
+	deadline := time.Now().Add(within)
+	for {
+		code, body := get(t, c, url)
+		if code == 200 && (want == "" || body == want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v GET %s answers %d %q, want 200 %q", within, url, code, body, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // awaitMembers waits until GET /api/backends lists exactly names.
 func awaitMembers(t *testing.T, admin string, within time.Duration, names ...string) {
 	t.Helper()
@@ -349,17 +357,7 @@ func TestDiscoveryStartsWithoutEtcd(t *testing.T) {
 		t.Fatalf("with no backend, GET / answered %d %q, want 503", code, body)
 	}
 	srv.Start()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		code, body := get(t, c, r.url("/"))
-		if code == 200 && body == b.hello {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("10 s after etcd came up relay answers %d %q", code, body)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	awaitAnswer(t, r.url("/"), b.hello, 10*time.Second)
 }
 
 // TestInstancesAgreeOnIPHash: three relay instances fed by one etcd map
@@ -495,18 +493,7 @@ func TestRelayAnnouncesItself(t *testing.T) {
 	if w := backendsOf(t, admin)[innerURL]["weight"]; w != float64(2) {
 		t.Errorf("the outer relay gives the inner one weight %v, want 2", w)
 	}
-	c := newClient(t)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		code, body := get(t, c, outer.url("/"))
-		if code == 200 && body == b.hello {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("through both relays GET / answers %d %q", code, body)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	awaitAnswer(t, outer.url("/"), b.hello, 10*time.Second)
 
 	inner.signal(syscall.SIGTERM)
 	awaitMembers(t, admin, time.Second, []string{}...)

@@ -101,9 +101,9 @@ func decodeEtcd(d *decoder, line int, v *yaml.Node) *Etcd {
 				}
 				e.Endpoints = append(e.Endpoints, it.value)
 			}
-		case "prefix":
+		case "prefix", "username", "password":
 			if s, ok := d.str(val, at+key); ok {
-				e.Prefix = s
+				*map[string]*string{"prefix": &e.Prefix, "username": &e.Username, "password": &e.Password}[key] = s
 			}
 		case "dial_timeout":
 			if t, ok := d.duration(val, at+key); ok {
@@ -111,14 +111,6 @@ func decodeEtcd(d *decoder, line int, v *yaml.Node) *Etcd {
 				if t <= 0 {
 					d.problem(k.Line, at+key, "must be longer than zero, got %v", t)
 				}
-			}
-		case "username":
-			if s, ok := d.str(val, at+key); ok {
-				e.Username = s
-			}
-		case "password":
-			if s, ok := d.str(val, at+key); ok {
-				e.Password = s
 			}
 		case "announce":
 			e.Announce = decodeAnnounce(d, k.Line, val)

@@ -43,10 +43,9 @@ func Register(ctx context.Context, e *config.Etcd, key string, value []byte, ttl
 			}
 		}
 		if ctx.Err() != nil {
-			rctx, cancel := context.WithTimeout(context.Background(), e.DialTimeout)
-			_, err := cli.Revoke(rctx, lease)
-			cancel()
-			if err == nil {
+			if err := revoke(cli, e.DialTimeout, lease); err != nil {
+				log.Warn("register: withdrawing from etcd failed; the key goes when its lease runs out", "key", key, "ttl", ttl.String(), "err", err.Error())
+			} else {
 				log.Info("register: withdrawn from etcd", "key", key)
 			}
 			break
@@ -66,9 +65,21 @@ func put(ctx context.Context, cli *clientv3.Client, timeout time.Duration, key s
 		return 0, err
 	}
 	if _, err := cli.Put(pctx, key, string(value), clientv3.WithLease(g.ID)); err != nil {
+		// The put may have landed all the same (its answer lost, or
+		// ctx ended on the way): the lease goes, and the key with it.
+		revoke(cli, timeout, g.ID)
 		return 0, err
 	}
 	return g.ID, nil
+}
+
+// revoke ends lease, and every key under it, within timeout, whether or
+// not the caller's context has ended.
+func revoke(cli *clientv3.Client, timeout time.Duration, lease clientv3.LeaseID) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	_, err := cli.Revoke(ctx, lease)
+	return err
 }
 
 // Announce runs Register in the background until withdraw is called:

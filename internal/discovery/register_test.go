@@ -37,8 +37,7 @@ func awaitHeld(t *testing.T, cli *clientv3.Client, key, want string, within time
 }
 
 func TestRegisterKeepsTheKeyAndWithdrawsIt(t *testing.T) {
-	MinBackoff = 50 * time.Millisecond
-	t.Cleanup(func() { MinBackoff = 250 * time.Millisecond })
+	quickBackoff(t)
 	srv := etcdtest.Start(t)
 	cli := srv.Client()
 	log, logs := newLog()
@@ -81,6 +80,6 @@ func TestRegisterKeepsTheKeyAndWithdrawsIt(t *testing.T) {
 		t.Fatal("Register did not return after its context ended")
 	}
 	if got := held(t, cli, key); got != "" {
-		t.Fatalf("the key still holds %q after Register returned", got)
+		t.Fatalf("the key still holds %q after Register returned; its log:\n%s", got, logs)
 	}
 }

@@ -106,6 +106,13 @@ func newLog() (*slog.Logger, *logBuffer) {
 	return slog.New(slog.NewJSONHandler(b, nil)), b
 }
 
+// quickBackoff makes the retries of a test that stops etcd come fast.
+func quickBackoff(t *testing.T) {
+	minB, maxB := MinBackoff, MaxBackoff
+	MinBackoff, MaxBackoff = 50*time.Millisecond, 500*time.Millisecond
+	t.Cleanup(func() { MinBackoff, MaxBackoff = minB, maxB })
+}
+
 func settings(ep string) *config.Etcd {
 	return &config.Etcd{Endpoints: []string{ep}, Prefix: prefix, DialTimeout: 2 * time.Second}
 }
@@ -195,8 +202,7 @@ func TestWatchDropsAKeyWhoseLeaseExpires(t *testing.T) {
 }
 
 func TestWatchKeepsTheSetWhileEtcdIsDownAndResyncs(t *testing.T) {
-	MinBackoff, MaxBackoff = 50*time.Millisecond, 500*time.Millisecond
-	t.Cleanup(func() { MinBackoff, MaxBackoff = 250*time.Millisecond, 2*time.Second })
+	quickBackoff(t)
 	srv := etcdtest.Start(t)
 	cli := srv.Client()
 	srv.Put(cli, prefix+"a", value("http://127.0.0.1:8001", 1))
@@ -227,8 +233,7 @@ func TestWatchKeepsTheSetWhileEtcdIsDownAndResyncs(t *testing.T) {
 }
 
 func TestWatchStartsWithoutEtcdAndListsWhenItComes(t *testing.T) {
-	MinBackoff, MaxBackoff = 50*time.Millisecond, 500*time.Millisecond
-	t.Cleanup(func() { MinBackoff, MaxBackoff = 250*time.Millisecond, 2*time.Second })
+	quickBackoff(t)
 	srv := etcdtest.Start(t)
 	cli := srv.Client()
 	srv.Put(cli, prefix+"a", value("http://127.0.0.1:8001", 1))

@@ -49,6 +49,9 @@ func (s *Server) Start() {
 	cfg.AdvertisePeerUrls = []url.URL{s.peer}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.LogLevel = "error"
+	// A test's etcd need not survive a power cut; without fsync a busy
+	// machine's disk cannot stall a commit for seconds.
+	cfg.UnsafeNoFsync = true
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	var err error
 	// The ports were free a moment ago; another test may have taken one
