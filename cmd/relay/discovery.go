@@ -61,14 +61,12 @@ func (d *discoverer) reload(cfg *config.Config) {
 }
 
 // apply makes set the discovered members.
-func (d *discoverer) apply(set []discovery.Backend) {
+func (d *discoverer) apply(set []discovery.Backend) error {
 	ms := make([]supervisor.Member, len(set))
 	for i, b := range set {
 		ms[i] = supervisor.Member{URL: b.URL, Weight: b.Weight, From: supervisor.FromEtcd, Key: b.Key}
 	}
-	if err := d.ctl.Discovered(ms); err != nil {
-		d.log.Error("discovery: the discovered backends could not be applied; relay keeps the ones it has", "err", err.Error())
-	}
+	return d.ctl.Discovered(ms)
 }
 
 // stop ends the watch and the announcement.

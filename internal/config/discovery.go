@@ -113,13 +113,18 @@ func decodeEtcd(d *decoder, line int, v *yaml.Node) *Etcd {
 				}
 			}
 		case "announce":
-			e.Announce = decodeAnnounce(d, k.Line, val)
+			e.Announce, lines["announce.prefix"] = decodeAnnounce(d, k.Line, val)
 		default:
 			decodeUpstreamTLS(d, &e.TLS, key, at+key, val)
 		}
 	})
-	if len(e.Endpoints) == 0 && lines["endpoints"] == 0 {
+	switch {
+	case lines["endpoints"] == 0:
 		d.problem(line, at+"endpoints", "missing: list the cluster's client URLs, for example [http://127.0.0.1:2379]")
+	case len(e.Endpoints) == 0:
+		d.problem(lines["endpoints"], at+"endpoints", "is empty: list the cluster's client URLs, for example [http://127.0.0.1:2379]")
+	case e.mixed():
+		d.problem(lines["endpoints"], at+"endpoints", "mixes http:// and https://; the etcd client speaks one of them to every endpoint")
 	}
 	if e.Prefix == "" && lines["prefix"] == 0 {
 		d.problem(line, at+"prefix", "missing: the key prefix whose keys are backends, for example /relay/backends/")
@@ -135,7 +140,7 @@ func decodeEtcd(d *decoder, line int, v *yaml.Node) *Etcd {
 		d.problem(lines[key], at+key, "%s is set without %s", key, other)
 	}
 	if a := e.Announce; a != nil && a.Prefix != "" && e.Prefix != "" && overlaps(a.Prefix, e.Prefix) {
-		d.problem(lines["announce"], at+"announce.prefix", "%s overlaps prefix %s: relay would discover itself as a backend and send requests to itself; list instances under another prefix, for example /relay/instances/",
+		d.problem(lines["announce.prefix"], at+"announce.prefix", "%s overlaps prefix %s: relay would discover itself as a backend and send requests to itself; list instances under another prefix, for example /relay/instances/",
 			quote(a.Prefix), quote(e.Prefix))
 	}
 	if e.TLS.Set() {
@@ -156,11 +161,13 @@ func decodeEtcd(d *decoder, line int, v *yaml.Node) *Etcd {
 	return e
 }
 
-func decodeAnnounce(d *decoder, line int, v *yaml.Node) *Announce {
+// decodeAnnounce reads the announce section, and says on which line its
+// prefix is.
+func decodeAnnounce(d *decoder, line int, v *yaml.Node) (*Announce, int) {
 	const at = "discovery.etcd.announce."
 	if v.Kind != yaml.MappingNode {
 		d.problem(v.Line, "discovery.etcd.announce", "must be a mapping with url and prefix, got %s", describe(v))
-		return nil
+		return nil, 0
 	}
 	a := &Announce{TTL: DefaultAnnounceTTL, Weight: DefaultWeight}
 	lines := map[string]int{}
@@ -203,11 +210,22 @@ func decodeAnnounce(d *decoder, line int, v *yaml.Node) *Announce {
 			d.problem(line, at+key, "missing: announce needs url (how others reach this relay) and prefix (where instances are listed, for example /relay/instances/)")
 		}
 	}
-	return a
+	return a, lines["prefix"]
 }
 
 // overlaps reports whether one prefix holds the other's keys.
 func overlaps(a, b string) bool { return strings.HasPrefix(a, b) || strings.HasPrefix(b, a) }
+
+// mixed reports whether some endpoints are http and others https.
+func (e *Etcd) mixed() bool {
+	n := 0
+	for _, ep := range e.Endpoints {
+		if strings.HasPrefix(strings.ToLower(ep), "https://") {
+			n++
+		}
+	}
+	return n > 0 && n < len(e.Endpoints)
+}
 
 // UsesTLS reports whether relay speaks TLS to the cluster: its endpoints
 // are https URLs.

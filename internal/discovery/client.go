@@ -3,6 +3,7 @@ package discovery
 import (
 	"crypto/tls"
 	"strings"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -11,6 +12,10 @@ import (
 
 	"relay/internal/config"
 )
+
+// KeepAliveTime is how often an etcd connection is pinged when it is
+// quiet.
+var KeepAliveTime = 10 * time.Second
 
 // NewClient returns an etcd client for e's cluster. It does not wait for
 // the cluster: requests do, each within its own deadline. (With a
@@ -30,6 +35,12 @@ func NewClient(e *config.Etcd) (*clientv3.Client, error) {
 		// relay logs what matters about etcd itself; the client's own
 		// log would be a second format on standard error.
 		Logger: zap.NewNop(),
+		// A peer that vanished without a word (a dead host, dropped
+		// packets) is found by gRPC pings within KeepAliveTime plus the
+		// dial timeout, and the watch fails over; etcd refuses pings
+		// more often than every 5 s.
+		DialKeepAliveTime:    KeepAliveTime,
+		DialKeepAliveTimeout: e.DialTimeout,
 		// gRPC's own reconnect backoff grows to two minutes; relay wants
 		// a returning etcd found within MaxBackoff, as its lists are.
 		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{

@@ -16,26 +16,42 @@ import (
 // the backend. When the lease is lost (etcd unreachable for longer than
 // ttl) Register puts the key again under a new lease once etcd answers.
 // When ctx ends it revokes the lease, so the key goes at once, and
-// returns. It returns early only when the client cannot be made.
-func Register(ctx context.Context, e *config.Etcd, key string, value []byte, ttl time.Duration, log *slog.Logger) error {
-	cli, err := NewClient(e)
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
+// returns.
+func Register(ctx context.Context, e *config.Etcd, key string, value []byte, ttl time.Duration, log *slog.Logger) {
+	var cli *clientv3.Client
+	defer func() {
+		if cli != nil {
+			cli.Close()
+		}
+	}()
 	wait := MinBackoff
+	failing := false
 	for ctx.Err() == nil {
-		lease, err := put(ctx, cli, e.DialTimeout, key, value, ttl)
+		lease, err := func() (clientv3.LeaseID, error) {
+			if cli == nil {
+				// With credentials the client authenticates at once,
+				// and fails while etcd is away: made again each try.
+				c, err := NewClient(e)
+				if err != nil {
+					return 0, err
+				}
+				cli = c
+			}
+			return put(ctx, cli, e.DialTimeout, key, value, ttl)
+		}()
 		if err != nil {
 			if ctx.Err() != nil {
 				break
 			}
-			log.Warn("register: etcd did not take the key; retrying", "key", key, "err", err.Error())
+			if !failing {
+				failing = true
+				log.Warn("register: etcd did not take the key; retrying", "key", key, "err", err.Error())
+			}
 			sleep(ctx, wait)
 			wait = min(2*wait, MaxBackoff)
 			continue
 		}
-		wait = MinBackoff
+		failing, wait = false, MinBackoff
 		log.Info("register: announced in etcd", "key", key, "value", string(value), "ttl", ttl.String())
 		alive, err := cli.KeepAlive(ctx, lease)
 		if err == nil {
@@ -52,7 +68,6 @@ func Register(ctx context.Context, e *config.Etcd, key string, value []byte, ttl
 		}
 		log.Warn("register: the lease was lost; announcing again", "key", key)
 	}
-	return nil
 }
 
 // put writes key under a new lease of ttl and returns the lease.
@@ -91,9 +106,7 @@ func Announce(e *config.Etcd, key string, value []byte, ttl time.Duration, log *
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := Register(ctx, e, key, value, ttl, log); err != nil {
-			log.Error("register: no etcd client; not announced", "key", key, "err", err.Error())
-		}
+		Register(ctx, e, key, value, ttl, log)
 	}()
 	return func() {
 		cancel()

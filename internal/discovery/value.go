@@ -33,7 +33,7 @@ type Backend struct {
 // is not silently ignored.
 type Value struct {
 	URL    string `json:"url"`
-	Weight int    `json:"weight,omitempty"`
+	Weight *int   `json:"weight,omitempty"`
 }
 
 // maxValueBytes bounds a value relay reads; a backend's is tens of bytes.
@@ -63,13 +63,14 @@ func Parse(key string, data []byte) (Backend, error) {
 	if err != nil {
 		return bad("url: %v", err)
 	}
-	if v.Weight == 0 {
-		v.Weight = config.DefaultWeight
+	weight := config.DefaultWeight
+	if v.Weight != nil {
+		weight = *v.Weight
 	}
-	if v.Weight < 1 || v.Weight > config.MaxWeight {
-		return bad("weight %d is outside 1..%d", v.Weight, config.MaxWeight)
+	if weight < 1 || weight > config.MaxWeight {
+		return bad("weight %d is outside 1..%d (to take a backend out, delete its key)", weight, config.MaxWeight)
 	}
-	return Backend{Key: key, URL: u.String(), Weight: v.Weight}, nil
+	return Backend{Key: key, URL: u.String(), Weight: weight}, nil
 }
 
 // KeyFor is the key that announces the backend at url (canonical, as
@@ -82,6 +83,6 @@ func KeyFor(prefix, url string) string {
 
 // Marshal is the value that announces the backend at url with weight.
 func Marshal(url string, weight int) []byte {
-	b, _ := json.Marshal(Value{URL: url, Weight: weight})
+	b, _ := json.Marshal(Value{URL: url, Weight: &weight})
 	return b
 }

@@ -36,6 +36,7 @@ func TestParseNamesWhatIsWrong(t *testing.T) {
 		{`{"url": "10.0.0.5:8080"}`, "url:"},
 		{`{"url": "ftp://10.0.0.5:8080"}`, "url:"},
 		{`{"url": "http://10.0.0.5:8080", "weight": -1}`, "weight -1 is outside"},
+		{`{"url": "http://10.0.0.5:8080", "weight": 0}`, "weight 0 is outside"},
 		{`{"url": "http://10.0.0.5:8080", "weight": 100000}`, "weight 100000 is outside"},
 		{`{"url": "http://10.0.0.5:8080", "weight": "2"}`, "is not a backend"},
 		{`{"url": "http://a:1"} {"url": "http://b:1"}`, "more than one JSON object"},

@@ -33,7 +33,7 @@ var (
 type Watcher struct {
 	e     *config.Etcd
 	log   *slog.Logger
-	apply func([]Backend)
+	apply func([]Backend) error
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -41,15 +41,17 @@ type Watcher struct {
 	// Owned by the watching goroutine.
 	cli     *clientv3.Client
 	keys    map[string]Backend // the valid value of each key
+	created map[string]int64   // the revision each of those keys was created at
 	applied []Backend          // the set last handed to apply
 	dups    map[string]bool    // keys whose URL an earlier key has, as last logged
 }
 
 // Watch starts watching e's prefix; apply is called from one goroutine at
-// a time, first when the first list succeeds.
-func Watch(e *config.Etcd, log *slog.Logger, apply func([]Backend)) *Watcher {
+// a time, first when the first list succeeds. A set apply refuses (with
+// an error it has logged) is offered again after a backoff.
+func Watch(e *config.Etcd, log *slog.Logger, apply func([]Backend) error) *Watcher {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &Watcher{e: e, log: log, apply: apply, cancel: cancel, done: make(chan struct{}), keys: map[string]Backend{}}
+	w := &Watcher{e: e, log: log, apply: apply, cancel: cancel, done: make(chan struct{}), keys: map[string]Backend{}, created: map[string]int64{}}
 	go w.run(ctx)
 	return w
 }
@@ -68,6 +70,12 @@ var testHookListed func(rev int64)
 // errLost is the watch ending because no endpoint can be reached.
 var errLost = errors.New("no etcd endpoint can be reached")
 
+// applyError is apply refusing a set: relay keeps the backends it has,
+// and the watcher offers the set again.
+type applyError struct{ err error }
+
+func (e *applyError) Error() string { return e.err.Error() }
+
 func (w *Watcher) run(ctx context.Context) {
 	defer close(w.done)
 	defer func() {
@@ -76,27 +84,35 @@ func (w *Watcher) run(ctx context.Context) {
 		}
 	}()
 	wait := MinBackoff
+	backoff := func() bool {
+		ok := sleep(ctx, wait)
+		wait = min(2*wait, MaxBackoff)
+		return ok
+	}
+	var refused *applyError
 	lost, listed := false, false
 	for {
 		rev, err := w.list(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		if err != nil {
-			if !lost {
-				lost = true
-				if listed {
-					w.log.Warn("discovery: etcd cannot be reached; relay keeps the last known backends and retries",
-						"endpoints", w.e.Endpoints, "backends", len(w.applied), "err", err.Error())
-				} else {
-					w.log.Warn("discovery: etcd cannot be reached at start; relay serves the configured backends and retries",
-						"endpoints", w.e.Endpoints, "err", err.Error())
-				}
+		switch {
+		case errors.As(err, &refused):
+			w.refused(refused)
+		case err != nil && !lost:
+			lost = true
+			if listed {
+				w.log.Warn("discovery: etcd cannot be reached; relay keeps the last known backends and retries",
+					"endpoints", w.e.Endpoints, "backends", len(w.applied), "err", err.Error())
+			} else {
+				w.log.Warn("discovery: etcd cannot be reached at start; relay serves the configured backends and retries",
+					"endpoints", w.e.Endpoints, "err", err.Error())
 			}
-			if !sleep(ctx, wait) {
+		}
+		if err != nil {
+			if !backoff() {
 				return
 			}
-			wait = min(2*wait, MaxBackoff)
 			continue
 		}
 		if lost {
@@ -104,14 +120,17 @@ func (w *Watcher) run(ctx context.Context) {
 		} else if !listed {
 			w.log.Info("discovery: watching etcd", "endpoints", w.e.Endpoints, "prefix", w.e.Prefix, "backends", len(w.applied))
 		}
-		lost, listed, wait = false, true, MinBackoff
+		lost, listed = false, true
 		if testHookListed != nil {
 			testHookListed(rev)
 		}
+		started := time.Now()
 		err = w.watch(ctx, rev+1)
 		switch {
 		case ctx.Err() != nil:
 			return
+		case errors.As(err, &refused):
+			w.refused(refused)
 		case errors.Is(err, errLost):
 			lost = true
 			w.log.Warn("discovery: lost etcd; relay keeps the last known backends and retries",
@@ -119,7 +138,20 @@ func (w *Watcher) run(ctx context.Context) {
 		default:
 			w.log.Info("discovery: watch ended; listing again", "reason", err.Error())
 		}
+		// After a watch that lasted, the next list comes at once; after
+		// one that ended straight away (a member that keeps ending
+		// streams), it waits as after a failure.
+		if time.Since(started) > MaxBackoff {
+			wait = MinBackoff
+		} else if !backoff() {
+			return
+		}
 	}
+}
+
+func (w *Watcher) refused(err *applyError) {
+	w.log.Error("discovery: the backends found in etcd could not be applied; relay keeps the ones it has and tries again",
+		"err", err.Error())
 }
 
 // list reads every key under the prefix, applies the set and returns the
@@ -138,15 +170,21 @@ func (w *Watcher) list(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	old := w.keys
-	w.keys = make(map[string]Backend, len(resp.Kvs))
+	old, created := w.keys, w.created
+	w.keys, w.created = make(map[string]Backend, len(resp.Kvs)), make(map[string]int64, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
 		key := string(kv.Key)
-		if b, ok := w.parse(key, kv.Value, old); ok {
-			w.keys[key] = b
+		prev := old
+		if created[key] != kv.CreateRevision {
+			prev = nil // deleted and made again meanwhile: what it held is not its
+		}
+		if b, ok := w.parse(key, kv.Value, prev); ok {
+			w.keys[key], w.created[key] = b, kv.CreateRevision
 		}
 	}
-	w.publish()
+	if err := w.publish(); err != nil {
+		return 0, err
+	}
 	return resp.Header.Revision, nil
 }
 
@@ -179,14 +217,21 @@ func (w *Watcher) watch(ctx context.Context, rev int64) error {
 			key := string(ev.Kv.Key)
 			switch ev.Type {
 			case clientv3.EventTypePut:
-				if b, ok := w.parse(key, ev.Kv.Value, w.keys); ok {
-					w.keys[key] = b
+				prev := w.keys
+				if w.created[key] != ev.Kv.CreateRevision {
+					prev = nil
+				}
+				if b, ok := w.parse(key, ev.Kv.Value, prev); ok {
+					w.keys[key], w.created[key] = b, ev.Kv.CreateRevision
 				}
 			case clientv3.EventTypeDelete:
 				delete(w.keys, key)
+				delete(w.created, key)
 			}
 		}
-		w.publish()
+		if err := w.publish(); err != nil {
+			return err
+		}
 	}
 	select {
 	case <-lostErr:
@@ -231,9 +276,11 @@ func (w *Watcher) parse(key string, value []byte, prev map[string]Backend) (Back
 	return old, had
 }
 
-// publish hands the current set to apply when it differs from the last.
-// Two keys naming the same URL are one backend, the first key's.
-func (w *Watcher) publish() {
+// publish hands the current set to apply when it differs from the last
+// one applied. Two keys naming the same URL are one backend, the first
+// key's. A set apply refuses is an *applyError, and offered again next
+// time.
+func (w *Watcher) publish() error {
 	set := make([]Backend, 0, len(w.keys))
 	for _, b := range w.keys {
 		set = append(set, b)
@@ -255,10 +302,14 @@ func (w *Watcher) publish() {
 	}
 	w.dups = dups
 	if slices.Equal(kept, w.applied) && w.applied != nil {
-		return
+		return nil
+	}
+	if err := w.apply(slices.Clone(kept)); err != nil {
+		w.applied = nil
+		return &applyError{err}
 	}
 	w.applied = kept
-	w.apply(slices.Clone(kept))
+	return nil
 }
 
 // sleep waits d or until ctx ends, reporting whether d passed.

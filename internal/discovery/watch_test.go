@@ -3,11 +3,13 @@ package discovery
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,7 +30,7 @@ type sets struct {
 
 func newSets() *sets { return &sets{changed: make(chan struct{}, 1)} }
 
-func (s *sets) apply(set []Backend) {
+func (s *sets) apply(set []Backend) error {
 	s.mu.Lock()
 	s.all = append(s.all, set)
 	s.mu.Unlock()
@@ -36,6 +38,7 @@ func (s *sets) apply(set []Backend) {
 	case s.changed <- struct{}{}:
 	default:
 	}
+	return nil
 }
 
 func (s *sets) count() int {
@@ -286,5 +289,29 @@ func TestWatchListsAgainWhenItsRevisionWasCompacted(t *testing.T) {
 	got.await(t, 5*time.Second, "http://127.0.0.1:8001=1", "http://127.0.0.1:8002=1")
 	if !strings.Contains(logs.String(), "compacted") {
 		t.Errorf("the log does not say the revision was compacted:\n%s", logs)
+	}
+}
+
+// TestWatchOffersARefusedSetAgain: when apply refuses a set (a backend's
+// TLS files unreadable a moment), the watcher offers it again after a
+// backoff, with no change in etcd needed.
+func TestWatchOffersARefusedSetAgain(t *testing.T) {
+	quickBackoff(t)
+	srv := etcdtest.Start(t)
+	cli := srv.Client()
+	srv.Put(cli, prefix+"a", value("http://127.0.0.1:8001", 1))
+	log, logs := newLog()
+	got := newSets()
+	var refusals atomic.Int32
+	w := Watch(settings(srv.Endpoint), log, func(set []Backend) error {
+		if refusals.Add(1) <= 2 {
+			return errors.New("the CA file cannot be read")
+		}
+		return got.apply(set)
+	})
+	defer w.Stop()
+	got.await(t, 5*time.Second, "http://127.0.0.1:8001=1")
+	if n := logs.count("could not be applied"); n != 2 {
+		t.Errorf("%d lines about a refused set, want 2:\n%s", n, logs)
 	}
 }

@@ -45,10 +45,14 @@ type Control struct {
 	mu      sync.Mutex
 	config  ConfigSource
 	members []Member // the pool's membership now
-	// announced is the weight etcd gave each discovered member, so an
-	// operator's weight holds until the member's own key changes.
-	announced map[string]int
-	bs        []*backend.Backend // the backends checked here, in members' order
+	// discovered is the last set etcd gave (discovered.go); announced
+	// the weight etcd gave each of those in the membership, so an
+	// operator's weight holds until etcd announces another; clashes the
+	// URLs left out because the file or the API has them.
+	discovered []Member
+	announced  map[string]int
+	clashes    map[string]bool
+	bs         []*backend.Backend // the backends checked here, in members' order
 	// targets hands the active checks the backends to check after a
 	// membership change; nil until SetTargets.
 	targets func([]*backend.Backend)

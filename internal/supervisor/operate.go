@@ -125,7 +125,10 @@ func (l *Control) Remove(name string) error {
 					return nil, fmt.Errorf("%w: backend %q comes from etcd key %q; delete the key to remove it (drain it to stop its traffic meanwhile)", ErrConflict, name, m.Key)
 				}
 				l.log.Info("backend removed", "backend", name, "by", "operator")
-				return append(ms[:i:i], ms[i+1:]...), nil
+				rest := append(ms[:i:i], ms[i+1:]...)
+				// A backend etcd announces too was left out for this
+				// one; it serves again.
+				return l.withDiscoveredLocked(staticOf(rest), rest), nil
 			}
 		}
 		return nil, fmt.Errorf("%w %q", ErrNoBackend, name)
@@ -141,7 +144,7 @@ func (l *Control) Remove(name string) error {
 // caller can take the configuration with them. A refused reload changes
 // nothing.
 func (l *Control) Reloaded(src ConfigSource, members []Member, maxEjected int, prepare func(*backend.Backend) (func(), error), adopt func()) error {
-	return l.commit(func(ms []Member) ([]Member, error) { return withDiscovered(members, ms, nil), nil }, prepare, func() {
+	return l.commit(func(ms []Member) ([]Member, error) { return l.withDiscoveredLocked(members, ms), nil }, prepare, func() {
 		if adopt != nil {
 			adopt()
 		}
@@ -150,76 +153,6 @@ func (l *Control) Reloaded(src ConfigSource, members []Member, maxEjected int, p
 		l.reloads[0]++
 		l.broadcastLocked(Message{Kind: KindConfig, Config: &src})
 	})
-}
-
-// Discovered makes set the members relay discovered (in etcd), in every
-// process: members of an earlier set that are not in it leave, finishing
-// what they have in flight; new ones join and are checked at once; a
-// member whose weight changed keeps its state. A weight an operator set
-// holds until etcd announces another. The file's members and
-// those added through the API stay. A discovered URL that one of those
-// already has is left out: the file's entry wins.
-func (l *Control) Discovered(set []Member) error {
-	var announced map[string]int
-	return l.commit(func(ms []Member) ([]Member, error) {
-		var static []Member
-		old := map[string]Member{}
-		for _, m := range ms {
-			if m.From == FromEtcd {
-				old[m.URL] = m
-			} else {
-				static = append(static, m)
-			}
-		}
-		next := withDiscovered(static, set, func(m Member) {
-			l.log.Warn("discovered backend left out: it is configured already", "backend", m.URL, "key", m.Key)
-		})
-		announced = make(map[string]int, len(next)-len(static))
-		for i := len(static); i < len(next); i++ {
-			m := &next[i]
-			announced[m.URL] = m.Weight
-			was, ok := old[m.URL]
-			delete(old, m.URL)
-			switch {
-			case !ok:
-				l.log.Info("backend added", "backend", m.URL, "weight", m.Weight, "by", "etcd", "key", m.Key)
-			case l.announced[m.URL] == m.Weight:
-				// etcd's weight for it is the same: an operator's holds.
-				m.Weight = was.Weight
-			case was.Weight != m.Weight:
-				l.log.Info("backend weight changed", "backend", m.URL, "weight", m.Weight, "was", was.Weight, "by", "etcd", "key", m.Key)
-			}
-		}
-		for _, m := range old {
-			l.log.Info("backend removed", "backend", m.URL, "by", "etcd", "key", m.Key)
-		}
-		return next, nil
-	}, nil, func() { l.announced = announced })
-}
-
-// withDiscovered returns static followed by the discovered members of
-// set (those with From FromEtcd; set may hold others, which are skipped)
-// whose URL static does not hold; clash, when not nil, is told of each
-// one left out.
-func withDiscovered(static, set []Member, clash func(Member)) []Member {
-	have := make(map[string]bool, len(static))
-	for _, m := range static {
-		have[m.URL] = true
-	}
-	out := append([]Member(nil), static...)
-	for _, m := range set {
-		switch {
-		case m.From != FromEtcd:
-		case have[m.URL]:
-			if clash != nil {
-				clash(m)
-			}
-		default:
-			have[m.URL] = true
-			out = append(out, m)
-		}
-	}
-	return out
 }
 
 // ReloadRefused counts a reload whose configuration was invalid.

@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -102,56 +101,4 @@ func TestReloadChangingMaxRequestsKeepsTheBackend(t *testing.T) {
 			}
 		}
 	}
-}
-
-// TestDiscoveredMembersJoinBesideTheFile: etcd's set is laid beside the
-// file's and the API's members; the file wins a clash; an operator's
-// weight holds until etcd announces another; an etcd member cannot be
-// removed through the API; a reload keeps the discovered members.
-func TestDiscoveredMembersJoinBesideTheFile(t *testing.T) {
-	l := NewControl(ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001"), 100, slog.New(slog.DiscardHandler))
-	l.SetTargets(func([]*backend.Backend) {})
-	if _, err := l.Add("http://127.0.0.1:8002", 1); err != nil {
-		t.Fatal(err)
-	}
-	etcd := func(url string, weight int) Member {
-		return Member{URL: url, Weight: weight, From: FromEtcd, Key: "/relay/backends/" + url[len(url)-4:]}
-	}
-	members := func() string {
-		var s string
-		for _, m := range l.members {
-			s += fmt.Sprintf("%s=%d/%s ", m.URL[len(m.URL)-4:], m.Weight, m.Source())
-		}
-		return s
-	}
-	expect := func(want string) {
-		t.Helper()
-		if got := members(); got != want {
-			t.Fatalf("members %q, want %q", got, want)
-		}
-	}
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(l.Discovered([]Member{etcd("http://127.0.0.1:8001", 5), etcd("http://127.0.0.1:8003", 2), etcd("http://127.0.0.1:8004", 1)}))
-	expect("8001=1/file 8002=1/api 8003=2/etcd 8004=1/etcd ")
-
-	must(l.SetWeight("http://127.0.0.1:8003", 7))
-	must(l.Discovered([]Member{etcd("http://127.0.0.1:8003", 2), etcd("http://127.0.0.1:8004", 3)}))
-	expect("8001=1/file 8002=1/api 8003=7/etcd 8004=3/etcd ")
-	must(l.Discovered([]Member{etcd("http://127.0.0.1:8003", 4), etcd("http://127.0.0.1:8004", 3)}))
-	expect("8001=1/file 8002=1/api 8003=4/etcd 8004=3/etcd ")
-
-	if err := l.Remove("http://127.0.0.1:8004"); err == nil || !errors.Is(err, ErrConflict) {
-		t.Fatalf("removing an etcd member through the API: %v, want a conflict naming its key", err)
-	}
-	must(l.Reloaded(ConfigSource{Generation: 2}, []Member{{URL: "http://127.0.0.1:8005", Weight: 1}}, 100, nil, nil))
-	expect("8005=1/file 8003=4/etcd 8004=3/etcd ")
-	must(l.Discovered([]Member{etcd("http://127.0.0.1:8004", 3)}))
-	expect("8005=1/file 8004=3/etcd ")
-	must(l.Discovered(nil))
-	expect("8005=1/file ")
 }
