@@ -90,14 +90,19 @@ func decodeEtcd(d *decoder, line int, v *yaml.Node) *Etcd {
 	const at = "discovery.etcd."
 	e := &Etcd{DialTimeout: DefaultEtcdDialTimeout}
 	lines := map[string]int{}
+	endpointsBad := false // a problem with them is reported already
 	d.mapping(v, at, etcdKeys, func(key string, k, val *yaml.Node) {
 		lines[key] = k.Line
 		switch key {
 		case "endpoints":
-			items, _ := d.strList(val, at+key)
+			items, ok := d.strList(val, at+key)
+			if !ok {
+				endpointsBad = true
+			}
 			for i, it := range items {
 				if msg := CheckEtcdEndpoint(it.value); msg != "" {
 					d.problem(it.line, fmt.Sprintf("%s%s[%d]", at, key, i), "%s", msg)
+					endpointsBad = true
 				}
 				e.Endpoints = append(e.Endpoints, it.value)
 			}
@@ -119,6 +124,7 @@ func decodeEtcd(d *decoder, line int, v *yaml.Node) *Etcd {
 		}
 	})
 	switch {
+	case endpointsBad:
 	case lines["endpoints"] == 0:
 		d.problem(line, at+"endpoints", "missing: list the cluster's client URLs, for example [http://127.0.0.1:2379]")
 	case len(e.Endpoints) == 0:

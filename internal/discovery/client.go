@@ -14,8 +14,12 @@ import (
 )
 
 // KeepAliveTime is how often an etcd connection is pinged when it is
-// quiet.
-var KeepAliveTime = 10 * time.Second
+// quiet (gRPC's shortest), and KeepAliveTimeout how long an answer may
+// take.
+const (
+	KeepAliveTime    = 10 * time.Second
+	KeepAliveTimeout = 10 * time.Second
+)
 
 // NewClient returns an etcd client for e's cluster. It does not wait for
 // the cluster: requests do, each within its own deadline. (With a
@@ -36,11 +40,13 @@ func NewClient(e *config.Etcd) (*clientv3.Client, error) {
 		// log would be a second format on standard error.
 		Logger: zap.NewNop(),
 		// A peer that vanished without a word (a dead host, dropped
-		// packets) is found by gRPC pings within KeepAliveTime plus the
-		// dial timeout, and the watch fails over; etcd refuses pings
-		// more often than every 5 s.
+		// packets) is found by gRPC pings within KeepAliveTime plus
+		// KeepAliveTimeout, and the watch fails over. etcd refuses pings
+		// more often than every 5 s; the timeout also bounds how long
+		// sent data may go unacknowledged (TCP_USER_TIMEOUT), so it is
+		// not shorter than a few retransmissions.
 		DialKeepAliveTime:    KeepAliveTime,
-		DialKeepAliveTimeout: e.DialTimeout,
+		DialKeepAliveTimeout: max(e.DialTimeout, KeepAliveTimeout),
 		// gRPC's own reconnect backoff grows to two minutes; relay wants
 		// a returning etcd found within MaxBackoff, as its lists are.
 		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{

@@ -45,7 +45,7 @@ func Register(ctx context.Context, e *config.Etcd, key string, value []byte, ttl
 			}
 			if !failing {
 				failing = true
-				log.Warn("register: etcd did not take the key; retrying", "key", key, "err", err.Error())
+				log.Warn("register: announcing in etcd failed; retrying", "key", key, "err", err.Error())
 			}
 			sleep(ctx, wait)
 			wait = min(2*wait, MaxBackoff)

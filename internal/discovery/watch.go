@@ -44,11 +44,12 @@ type Watcher struct {
 	created map[string]int64   // the revision each of those keys was created at
 	applied []Backend          // the set last handed to apply
 	dups    map[string]bool    // keys whose URL an earlier key has, as last logged
+	refusal string             // why apply refused the last set, as logged; "" once one is applied
 }
 
 // Watch starts watching e's prefix; apply is called from one goroutine at
-// a time, first when the first list succeeds. A set apply refuses (with
-// an error it has logged) is offered again after a backoff.
+// a time, first when the first list succeeds. A set apply refuses is
+// logged and offered again after a backoff.
 func Watch(e *config.Etcd, log *slog.Logger, apply func([]Backend) error) *Watcher {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Watcher{e: e, log: log, apply: apply, cancel: cancel, done: make(chan struct{}), keys: map[string]Backend{}, created: map[string]int64{}}
@@ -103,7 +104,7 @@ func (w *Watcher) run(ctx context.Context) {
 			lost = true
 			if listed {
 				w.log.Warn("discovery: etcd cannot be reached; relay keeps the last known backends and retries",
-					"endpoints", w.e.Endpoints, "backends", len(w.applied), "err", err.Error())
+					"endpoints", w.e.Endpoints, "backends", len(w.keys), "err", err.Error())
 			} else {
 				w.log.Warn("discovery: etcd cannot be reached at start; relay serves the configured backends and retries",
 					"endpoints", w.e.Endpoints, "err", err.Error())
@@ -116,9 +117,9 @@ func (w *Watcher) run(ctx context.Context) {
 			continue
 		}
 		if lost {
-			w.log.Info("discovery: etcd answers again; backends listed afresh", "endpoints", w.e.Endpoints, "backends", len(w.applied))
+			w.log.Info("discovery: etcd answers again; backends listed afresh", "endpoints", w.e.Endpoints, "backends", len(w.keys))
 		} else if !listed {
-			w.log.Info("discovery: watching etcd", "endpoints", w.e.Endpoints, "prefix", w.e.Prefix, "backends", len(w.applied))
+			w.log.Info("discovery: watching etcd", "endpoints", w.e.Endpoints, "prefix", w.e.Prefix, "backends", len(w.keys))
 		}
 		lost, listed = false, true
 		if testHookListed != nil {
@@ -134,7 +135,7 @@ func (w *Watcher) run(ctx context.Context) {
 		case errors.Is(err, errLost):
 			lost = true
 			w.log.Warn("discovery: lost etcd; relay keeps the last known backends and retries",
-				"endpoints", w.e.Endpoints, "backends", len(w.applied))
+				"endpoints", w.e.Endpoints, "backends", len(w.keys))
 		default:
 			w.log.Info("discovery: watch ended; listing again", "reason", err.Error())
 		}
@@ -149,7 +150,12 @@ func (w *Watcher) run(ctx context.Context) {
 	}
 }
 
+// refused logs a refused set, once for each new reason.
 func (w *Watcher) refused(err *applyError) {
+	if err.Error() == w.refusal {
+		return
+	}
+	w.refusal = err.Error()
 	w.log.Error("discovery: the backends found in etcd could not be applied; relay keeps the ones it has and tries again",
 		"err", err.Error())
 }
@@ -307,6 +313,10 @@ func (w *Watcher) publish() error {
 	if err := w.apply(slices.Clone(kept)); err != nil {
 		w.applied = nil
 		return &applyError{err}
+	}
+	if w.refusal != "" {
+		w.refusal = ""
+		w.log.Info("discovery: the backends found in etcd are applied", "backends", len(kept))
 	}
 	w.applied = kept
 	return nil

@@ -45,13 +45,11 @@ type Control struct {
 	mu      sync.Mutex
 	config  ConfigSource
 	members []Member // the pool's membership now
-	// discovered is the last set etcd gave (discovered.go); announced
-	// the weight etcd gave each of those in the membership, so an
-	// operator's weight holds until etcd announces another; clashes the
-	// URLs left out because the file or the API has them.
+	// discovered is the last set etcd gave (discovered.go), the file's
+	// and the API's URLs included: a weight etcd still gives leaves an
+	// operator's in place, and a member left out comes in when the
+	// file's or the API's entry goes.
 	discovered []Member
-	announced  map[string]int
-	clashes    map[string]bool
 	bs         []*backend.Backend // the backends checked here, in members' order
 	// targets hands the active checks the backends to check after a
 	// membership change; nil until SetTargets.

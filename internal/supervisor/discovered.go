@@ -10,11 +10,8 @@ package supervisor
 // reload or a removal that frees such a URL brings the discovered member
 // in. Nothing is logged or kept when the change fails.
 func (l *Control) Discovered(set []Member) error {
-	var (
-		announced map[string]int
-		clashes   map[string]bool
-		notes     []func()
-	)
+	var notes []func()
+	set = etcdOnly(set)
 	return l.commit(func(ms []Member) ([]Member, error) {
 		static := staticOf(ms)
 		old := map[string]Member{}
@@ -23,23 +20,24 @@ func (l *Control) Discovered(set []Member) error {
 				old[m.URL] = m
 			}
 		}
+		// What etcd said last time: a weight it still says leaves an
+		// operator's in place; a clash it still has was logged.
+		before := map[string]int{}
+		for _, m := range l.discovered {
+			before[m.URL] = m.Weight
+		}
 		have := urlsOf(static)
 		next := static
-		announced, clashes = map[string]int{}, map[string]bool{}
 		for _, m := range set {
-			switch {
-			case m.From != FromEtcd || announced[m.URL] != 0 || clashes[m.URL]:
-				continue
-			case have[m.URL]:
-				clashes[m.URL] = true
-				if !l.clashes[m.URL] {
+			if have[m.URL] {
+				if _, known := before[m.URL]; !known { // else logged when it began
 					notes = append(notes, func() {
 						l.log.Warn("discovered backend left out: it is configured already", "backend", m.URL, "key", m.Key)
 					})
 				}
 				continue
 			}
-			announced[m.URL] = m.Weight
+			have[m.URL] = true
 			was, ok := old[m.URL]
 			delete(old, m.URL)
 			switch {
@@ -47,7 +45,7 @@ func (l *Control) Discovered(set []Member) error {
 				notes = append(notes, func() {
 					l.log.Info("backend added", "backend", m.URL, "weight", m.Weight, "by", "etcd", "key", m.Key)
 				})
-			case l.announced[m.URL] == m.Weight:
+			case before[m.URL] == m.Weight:
 				// etcd's weight for it is the same: an operator's holds.
 				m.Weight = was.Weight
 			case was.Weight != m.Weight:
@@ -62,8 +60,7 @@ func (l *Control) Discovered(set []Member) error {
 		}
 		return next, nil
 	}, nil, func() {
-		l.discovered = append([]Member(nil), set...)
-		l.announced, l.clashes = announced, clashes
+		l.discovered = set
 		for _, note := range notes {
 			note()
 		}
@@ -72,25 +69,55 @@ func (l *Control) Discovered(set []Member) error {
 
 // withDiscoveredLocked returns static followed by the members of the last
 // discovered set whose URL static does not hold. One that current holds
-// keeps its weight there, which may be an operator's.
-func (l *Control) withDiscoveredLocked(static, current []Member) []Member {
-	weights := map[string]int{}
+// keeps its weight there, which may be an operator's. joined logs the
+// discovered members that come in and those now left out; the caller
+// runs it once the change is made.
+func (l *Control) withDiscoveredLocked(static, current []Member) (out []Member, joined func()) {
+	serving := map[string]Member{}
 	for _, m := range current {
 		if m.From == FromEtcd {
-			weights[m.URL] = m.Weight
+			serving[m.URL] = m
 		}
 	}
+	var notes []func()
 	have := urlsOf(static)
-	out := append([]Member(nil), static...)
+	out = append([]Member(nil), static...)
 	for _, m := range l.discovered {
-		if have[m.URL] {
+		cur, ok := serving[m.URL]
+		switch {
+		case have[m.URL]:
+			if ok {
+				notes = append(notes, func() {
+					l.log.Warn("discovered backend left out: it is configured already", "backend", m.URL, "key", m.Key)
+				})
+			}
 			continue
+		case ok:
+			m.Weight = cur.Weight
+		default:
+			notes = append(notes, func() {
+				l.log.Info("backend added", "backend", m.URL, "weight", m.Weight, "by", "etcd", "key", m.Key)
+			})
 		}
 		have[m.URL] = true
-		if w, ok := weights[m.URL]; ok {
-			m.Weight = w
-		}
 		out = append(out, m)
+	}
+	return out, func() {
+		for _, note := range notes {
+			note()
+		}
+	}
+}
+
+// etcdOnly is the members of set that came from etcd, each URL once.
+func etcdOnly(set []Member) []Member {
+	out := make([]Member, 0, len(set))
+	seen := map[string]bool{}
+	for _, m := range set {
+		if m.From == FromEtcd && !seen[m.URL] {
+			seen[m.URL] = true
+			out = append(out, m)
+		}
 	}
 	return out
 }

@@ -94,6 +94,26 @@ func TestADiscoveredMemberLeftOutComesBack(t *testing.T) {
 	if m := got[a.URL]; m.From != FromEtcd || m.Weight != 4 || len(got) != 3 {
 		t.Fatalf("after the file dropped %s the members are %+v; want etcd's, weight 4, beside the two others", a.URL, l.members)
 	}
+	// An operator's weight on it holds through an unrelated etcd change.
+	if err := l.SetWeight(a.URL, 9); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Discovered([]Member{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	if w := weightOf(l, a.URL); w != 9 {
+		t.Fatalf("the operator's weight 9 became %d on an etcd change that did not touch %s", w, a.URL)
+	}
+	// The file takes it back: the clash is logged again.
+	if err := l.Reloaded(ConfigSource{Generation: 3}, []Member{{URL: a.URL, Weight: 1}}, 100, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(logs.String(), "left out"); n != 2 {
+		t.Errorf("%d clash lines after the file took %s back, want 2:\n%s", n, a.URL, logs.String())
+	}
+	if err := l.Reloaded(ConfigSource{Generation: 4}, nil, 100, nil, nil); err != nil {
+		t.Fatal(err)
+	}
 
 	// The API has 8009 before etcd announces it; the API removes it:
 	// etcd's 8009 takes its place.
@@ -116,6 +136,15 @@ func TestADiscoveredMemberLeftOutComesBack(t *testing.T) {
 	if !found {
 		t.Fatalf("after the API removed %s the members are %+v; want etcd's, weight 7", x.URL, l.members)
 	}
+}
+
+func weightOf(l *Control, url string) int {
+	for _, m := range l.members {
+		if m.URL == url {
+			return m.Weight
+		}
+	}
+	return 0
 }
 
 // logBuffer is a log a test reads.

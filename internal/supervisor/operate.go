@@ -118,21 +118,26 @@ func (l *Control) Add(rawURL string, weight int) (string, error) {
 // Remove takes a backend out of the pool in every process; requests in
 // flight to it finish.
 func (l *Control) Remove(name string) error {
-	return l.change(func(ms []Member) ([]Member, error) {
+	var note func()
+	return l.commit(func(ms []Member) ([]Member, error) {
 		for i, m := range ms {
 			if m.URL == name {
 				if m.From == FromEtcd {
 					return nil, fmt.Errorf("%w: backend %q comes from etcd key %q; delete the key to remove it (drain it to stop its traffic meanwhile)", ErrConflict, name, m.Key)
 				}
-				l.log.Info("backend removed", "backend", name, "by", "operator")
 				rest := append(ms[:i:i], ms[i+1:]...)
 				// A backend etcd announces too was left out for this
 				// one; it serves again.
-				return l.withDiscoveredLocked(staticOf(rest), rest), nil
+				next, joined := l.withDiscoveredLocked(staticOf(rest), rest)
+				note = func() {
+					l.log.Info("backend removed", "backend", name, "by", "operator")
+					joined()
+				}
+				return next, nil
 			}
 		}
 		return nil, fmt.Errorf("%w %q", ErrNoBackend, name)
-	})
+	}, nil, func() { note() })
 }
 
 // Reloaded makes src the configuration of every process (a process
@@ -144,7 +149,12 @@ func (l *Control) Remove(name string) error {
 // caller can take the configuration with them. A refused reload changes
 // nothing.
 func (l *Control) Reloaded(src ConfigSource, members []Member, maxEjected int, prepare func(*backend.Backend) (func(), error), adopt func()) error {
-	return l.commit(func(ms []Member) ([]Member, error) { return l.withDiscoveredLocked(members, ms), nil }, prepare, func() {
+	var joined func()
+	return l.commit(func(ms []Member) (next []Member, err error) {
+		next, joined = l.withDiscoveredLocked(members, ms)
+		return next, nil
+	}, prepare, func() {
+		joined()
 		if adopt != nil {
 			adopt()
 		}
