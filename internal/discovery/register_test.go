@@ -68,7 +68,7 @@ func TestRegisterKeepsTheKeyAndWithdrawsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	awaitHeld(t, cli, key, string(v), 5*time.Second)
-	if logs.count("lease was lost") != 1 {
+	if logs.Count("lease was lost") != 1 {
 		t.Errorf("want one line about the lost lease:\n%s", logs)
 	}
 

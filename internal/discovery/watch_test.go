@@ -1,7 +1,6 @@
 package discovery
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 
 	"relay/internal/config"
 	"relay/internal/etcdtest"
+	"relay/internal/testlog"
 )
 
 const prefix = "/relay/backends/"
@@ -84,30 +84,7 @@ func describe(set []Backend) []string {
 	return out
 }
 
-// logBuffer is a logger whose lines a test can read.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func (l *logBuffer) count(s string) int { return strings.Count(l.String(), s) }
-
-func newLog() (*slog.Logger, *logBuffer) {
-	b := &logBuffer{}
-	return slog.New(slog.NewJSONHandler(b, nil)), b
-}
+func newLog() (*slog.Logger, *testlog.Buffer) { return testlog.New() }
 
 // quickBackoff makes the retries of a test that stops etcd come fast.
 func quickBackoff(t *testing.T) {
@@ -222,7 +199,7 @@ func TestWatchKeepsTheSetWhileEtcdIsDownAndResyncs(t *testing.T) {
 	if got.count() != n {
 		t.Fatalf("the set changed while etcd was down: %v", describe(got.last()))
 	}
-	if c := logs.count("lost etcd") + logs.count("cannot be reached"); c != 1 {
+	if c := logs.Count("lost etcd") + logs.Count("cannot be reached"); c != 1 {
 		t.Errorf("%d lines about losing etcd, want 1:\n%s", c, logs)
 	}
 	srv.Start()
@@ -251,7 +228,7 @@ func TestWatchStartsWithoutEtcdAndListsWhenItComes(t *testing.T) {
 	if got.count() != 0 {
 		t.Fatalf("applied %v with etcd down", describe(got.last()))
 	}
-	if logs.count("cannot be reached at start") != 1 {
+	if logs.Count("cannot be reached at start") != 1 {
 		t.Errorf("want one line saying etcd cannot be reached at start:\n%s", logs)
 	}
 	srv.Start()
@@ -314,7 +291,7 @@ func TestWatchOffersARefusedSetAgain(t *testing.T) {
 	if refusals.Load() != 3 {
 		t.Errorf("apply was called %d times, want 3 (two refusals, then the set)", refusals.Load())
 	}
-	if a, b := logs.count("could not be applied"), logs.count("are applied"); a != 1 || b != 1 {
+	if a, b := logs.Count("could not be applied"), logs.Count("are applied"); a != 1 || b != 1 {
 		t.Errorf("%d lines about the refusals (one reason) and %d about the recovery, want 1 and 1:\n%s", a, b, logs)
 	}
 }

@@ -1,41 +1,17 @@
 package proxy
 
 import (
-	"bytes"
 	"log/slog"
 	"math"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"relay/internal/testlog"
 )
-
-// syncBuffer is a log destination tests read while relay writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func (s *syncBuffer) count(sub string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return strings.Count(s.b.String(), sub)
-}
 
 // visit is one request as a backend saw it: when it arrived and when the
 // backend finished with it (just before writing the answer).
@@ -98,7 +74,7 @@ func TestBreakerEjectsABackendAnsweringErrorsAndProbesItBack(t *testing.T) {
 	// that succeeds.
 	bad := newTimedBackend(t, "bad", 4, 20*time.Millisecond)
 	good := newHTTPBackend(t, "good", 1, nil)
-	var logs syncBuffer
+	var logs testlog.Buffer
 	cfg := withDefaults(Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	cfg.Pool.BreakerFailures = 3
 	cfg.Pool.BreakerStatuses = []int{503}
@@ -159,7 +135,7 @@ func TestBreakerEjectsABackendAnsweringErrorsAndProbesItBack(t *testing.T) {
 		}
 	}
 	for _, line := range []string{"circuit breaker opened", "circuit breaker reopened", "circuit breaker closed"} {
-		if n := logs.count(line); n != 1 {
+		if n := logs.Count(line); n != 1 {
 			t.Errorf("%d %q lines, want 1; logs:\n%s", n, line, logs.String())
 		}
 	}

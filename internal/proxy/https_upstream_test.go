@@ -13,6 +13,7 @@ import (
 	"relay/internal/backend"
 	"relay/internal/config"
 	"relay/internal/testcert"
+	"relay/internal/testlog"
 	"relay/internal/tlsconf"
 )
 
@@ -100,7 +101,7 @@ func TestHTTPSBackendVerifiedPooledAndResumed(t *testing.T) {
 func TestHTTPSBackendWithTheWrongNameIsRefused(t *testing.T) {
 	ca := testcert.NewCA(t)
 	tb := newTLSBackend(t, ca.Server(t, testcert.RSA, "api.internal"), nil)
-	var logs syncBuffer
+	var logs testlog.Buffer
 	cfg := withDefaults(Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	cfg.Pool.Retries = 0
 	r := startRelayExactly(t, cfg, httpsBackend(t, tb, config.UpstreamTLS{CAFile: ca.File}))

@@ -4,11 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 
 	"relay/internal/backend"
+	"relay/internal/testlog"
 )
 
 // TestDiscoveredMembersJoinBesideTheFile: etcd's set is laid beside the
@@ -67,8 +66,8 @@ func TestDiscoveredMembersJoinBesideTheFile(t *testing.T) {
 // the API has; when the file drops it, or the API removes it, etcd's
 // member serves, with no change in etcd needed.
 func TestADiscoveredMemberLeftOutComesBack(t *testing.T) {
-	var logs logBuffer
-	l := NewControl(ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001"), 100, slog.New(slog.NewJSONHandler(&logs, nil)))
+	log, logs := testlog.New()
+	l := NewControl(ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001"), 100, log)
 	l.SetTargets(func([]*backend.Backend) {})
 	a, b := Member{URL: "http://127.0.0.1:8001", Weight: 4, From: FromEtcd, Key: "/k/a"}, Member{URL: "http://127.0.0.1:8002", Weight: 1, From: FromEtcd, Key: "/k/b"}
 	if err := l.Discovered([]Member{a, b}); err != nil {
@@ -77,7 +76,7 @@ func TestADiscoveredMemberLeftOutComesBack(t *testing.T) {
 	if err := l.Discovered([]Member{a, b, {URL: "http://127.0.0.1:8003", Weight: 1, From: FromEtcd, Key: "/k/c"}}); err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(logs.String(), "left out"); n != 1 {
+	if n := logs.Count("left out"); n != 1 {
 		t.Errorf("the clash was logged %d times over two sets, want once:\n%s", n, logs.String())
 	}
 	if _, err := l.Add("http://127.0.0.1:8002", 9); err == nil {
@@ -108,7 +107,7 @@ func TestADiscoveredMemberLeftOutComesBack(t *testing.T) {
 	if err := l.Reloaded(ConfigSource{Generation: 3}, []Member{{URL: a.URL, Weight: 1}}, 100, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(logs.String(), "left out"); n != 2 {
+	if n := logs.Count("left out"); n != 2 {
 		t.Errorf("%d clash lines after the file took %s back, want 2:\n%s", n, a.URL, logs.String())
 	}
 	if err := l.Reloaded(ConfigSource{Generation: 4}, nil, 100, nil, nil); err != nil {
@@ -145,22 +144,4 @@ func weightOf(l *Control, url string) int {
 		}
 	}
 	return 0
-}
-
-// logBuffer is a log a test reads.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
