@@ -3,6 +3,7 @@ package main
 import (
 	"log/slog"
 	"reflect"
+	"slices"
 	"sync"
 
 	"relay/internal/config"
@@ -23,9 +24,9 @@ type discoverer struct {
 	settings *config.Etcd // what w watches; nil when discovery is off
 	w        *discovery.Watcher
 
-	serving   bool         // between announce and withdraw
-	announced *config.Etcd // what the announcement runs under; nil when none runs
-	withdrawn func()       // ends the announcement
+	serving      bool         // between announce and withdraw
+	announced    *config.Etcd // what the announcement runs under; nil when none runs
+	announcement *discovery.Announcement
 }
 
 func startDiscovery(cfg *config.Config, ctl *supervisor.Control, log *slog.Logger) *discoverer {
@@ -110,16 +111,28 @@ func (d *discoverer) reannounceLocked(e *config.Etcd) {
 	if reflect.DeepEqual(next, d.announced) {
 		return
 	}
-	if d.withdrawn != nil {
-		d.withdrawn()
-		d.withdrawn = nil
+	old := d.announcement
+	sameKey := old != nil && next != nil && announcedKey(next) == announcedKey(d.announced) &&
+		slices.Equal(next.Endpoints, d.announced.Endpoints)
+	if old != nil && !sameKey {
+		old.Withdraw()
 	}
-	d.announced = next
+	d.announced, d.announcement = next, nil
 	if next != nil {
 		a := next.Announce
-		key, value := discovery.KeyFor(a.Prefix, a.URL), discovery.Marshal(a.URL, a.Weight)
-		d.withdrawn = discovery.Announce(next, key, value, a.TTL, d.log)
+		d.announcement = discovery.Announce(next, announcedKey(next), discovery.Marshal(a.URL, a.Weight), a.TTL, d.log)
 	}
+	if sameKey {
+		// The new announcement puts the key under its own lease; the
+		// old one lets go without deleting it, so the key never
+		// disappears in between.
+		old.Replaced()
+	}
+}
+
+// announcedKey is the key relay announces itself under with e.
+func announcedKey(e *config.Etcd) string {
+	return discovery.KeyFor(e.Announce.Prefix, e.Announce.URL)
 }
 
 // watchOf is what of e the watch depends on: all but the announcement.

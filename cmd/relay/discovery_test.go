@@ -483,9 +483,12 @@ func TestRelayAnnouncesItself(t *testing.T) {
 	announce(srv, cli, "b0", b)
 	port := freePort(t)
 	innerURL := "http://127.0.0.1:" + port
-	inner, _ := startRelay(t, "", "-config", writeFile(t, t.TempDir(), "inner.yml",
-		"listen: 127.0.0.1:"+port+"\naccess_log: false\nprocesses: 2\n"+discoveryYAML(srv.Endpoint)+
-			"    announce:\n      url: "+innerURL+"\n      prefix: /relay/instances/\n      ttl: 3s\n      weight: 2\n"))
+	innerYAML := func(ttl string, weight int) string {
+		return "listen: 127.0.0.1:" + port + "\naccess_log: false\nprocesses: 2\n" + discoveryYAML(srv.Endpoint) +
+			"    announce:\n      url: " + innerURL + "\n      prefix: /relay/instances/\n      ttl: " + ttl + fmt.Sprintf("\n      weight: %d\n", weight)
+	}
+	innerFile := writeFile(t, t.TempDir(), "inner.yml", innerYAML("3s", 2))
+	inner, _ := startRelay(t, "", "-config", innerFile)
 	outerYAML := fmt.Sprintf("access_log: false\ndiscovery:\n  etcd:\n    endpoints: [%s]\n    prefix: /relay/instances/\n", srv.Endpoint)
 	outer, started := startRelay(t, "", "-config", writeConfig(t, outerYAML))
 	admin := adminOf(t, started)
@@ -494,6 +497,33 @@ func TestRelayAnnouncesItself(t *testing.T) {
 		t.Errorf("the outer relay gives the inner one weight %v, want 2", w)
 	}
 	awaitAnswer(t, outer.url("/"), b.hello, 10*time.Second)
+
+	// A reload that changes the announcement's weight and lease puts the
+	// key anew without ever deleting it: the outer relay never loses
+	// the inner one.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := cli.Watch(ctx, "/relay/instances/", clientv3.WithPrefix())
+	if err := writeFileAtomic(innerFile, innerYAML("4s", 3)); err != nil {
+		t.Fatal(err)
+	}
+	inner.signal(syscall.SIGHUP)
+	deadline := time.Now().Add(5 * time.Second)
+	for backendsOf(t, admin)[innerURL]["weight"] != float64(3) {
+		if time.Now().After(deadline) {
+			t.Fatalf("5 s after the reload the outer relay shows %v", backendsOf(t, admin)[innerURL])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	cancel()
+	for ev := range events {
+		for _, e := range ev.Events {
+			if e.Type == clientv3.EventTypeDelete {
+				t.Fatalf("the reload deleted %s before putting it again", e.Kv.Key)
+			}
+		}
+	}
 
 	inner.signal(syscall.SIGTERM)
 	awaitMembers(t, admin, 2*time.Second) // within the lease: revoked, not expired

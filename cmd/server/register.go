@@ -115,5 +115,5 @@ func (r *registration) start(key string, value []byte, log *slog.Logger) (withdr
 		Prefix:      r.prefix,
 		DialTimeout: config.DefaultEtcdDialTimeout,
 	}
-	return discovery.Announce(e, key, value, r.ttl, log)
+	return discovery.Announce(e, key, value, r.ttl, log).Withdraw
 }

@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -16,7 +17,8 @@ import (
 // the backend. When the lease is lost (etcd unreachable for longer than
 // ttl) Register puts the key again under a new lease once etcd answers.
 // When ctx ends it revokes the lease, so the key goes at once, and
-// returns.
+// returns; when ctx ends with errReplaced as its cause it leaves the
+// lease to run out instead.
 func Register(ctx context.Context, e *config.Etcd, key string, value []byte, ttl time.Duration, log *slog.Logger) {
 	var cli *clientv3.Client
 	defer func() {
@@ -59,6 +61,11 @@ func Register(ctx context.Context, e *config.Etcd, key string, value []byte, ttl
 			}
 		}
 		if ctx.Err() != nil {
+			if errors.Is(context.Cause(ctx), errReplaced) {
+				// Another announcement holds the key now; this lease
+				// runs out holding nothing.
+				break
+			}
 			if err := revoke(cli, e.DialTimeout, lease); err != nil {
 				log.Warn("register: withdrawing from etcd failed; the key goes when its lease runs out", "key", key, "ttl", ttl.String(), "err", err.Error())
 			} else {
@@ -97,19 +104,40 @@ func revoke(cli *clientv3.Client, timeout time.Duration, lease clientv3.LeaseID)
 	return err
 }
 
-// Announce runs Register in the background until withdraw is called:
-// withdraw revokes the key and returns once it is gone, or once etcd has
-// had its dial timeout to answer. Not reaching etcd never stops the
-// caller: Register retries and logs.
-func Announce(e *config.Etcd, key string, value []byte, ttl time.Duration, log *slog.Logger) (withdraw func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
+// An Announcement is a key Announce keeps in etcd.
+type Announcement struct {
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+}
+
+// errReplaced ends an announcement that another one of the same key
+// takes over.
+var errReplaced = errors.New("replaced by a new announcement")
+
+// Announce runs Register in the background until the announcement is
+// withdrawn or replaced. Not reaching etcd never stops the caller:
+// Register retries and logs.
+func Announce(e *config.Etcd, key string, value []byte, ttl time.Duration, log *slog.Logger) *Announcement {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	a := &Announcement{cancel: cancel, done: make(chan struct{})}
 	go func() {
-		defer close(done)
+		defer close(a.done)
 		Register(ctx, e, key, value, ttl, log)
 	}()
-	return func() {
-		cancel()
-		<-done
-	}
+	return a
+}
+
+// Withdraw revokes the key and returns once it is gone, or once etcd has
+// had its dial timeout to answer.
+func (a *Announcement) Withdraw() {
+	a.cancel(nil)
+	<-a.done
+}
+
+// Replaced stops keeping the key without revoking it, for an announcement
+// of the same key started just before: that one puts the key under its
+// own lease, and the key is never missing in between.
+func (a *Announcement) Replaced() {
+	a.cancel(errReplaced)
+	<-a.done
 }
