@@ -86,6 +86,17 @@ func describe(set []Backend) []string {
 
 func newLog() (*slog.Logger, *testlog.Buffer) { return testlog.New() }
 
+// awaitLog waits a little for a line the watcher writes after apply
+// returns, and reports whether it came.
+func awaitLog(logs *testlog.Buffer, s string) bool {
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if logs.Count(s) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // quickBackoff makes the retries of a test that stops etcd come fast.
 func quickBackoff(t *testing.T) {
 	minB, maxB := MinBackoff, MaxBackoff
@@ -207,7 +218,7 @@ func TestWatchKeepsTheSetWhileEtcdIsDownAndResyncs(t *testing.T) {
 	srv.Delete(cli, prefix+"a")
 	srv.Put(cli, prefix+"c", value("http://127.0.0.1:8003", 3))
 	got.await(t, 10*time.Second, "http://127.0.0.1:8002=1", "http://127.0.0.1:8003=3")
-	if !strings.Contains(logs.String(), "etcd answers again") {
+	if !awaitLog(logs, "etcd answers again") { // logged once the list has returned
 		t.Errorf("the log does not say etcd came back:\n%s", logs)
 	}
 }
@@ -291,6 +302,7 @@ func TestWatchOffersARefusedSetAgain(t *testing.T) {
 	if refusals.Load() != 3 {
 		t.Errorf("apply was called %d times, want 3 (two refusals, then the set)", refusals.Load())
 	}
+	awaitLog(logs, "are applied") // logged once apply has returned
 	if a, b := logs.Count("could not be applied"), logs.Count("are applied"); a != 1 || b != 1 {
 		t.Errorf("%d lines about the refusals (one reason) and %d about the recovery, want 1 and 1:\n%s", a, b, logs)
 	}
