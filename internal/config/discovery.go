@@ -150,15 +150,8 @@ func decodeEtcd(d *decoder, line int, v *yaml.Node) *Etcd {
 			quote(a.Prefix), quote(e.Prefix))
 	}
 	if e.TLS.Set() {
-		for _, m := range e.TLS.Problems() {
-			key := "tls_ca_file"
-			switch {
-			case strings.Contains(m, "client"):
-				key = "tls_client_cert_file"
-			case strings.Contains(m, "server_name"):
-				key = "tls_server_name"
-			}
-			d.problem(lines[key], at+key, "%s", m)
+		for _, tp := range e.TLS.Problems() {
+			d.problem(lines[tp.Key], at+tp.Key, "%s", tp.Msg)
 		}
 		if !e.UsesTLS() {
 			d.problem(line, at+"endpoints", "TLS settings are given but no endpoint is https://; write the endpoints as https://HOST:PORT")

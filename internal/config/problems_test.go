@@ -173,6 +173,7 @@ func TestProblems(t *testing.T) {
 		{"announce ttl too short", y("discovery:", "  etcd:", "    endpoints: [http://127.0.0.1:2379]", "    prefix: /b/", "    announce:", "      url: http://10.0.0.1:8080", "      prefix: /i/", "      ttl: 1s"), 8, "discovery.etcd.announce.ttl", "too short"},
 		{"announce weight zero", y("discovery:", "  etcd:", "    endpoints: [http://127.0.0.1:2379]", "    prefix: /b/", "    announce:", "      url: http://10.0.0.1:8080", "      prefix: /i/", "      weight: 0"), 8, "discovery.etcd.announce.weight", "0 is outside 1..1000"},
 		{"announce under the watched prefix", y("discovery:", "  etcd:", "    endpoints: [http://127.0.0.1:2379]", "    prefix: /relay/", "    announce:", "      url: http://10.0.0.1:8080", "      prefix: /relay/instances/"), 7, "discovery.etcd.announce.prefix", "relay would discover itself"},
+		{"etcd tls key without cert", y("discovery:", "  etcd:", "    endpoints: [https://127.0.0.1:2379]", "    prefix: /b/", "    tls_client_key_file: /x.pem"), 5, "discovery.etcd.tls_client_key_file", "tls_client_key_file is set without tls_client_cert_file"},
 		{"etcd endpoints empty", y("discovery:", "  etcd:", "    endpoints: []", "    prefix: /b/"), 3, "discovery.etcd.endpoints", "is empty"},
 		{"etcd endpoints mixed", y("discovery:", "  etcd:", "    endpoints: [http://10.0.0.1:2379, https://10.0.0.2:2379]", "    prefix: /b/"), 3, "discovery.etcd.endpoints", "mixes http:// and https://"},
 	}

@@ -85,29 +85,35 @@ func (t UpstreamTLS) over(defaults UpstreamTLS, insecureSet bool) UpstreamTLS {
 	return t
 }
 
+// TLSProblem is one thing wrong with a set of TLS settings: Key names the
+// setting it is reported under (the one that is set, or whose file is
+// wrong), Msg says what is wrong.
+type TLSProblem struct{ Key, Msg string }
+
 // Problems lists what is wrong with t, loading its files.
-func (t UpstreamTLS) Problems() []string {
-	var msgs []string
+func (t UpstreamTLS) Problems() []TLSProblem {
+	var ps []TLSProblem
+	add := func(key, msg string) { ps = append(ps, TLSProblem{key, msg}) }
 	if t.CAFile != "" {
 		if _, err := LoadCAFile(t.CAFile); err != nil {
-			msgs = append(msgs, err.Error())
+			add("tls_ca_file", err.Error())
 		}
 	}
 	switch {
 	case t.ClientCertFile == "" && t.ClientKeyFile == "":
 	case t.ClientCertFile == "":
-		msgs = append(msgs, "tls_client_key_file is set without tls_client_cert_file")
+		add("tls_client_key_file", "tls_client_key_file is set without tls_client_cert_file")
 	case t.ClientKeyFile == "":
-		msgs = append(msgs, "tls_client_cert_file is set without tls_client_key_file")
+		add("tls_client_cert_file", "tls_client_cert_file is set without tls_client_key_file")
 	default:
 		if _, err := LoadCertificate(Certificate{CertFile: t.ClientCertFile, KeyFile: t.ClientKeyFile}); err != nil {
-			msgs = append(msgs, "client "+err.Error())
+			add("tls_client_cert_file", "client "+err.Error())
 		}
 	}
 	if t.ServerName != "" && !validHost(t.ServerName) {
-		msgs = append(msgs, fmt.Sprintf("tls_server_name %s is not a host name", quote(t.ServerName)))
+		add("tls_server_name", fmt.Sprintf("tls_server_name %s is not a host name", quote(t.ServerName)))
 	}
-	return msgs
+	return ps
 }
 
 // LoadCAFile reads a PEM bundle of CA certificates.
@@ -127,16 +133,9 @@ func LoadCAFile(file string) (*x509.CertPool, error) {
 // and settings that do not load.
 func (c *Config) checkUpstreamTLS(errs *Errors, where func(i int, field string, line int) Problem) {
 	if c.BackendTLS.Set() {
-		for _, m := range c.BackendTLS.Problems() {
-			m = strings.Replace(m, "tls_", "backend_tls_", 1)
-			p := c.at("backend_tls_ca_file")
-			switch {
-			case strings.Contains(m, "client"):
-				p = c.at("backend_tls_client_cert_file")
-			case strings.Contains(m, "server_name"):
-				p = c.at("backend_tls_server_name")
-			}
-			p.Msg = m
+		for _, tp := range c.BackendTLS.Problems() {
+			p := c.at("backend_" + tp.Key)
+			p.Msg = strings.Replace(tp.Msg, "tls_", "backend_tls_", 1)
 			errs.add(p)
 		}
 	}
@@ -150,9 +149,9 @@ func (c *Config) checkUpstreamTLS(errs *Errors, where func(i int, field string, 
 			errs.add(p)
 			continue
 		}
-		for _, m := range b.TLS.Problems() {
+		for _, tp := range b.TLS.Problems() {
 			p := where(i, b.tlsKey, b.tlsLine)
-			p.Msg = m
+			p.Msg = tp.Msg
 			errs.add(p)
 		}
 	}
