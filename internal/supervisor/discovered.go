@@ -10,16 +10,10 @@ package supervisor
 // reload or a removal that frees such a URL brings the discovered member
 // in. Nothing is logged or kept when the change fails.
 func (l *Control) Discovered(set []Member) error {
-	var notes []func()
+	var log notes
 	set = etcdOnly(set)
 	return l.commit(func(ms []Member) ([]Member, error) {
-		static := staticOf(ms)
-		old := map[string]Member{}
-		for _, m := range ms {
-			if m.From == FromEtcd {
-				old[m.URL] = m
-			}
-		}
+		static, old := staticOf(ms), fromEtcd(ms)
 		// What etcd said last time: a weight it still says leaves an
 		// operator's in place; a clash it still has was logged.
 		before := map[string]int{}
@@ -31,9 +25,7 @@ func (l *Control) Discovered(set []Member) error {
 		for _, m := range set {
 			if have[m.URL] {
 				if _, known := before[m.URL]; !known { // else logged when it began
-					notes = append(notes, func() {
-						l.log.Warn("discovered backend left out: it is configured already", "backend", m.URL, "key", m.Key)
-					})
+					log = append(log, l.leftOut(m))
 				}
 				continue
 			}
@@ -42,28 +34,24 @@ func (l *Control) Discovered(set []Member) error {
 			delete(old, m.URL)
 			switch {
 			case !ok:
-				notes = append(notes, func() {
-					l.log.Info("backend added", "backend", m.URL, "weight", m.Weight, "by", "etcd", "key", m.Key)
-				})
+				log = append(log, l.added(m))
 			case before[m.URL] == m.Weight:
 				// etcd's weight for it is the same: an operator's holds.
 				m.Weight = was.Weight
 			case was.Weight != m.Weight:
-				notes = append(notes, func() {
+				log = append(log, func() {
 					l.log.Info("backend weight changed", "backend", m.URL, "weight", m.Weight, "was", was.Weight, "by", "etcd", "key", m.Key)
 				})
 			}
 			next = append(next, m)
 		}
 		for _, m := range old {
-			notes = append(notes, func() { l.log.Info("backend removed", "backend", m.URL, "by", "etcd", "key", m.Key) })
+			log = append(log, func() { l.log.Info("backend removed", "backend", m.URL, "by", "etcd", "key", m.Key) })
 		}
 		return next, nil
 	}, nil, func() {
 		l.discovered = set
-		for _, note := range notes {
-			note()
-		}
+		log.write()
 	})
 }
 
@@ -73,13 +61,8 @@ func (l *Control) Discovered(set []Member) error {
 // discovered members that come in and those now left out; the caller
 // runs it once the change is made.
 func (l *Control) withDiscoveredLocked(static, current []Member) (out []Member, joined func()) {
-	serving := map[string]Member{}
-	for _, m := range current {
-		if m.From == FromEtcd {
-			serving[m.URL] = m
-		}
-	}
-	var notes []func()
+	serving := fromEtcd(current)
+	var log notes
 	have := urlsOf(static)
 	out = append([]Member(nil), static...)
 	for _, m := range l.discovered {
@@ -87,26 +70,51 @@ func (l *Control) withDiscoveredLocked(static, current []Member) (out []Member, 
 		switch {
 		case have[m.URL]:
 			if ok {
-				notes = append(notes, func() {
-					l.log.Warn("discovered backend left out: it is configured already", "backend", m.URL, "key", m.Key)
-				})
+				log = append(log, l.leftOut(m))
 			}
 			continue
 		case ok:
 			m.Weight = cur.Weight
 		default:
-			notes = append(notes, func() {
-				l.log.Info("backend added", "backend", m.URL, "weight", m.Weight, "by", "etcd", "key", m.Key)
-			})
+			log = append(log, l.added(m))
 		}
 		have[m.URL] = true
 		out = append(out, m)
 	}
-	return out, func() {
-		for _, note := range notes {
-			note()
+	return out, log.write
+}
+
+// notes are the log lines of a change, written once it is made.
+type notes []func()
+
+func (n notes) write() {
+	for _, f := range n {
+		f()
+	}
+}
+
+// added is the line of a discovered member joining.
+func (l *Control) added(m Member) func() {
+	return func() { l.log.Info("backend added", "backend", m.URL, "weight", m.Weight, "by", "etcd", "key", m.Key) }
+}
+
+// leftOut is the line of a discovered member left out for the file's or
+// the API's member of the same URL.
+func (l *Control) leftOut(m Member) func() {
+	return func() {
+		l.log.Warn("discovered backend left out: it is configured already", "backend", m.URL, "key", m.Key)
+	}
+}
+
+// fromEtcd is the members of ms that came from etcd, by URL.
+func fromEtcd(ms []Member) map[string]Member {
+	out := map[string]Member{}
+	for _, m := range ms {
+		if m.From == FromEtcd {
+			out[m.URL] = m
 		}
 	}
+	return out
 }
 
 // etcdOnly is the members of set that came from etcd, each URL once.
