@@ -13,10 +13,6 @@ import (
 	"relay/internal/discovery"
 )
 
-// minRegisterTTL is the shortest -register-ttl: etcd grants no lease
-// shorter than about two seconds.
-const minRegisterTTL = 2 * time.Second
-
 // registration is what -register and its companion flags ask for: the
 // server announces itself in etcd, where relays discovering backends under
 // the same prefix find it.
@@ -37,7 +33,7 @@ func (r *registration) flags(fs *flag.FlagSet) {
 		"as http://127.0.0.1:2379), so relays discovering backends there find it; empty: do not")
 	fs.StringVar(&r.prefix, "register-prefix", "/relay/backends/", "etcd key `prefix` relay watches (its discovery.etcd.prefix)")
 	fs.StringVar(&r.key, "register-key", "", "key `name` after -register-prefix (default the advertised HOST:PORT)")
-	fs.DurationVar(&r.ttl, "register-ttl", 10*time.Second, "`duration` of the key's lease, at least 2s: a server that dies without\n"+
+	fs.DurationVar(&r.ttl, "register-ttl", config.DefaultAnnounceTTL, "`duration` of the key's lease, at least 2s: a server that dies without\n"+
 		"withdrawing its key disappears from etcd this long after")
 	fs.StringVar(&r.advertise, "advertise", "", "`URL` relays reach this server at (default http://HOST:PORT with the listen\n"+
 		"host, 127.0.0.1 when listening on all interfaces, and the port listened on)")
@@ -67,8 +63,8 @@ func (r *registration) check(set map[string]bool) error {
 	if r.prefix == "" {
 		return errors.New("-register-prefix: must not be empty; give the prefix relay watches, as in /relay/backends/")
 	}
-	if r.ttl < minRegisterTTL {
-		return fmt.Errorf("-register-ttl: %v is too short; etcd's shortest lease is about %v", r.ttl, minRegisterTTL)
+	if r.ttl < config.MinAnnounceTTL {
+		return fmt.Errorf("-register-ttl: %v is too short; etcd's shortest lease is about %v", r.ttl, config.MinAnnounceTTL)
 	}
 	if r.weight < 1 || r.weight > config.MaxWeight {
 		return fmt.Errorf("-weight: %d is outside 1..%d", r.weight, config.MaxWeight)
