@@ -139,3 +139,12 @@ func (x *Exchange) releaseBody() {
 		x.head = nil
 	}
 }
+
+// Shed lets go of all the memory the exchange keeps for the connection's
+// next request, for a connection that has gone idle: its next request
+// allocates it again. Call it between requests only.
+func (x *Exchange) Shed() {
+	x.head, x.logLine, x.detached = nil, nil, nil
+	x.held = heldBody{}
+	x.resp = h1.Response{}
+}

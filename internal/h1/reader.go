@@ -272,6 +272,15 @@ func (r *Reader) Release() {
 	r.r, r.w, r.scanned = 0, 0, 0
 }
 
+// Drop gives the buffer back to the pool even with unread bytes in it, for
+// a connection that is closing: they will never be read. A client that
+// closes a kept-alive connection would otherwise take its buffer with it,
+// and every new connection would need a fresh one.
+func (r *Reader) Drop() {
+	r.r = r.w
+	r.Release()
+}
+
 // take gives the Reader a buffer from its pool.
 func (r *Reader) take() {
 	r.bufp = r.pool.get()

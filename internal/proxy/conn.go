@@ -45,7 +45,23 @@ type clientConn struct {
 	// handed says the connection went to the HTTP/2 server, which closes
 	// it and reports its end.
 	handed bool
+	// idleSince is when the wait for the next request began; resting says
+	// the wait has moved to a fresh goroutine (see defaultRestAfter).
+	idleSince time.Time
+	resting   bool
 }
+
+// defaultRestAfter is how long a kept-alive connection waits for its next
+// request on the goroutine that served the last one. Serving grows a goroutine's
+// stack to 4 KiB or more, and Go's collector never shrinks the stack of a
+// goroutine parked in a read, so 10,000 idle connections would keep 40 MB
+// of stacks. A connection still idle after that hands its wait to a fresh
+// goroutine, on a fresh 2 KiB stack, and the old one exits, after letting
+// go of its head buffers too (shed). A busy
+// connection, whose next request comes sooner, never pays for the move:
+// the wait's deadline is set for every request anyway, to the rest
+// instead of the idle timeout.
+const defaultRestAfter = time.Second
 
 func newClientConn(p *Proxy, c net.Conn, tc *tls.Config) *clientConn {
 	return &clientConn{p: p, raw: c, tls: tc}
@@ -84,45 +100,58 @@ func (cc *clientConn) serve() {
 		c = tc
 	}
 	cc.open(c)
-	defer func() {
-		if !cc.handed {
-			cc.conn.Close()
-			cc.p.srv.forget(cc)
-		}
-	}()
-	cc.loop()
+	cc.run()
+}
+
+// run serves requests until the connection ends, then closes it, or until
+// it rests, when a fresh goroutine takes its wait over.
+func (cc *clientConn) run() {
+	if cc.loop() {
+		go cc.run()
+		return
+	}
+	if !cc.handed {
+		cc.conn.Close()
+		cc.br.Drop()
+		cc.p.srv.forget(cc)
+	}
 }
 
 // loop reads a head, forwards it, and repeats while both sides keep the
-// connection alive.
-func (cc *clientConn) loop() {
+// connection alive. It reports true when the connection has been idle long
+// enough to rest: its goroutine should make way for a fresh one.
+func (cc *clientConn) loop() (rest bool) {
 	for {
 		if cc.br.Buffered() == 0 {
 			// Idle between requests: shutdown may close us now.
 			cc.state.Store(stateIdle)
 		}
 		if err := cc.awaitHead(); err != nil {
+			if err == errRest {
+				cc.shed()
+				return true
+			}
 			cc.readFailed(err)
-			return
+			return false
 		}
 		if cc.served == 0 && cc.tls == nil && cc.p.h2c() {
 			if h2, err := cc.opensWithPreface(); err != nil {
 				cc.readFailed(err)
-				return
+				return false
 			} else if h2 {
 				cc.handOverCleartext()
-				return
+				return false
 			}
 		}
 		err := cc.br.ReadRequest(&cc.req)
 		if err != nil {
 			cc.readFailed(err)
-			return
+			return false
 		}
 		cc.state.Store(stateActive)
 		cc.served++
 		if !cc.handle() {
-			return
+			return false
 		}
 	}
 }
@@ -134,15 +163,29 @@ func (cc *clientConn) loop() {
 // the head HeaderTimeout, so a client cannot dribble a head for as long as
 // a connection may sit idle.
 //
+// The idle wait first runs only until the connection may rest
+// (defaultRestAfter); when that passes with nothing read, awaitHead
+// returns errRest, and the fresh goroutine's call waits out the rest of
+// the idle timeout, counted from the same start.
+//
 // An idle connection returns errStopping once shutdown has begun. The check
 // comes after the deadline is set: shutdown wakes idle connections with a
 // deadline of now, and one set here after that would override it.
 func (cc *clientConn) awaitHead() error {
 	now := time.Now()
 	whole := cc.served == 0 || cc.br.Buffered() > 0
-	if whole {
+	willRest := false
+	switch {
+	case whole:
 		cc.conn.SetReadDeadline(now.Add(cc.p.cfg.HeaderTimeout))
-	} else {
+	case cc.resting:
+		cc.resting = false
+		cc.conn.SetReadDeadline(cc.idleSince.Add(cc.p.cfg.IdleTimeout))
+	case cc.p.cfg.restAfter < cc.p.cfg.IdleTimeout:
+		cc.idleSince = now
+		willRest = true
+		cc.conn.SetReadDeadline(now.Add(cc.p.cfg.restAfter))
+	default:
 		cc.conn.SetReadDeadline(now.Add(cc.p.cfg.IdleTimeout))
 	}
 	if cc.br.Buffered() == 0 && cc.p.srv.stopping.Load() {
@@ -152,6 +195,10 @@ func (cc *clientConn) awaitHead() error {
 		return nil
 	}
 	if err := cc.br.Fill(); err != nil {
+		if willRest && cc.br.Buffered() == 0 && errors.Is(err, os.ErrDeadlineExceeded) && !cc.p.srv.stopping.Load() {
+			cc.resting = true
+			return errRest
+		}
 		return err
 	}
 	if !cc.br.HeadBuffered() {
@@ -182,8 +229,20 @@ func (cc *clientConn) handle() bool {
 // the connection is positioned at the next request.
 func (cc *clientConn) bodyRead() bool { return cc.x.Body == nil || cc.body.Done() }
 
+// shed lets go of the head buffers a connection keeps between requests,
+// once it rests: a connection idle for a second is likely to stay so, and
+// its next request can allocate them again.
+func (cc *clientConn) shed() {
+	cc.out = nil
+	cc.req = h1.Request{}
+	cc.x.Shed()
+}
+
 // errStopping ends an idle connection when relay shuts down.
 var errStopping = errors.New("relay is shutting down")
+
+// errRest moves an idle connection's wait to a fresh goroutine.
+var errRest = errors.New("idle long enough to rest")
 
 // readFailed answers a request head that could not be read, if there is
 // anyone to answer.

@@ -1,9 +1,11 @@
 package proxy
 
 import (
+	"bufio"
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"testing"
 	"time"
@@ -50,5 +52,46 @@ func TestIdleClientConnHoldsNoBuffer(t *testing.T) {
 	}
 	if cc.br.HoldsBuffer() {
 		t.Error("an idle client connection still holds its read buffer")
+	}
+}
+
+// TestClosedClientConnGivesItsBufferBack checks that a connection the
+// client closes hands its read buffer back to the shared pool, even with
+// the start of an unfinished head in it: otherwise every client that hangs
+// up takes a buffer with it, and the next connections each need a new one.
+func TestClosedClientConnGivesItsBufferBack(t *testing.T) {
+	p, err := New(withDefaults(Config{}), []*backend.Backend{newBackendFor(t, deadAddr(t), 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := listen(t)
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := newClientConn(p, server, nil)
+	p.srv.slots <- struct{}{} // as the accept loop takes one
+	p.srv.track(cc)
+	cc.open(server)
+	done := make(chan struct{})
+	go func() { cc.run(); close(done) }()
+	io.WriteString(client, "GET / HTTP/1.1\r\nHost: relay\r\n\r\nGET /unfinish")
+	client.SetReadDeadline(time.Now().Add(ioTimeout))
+	if _, err := http.ReadResponse(bufio.NewReader(client), nil); err != nil {
+		t.Fatalf("reading the response: %v", err)
+	}
+	client.Close()
+	select {
+	case <-done:
+	case <-time.After(ioTimeout):
+		t.Fatal("the connection did not end when the client closed it")
+	}
+	if cc.br.HoldsBuffer() {
+		t.Error("a closed client connection still holds its read buffer")
 	}
 }

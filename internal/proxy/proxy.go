@@ -60,6 +60,11 @@ type Config struct {
 	AccessLog *logging.AccessLog
 	// Logger receives errors and events; nil discards them.
 	Logger *slog.Logger
+
+	// restAfter is how long an idle keep-alive connection waits on the
+	// goroutine that served it (clientConn.awaitHead); 0 means
+	// defaultRestAfter. Tests shorten it.
+	restAfter time.Duration
 }
 
 // ConfigFrom takes the front door's and the default pool's settings from
@@ -159,6 +164,9 @@ func New(cfg Config, bs []*backend.Backend) (*Proxy, error) {
 	// Every problem at once, the front door's and the pool's.
 	if err := errors.Join(ferr, err); err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	if cfg.restAfter <= 0 {
+		cfg.restAfter = defaultRestAfter
 	}
 	p := &Proxy{cfg: cfg, core: c, pool: pool, clientBufs: h1.NewBufferPool(clientBufSize)}
 	p.srv.init(p)
