@@ -59,7 +59,8 @@ func (cc *clientConn) handshake() (tc *tls.Conn, h2, ok bool) {
 	// rawio.File).
 	under := rawio.NewConn(cc.raw)
 	under.WriteWait = cc.p.cfg.IdleTimeout
-	tc = tls.Server(under, cc.tls)
+	batch := rawio.NewBatchConn(under)
+	tc = tls.Server(batch, cc.tls)
 	cc.raw.SetDeadline(time.Now().Add(cc.p.cfg.HeaderTimeout))
 	if cc.p.srv.stopping.Load() {
 		// Shutdown's wake-up deadline may have come before ours: a
@@ -71,7 +72,13 @@ func (cc *clientConn) handshake() (tc *tls.Conn, h2, ok bool) {
 		return nil, false, false
 	}
 	cc.raw.SetDeadline(time.Time{})
-	return tc, tc.ConnectionState().NegotiatedProtocol == "h2", true
+	h2 = tc.ConnectionState().NegotiatedProtocol == "h2"
+	if h2 {
+		// Go's HTTP/2 server flushes once per frame it runs out of;
+		// the records of those flushes go out together.
+		batch.Batch()
+	}
+	return tc, h2, true
 }
 
 // handOver gives c to the HTTP/2 server. The connection stays counted
@@ -110,7 +117,11 @@ func (cc *clientConn) handOverCleartext() {
 	cc.br.Discard(len(read))
 	cc.br.Release()
 	cc.raw.SetReadDeadline(time.Time{})
-	cc.handOver(&replayConn{Conn: cc.raw, pending: read})
+	under := rawio.NewConn(cc.raw)
+	under.WriteWait = cc.p.cfg.IdleTimeout
+	batch := rawio.NewBatchConn(under)
+	batch.Batch()
+	cc.handOver(&replayConn{Conn: batch, pending: read})
 }
 
 // replayConn reads pending before the connection's own bytes.

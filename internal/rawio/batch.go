@@ -1,0 +1,127 @@
+package rawio
+
+import (
+	"net"
+	"sync"
+)
+
+// batchLimit is how many bytes a BatchConn holds before its writers wait
+// for the connection: the client's HTTP/2 flow-control window may be far
+// larger, and a client that stops reading must not make relay buffer what
+// the backends send it.
+const batchLimit = 256 << 10
+
+// batchKeep is the largest buffer a BatchConn keeps between batches; a
+// larger one, left by a burst, goes back to the garbage collector.
+const batchKeep = 32 << 10
+
+// BatchConn gathers the writes made close together on a connection into
+// one write, once Batch has been called. Go's HTTP/2 server flushes its
+// buffer whenever its queue of frames runs dry: the HEADERS of a response
+// go out in one flush, its DATA in another, and every other stream's
+// responses in flushes of their own, each a TLS record and a system call.
+// Batched, a Write only appends to a buffer and starts a goroutine that
+// writes the buffer out; that goroutine runs once the goroutines already
+// runnable have run, so whatever they write meanwhile (the DATA after the
+// HEADERS, other streams' responses) goes out in the same system call.
+// With one scheduler thread the responses an epoll wake-up makes ready
+// thus leave together, as an event loop's would.
+//
+// Under TLS a BatchConn sits below crypto/tls, so records keep their
+// boundaries and net/http still sees a *tls.Conn. Writes stay in order; a
+// failed write fails every later Write. Writers wait while batchLimit
+// bytes are pending, so memory stays bounded whatever the client does,
+// and deadlines and WriteWait apply to the connection underneath as
+// before: a client that stops reading fails the write in progress, and
+// with it the waiting writers.
+type BatchConn struct {
+	net.Conn
+
+	mu       sync.Mutex
+	drained  sync.Cond // signalled when a write to Conn finishes
+	batching bool
+	pending  []byte // written by callers, not yet by the drain
+	spare    []byte // the drain's last buffer, for reuse
+	draining bool   // a drain goroutine is running
+	err      error  // the first write error; every later Write returns it
+	drainFn  func() // c.drain, bound once
+}
+
+// NewBatchConn wraps c; it writes straight through until Batch.
+func NewBatchConn(c net.Conn) *BatchConn {
+	b := &BatchConn{Conn: c}
+	b.drained.L = &b.mu
+	b.drainFn = b.drain
+	return b
+}
+
+// Batch starts gathering writes. Call it before handing the connection to
+// the goroutines that write to it.
+func (c *BatchConn) Batch() { c.batching = true }
+
+// NetConn returns the connection underneath, as crypto/tls's does, so
+// Quiet and PeerGone can find the socket.
+func (c *BatchConn) NetConn() net.Conn { return c.Conn }
+
+// Write appends p to the batch and returns at once, or, before Batch,
+// writes it. It waits while batchLimit bytes are pending.
+func (c *BatchConn) Write(p []byte) (int, error) {
+	if !c.batching {
+		return c.Conn.Write(p)
+	}
+	c.mu.Lock()
+	for c.err == nil && len(c.pending) >= batchLimit {
+		c.drained.Wait()
+	}
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return 0, err
+	}
+	c.pending = append(c.pending, p...)
+	if !c.draining {
+		c.draining = true
+		go c.drainFn()
+	}
+	c.mu.Unlock()
+	return len(p), nil
+}
+
+// drain writes the pending bytes until none are left or a write fails.
+func (c *BatchConn) drain() {
+	c.mu.Lock()
+	for len(c.pending) > 0 && c.err == nil {
+		buf := c.pending
+		c.pending = c.spare[:0]
+		c.spare = nil
+		c.mu.Unlock()
+		_, err := c.Conn.Write(buf)
+		c.mu.Lock()
+		if cap(buf) <= batchKeep {
+			c.spare = buf[:0]
+		}
+		if err != nil {
+			c.err = err
+		}
+		c.drained.Broadcast()
+	}
+	c.pending = c.pending[:0]
+	c.draining = false
+	c.drained.Broadcast()
+	c.mu.Unlock()
+}
+
+// Close waits for the pending bytes to be written, or to fail, and closes
+// the connection: what a server writes last before closing (a GOAWAY, a
+// close_notify) must still reach the client.
+func (c *BatchConn) Close() error {
+	c.mu.Lock()
+	for c.draining {
+		c.drained.Wait()
+	}
+	if c.err == nil {
+		c.err = net.ErrClosed
+	}
+	c.mu.Unlock()
+	return c.Conn.Close()
+}
