@@ -15,14 +15,18 @@
 package handler
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
+	"net/textproto"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"relay/internal/core"
 	"relay/internal/h1"
@@ -60,6 +64,7 @@ type exchange struct {
 
 // ServeHTTP forwards r through the core.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	growStack(0)
 	e := exchanges.Get().(*exchange)
 	defer func() {
 		e.body.stop()
@@ -68,9 +73,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		exchanges.Put(e)
 	}()
 	e.w, e.r, e.rc = w, r, *http.NewResponseController(w)
-	addr, _ := netip.ParseAddrPort(r.RemoteAddr)
-	e.peer = h.core.NewPeer(addr, r.TLS != nil)
 	ctx := r.Context()
+	e.peer = h.peerOf(ctx, r)
 	if ctx.Err() != nil {
 		// The client cancelled the stream before relay started on it:
 		// nothing to forward, nobody to answer (nginx's 499).
@@ -91,22 +95,59 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// connPeer is the client of one connection as the core sees it: worked
+// out by the connection's first stream, read by the others.
+type connPeer struct {
+	ready atomic.Bool
+	mu    sync.Mutex
+	peer  core.Peer
+}
+
+type peerKey struct{}
+
+// withPeer gives each connection its connPeer (http.Server.ConnContext).
+func withPeer(ctx context.Context) context.Context {
+	return context.WithValue(ctx, peerKey{}, &connPeer{})
+}
+
+// peerOf returns the client of r's connection.
+func (h *Handler) peerOf(ctx context.Context, r *http.Request) core.Peer {
+	cp, _ := ctx.Value(peerKey{}).(*connPeer)
+	if cp == nil { // a server without withPeer
+		return h.newPeer(r)
+	}
+	if !cp.ready.Load() {
+		cp.mu.Lock()
+		if !cp.ready.Load() {
+			cp.peer = h.newPeer(r)
+			cp.ready.Store(true)
+		}
+		cp.mu.Unlock()
+	}
+	return cp.peer
+}
+
+func (h *Handler) newPeer(r *http.Request) core.Peer {
+	addr, _ := netip.ParseAddrPort(r.RemoteAddr)
+	return h.core.NewPeer(addr, r.TLS != nil)
+}
+
 // view fills the request view the core reads from r.
 func (e *exchange) view(r *http.Request) {
 	req := &e.req
-	req.Method = []byte(r.Method)
-	req.Target = []byte(r.URL.RequestURI())
+	req.Method = bytesOf(r.Method)
+	req.Target = bytesOf(r.URL.RequestURI())
 	if r.Method == http.MethodOptions && r.RequestURI == "*" {
-		req.Target = []byte("*")
+		req.Target = bytesOf("*")
 	}
 	req.Minor = 1
 	if r.Host != "" {
-		req.Host = []byte(r.Host)
+		req.Host = bytesOf(r.Host)
 	}
 	fields := req.Fields[:0]
 	for name, values := range r.Header {
 		for _, v := range values {
-			fields = append(fields, h1.Field{Name: []byte(name), Value: []byte(v)})
+			fields = append(fields, h1.Field{Name: bytesOf(name), Value: bytesOf(v)})
 		}
 	}
 	req.Upgrade = h1.MarkHopByHop(fields) && r.ProtoMajor == 1
@@ -234,7 +275,7 @@ func (e *exchange) Continue() error { return nil }
 func (e *exchange) Interim(resp *h1.Response) error {
 	hdr := e.w.Header()
 	saved := hdr.Clone()
-	copyFields(hdr, resp.Fields)
+	copyFields(hdr, resp.Fields, -1)
 	e.w.WriteHeader(resp.Status)
 	for k := range hdr {
 		delete(hdr, k)
@@ -248,11 +289,11 @@ func (e *exchange) Interim(resp *h1.Response) error {
 // Respond sends the backend's response through the ResponseWriter,
 // flushing as body bytes arrive so streamed responses stream.
 func (e *exchange) Respond(resp *h1.Response, rb *core.ResponseBody) (n int64, rerr, werr error) {
-	hdr := e.w.Header()
-	copyFields(hdr, resp.Fields)
+	length := int64(-1)
 	if resp.ContentLength >= 0 && resp.Status >= 200 && resp.Status != 204 && resp.Status != 304 {
-		hdr.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+		length = resp.ContentLength
 	}
+	copyFields(e.w.Header(), resp.Fields, length)
 	e.w.WriteHeader(resp.Status)
 	fw := flushWriter{w: e.w, rc: &e.rc, left: -1}
 	if resp.Body == h1.BodyLength {
@@ -336,12 +377,63 @@ func (e *exchange) Error(status int, msg string) (int64, error) {
 	return int64(n), err
 }
 
-// copyFields adds the fields to be forwarded to hdr.
-func copyFields(hdr http.Header, fields []h1.Field) {
+// bytesOf returns the bytes of s without copying them. The core only
+// reads a request view's bytes (h1.Request), and a string's bytes never
+// change, so the view may share them.
+func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+// copyFields adds the fields to be forwarded to hdr, and a Content-Length
+// when length is 0 or more. Every name and value is cut from one string,
+// and every key's values from one slice, so a response's header costs two
+// allocations however many fields it has (and the map's growth), where Header.Add would make a
+// string for each name and value and a slice for each name.
+func copyFields(hdr http.Header, fields []h1.Field, length int64) {
+	n, size := 0, 0
 	for i := range fields {
 		if f := &fields[i]; !f.Hop {
-			hdr.Add(string(f.Name), string(f.Value))
+			n++
+			size += len(f.Name) + len(f.Value)
 		}
+	}
+	if length >= 0 {
+		n++
+		size += 20 // the longest int64
+	}
+	if n == 0 {
+		return
+	}
+	b := make([]byte, 0, size)
+	for i := range fields {
+		if f := &fields[i]; !f.Hop {
+			b = append(append(b, f.Name...), f.Value...)
+		}
+	}
+	if length >= 0 {
+		b = strconv.AppendInt(b, length, 10)
+	}
+	all := unsafe.String(unsafe.SliceData(b), len(b)) // b is not written again
+	vals := make([]string, n)
+	at, k := 0, 0
+	add := func(name, value string) {
+		vals[k] = value
+		if old, ok := hdr[name]; ok {
+			hdr[name] = append(old, value)
+		} else {
+			hdr[name] = vals[k : k+1 : k+1] // append copies rather than overwrite the next key's value
+		}
+		k++
+	}
+	for i := range fields {
+		if f := &fields[i]; !f.Hop {
+			name := textproto.CanonicalMIMEHeaderKey(all[at : at+len(f.Name)])
+			at += len(f.Name)
+			add(name, all[at:at+len(f.Value)])
+			at += len(f.Value)
+		}
+	}
+	if length >= 0 {
+		hdr.Del("Content-Length")
+		add("Content-Length", all[at:])
 	}
 }
 
@@ -368,4 +460,15 @@ func (f *flushWriter) Write(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// growStack makes the stream's goroutine grow its stack here, near the top
+// of a short stack, instead of deep in the core, where growing copies
+// twice the frames.
+//
+//go:noinline
+func growStack(i int) byte {
+	var pad [2560]byte
+	pad[i] = 1
+	return pad[i/2]
 }

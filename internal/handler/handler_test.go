@@ -142,6 +142,45 @@ func TestForwardsOverBothProtocols(t *testing.T) {
 	}
 }
 
+// TestPassesResponseFieldsWhole checks the response head the client gets:
+// repeated fields keep every value in order, a name the backend wrote in
+// lower case is found under its canonical form, and the length is the
+// body's.
+func TestPassesResponseFieldsWhole(t *testing.T) {
+	b := newBackend(t, "a", func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Add("Set-Cookie", "a=1")
+		h.Add("Set-Cookie", "b=2")
+		h["x-lower"] = []string{"v"}
+		h.Set("Content-Type", "text/x-relay")
+		h.Add("X-Many", "1")
+		h.Add("X-Many", "2")
+		h.Add("X-Many", "3")
+		io.WriteString(w, "twelve bytes")
+	})
+	front := startFront(t, b)
+	for proto, cl := range clients(t) {
+		t.Run(proto, func(t *testing.T) {
+			resp, err := cl.Get(front + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(body) != "twelve bytes" || resp.ContentLength != 12 {
+				t.Errorf("body %q with length %d, want %q with 12", body, resp.ContentLength, "twelve bytes")
+			}
+			for name, want := range map[string]string{
+				"Set-Cookie": "a=1,b=2", "X-Lower": "v", "Content-Type": "text/x-relay", "X-Many": "1,2,3",
+			} {
+				if got := strings.Join(resp.Header.Values(name), ","); got != want {
+					t.Errorf("%s: %q, want %q", name, got, want)
+				}
+			}
+		})
+	}
+}
+
 func TestStripsHopByHopFields(t *testing.T) {
 	front := startFront(t, newBackend(t, "a", nil))
 	req, _ := http.NewRequest("GET", front+"/", nil)

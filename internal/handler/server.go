@@ -75,8 +75,10 @@ func NewServer(h *Handler, lim Limits, log *slog.Logger) *Server {
 			WriteByteTimeout: lim.IdleTimeout,
 			SendPingTimeout:  lim.IdleTimeout,
 		},
-		ConnState:   s.state,
-		ConnContext: withResets(log),
+		ConnState: s.state,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return withPeer(withResets(log)(ctx, c))
+		},
 	}
 	if log != nil {
 		s.hs.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
