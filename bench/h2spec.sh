@@ -60,7 +60,7 @@ backends:
 RELAY
 start nginx -c "$OUT/nginx.conf"
 start "$OUT/bin/relay" -config "$OUT/relay.yml"
-(cd "$OUT" && start ./bin/h2ref)
+start env -C "$OUT" ./bin/h2ref # from $OUT, where its cert.pem and key.pem are
 sleep 2
 
 worse=0
