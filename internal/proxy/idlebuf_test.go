@@ -18,24 +18,7 @@ import (
 // must see the socket under rawio.Conn, or 10,000 idle clients keep 40 MB of
 // buffers.
 func TestIdleClientConnHoldsNoBuffer(t *testing.T) {
-	p, err := New(withDefaults(Config{}), []*backend.Backend{newBackendFor(t, deadAddr(t), 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := listen(t)
-	defer ln.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	server, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer server.Close()
-	cc := newClientConn(p, server, nil)
-	cc.open(server)
+	_, cc, client, server := openClientConn(t)
 	io.WriteString(client, "GET / HTTP/1.1\r\nHost: relay\r\n\r\n")
 	server.SetReadDeadline(time.Now().Add(ioTimeout))
 	if err := cc.br.ReadRequest(&cc.req); err != nil {
@@ -60,24 +43,9 @@ func TestIdleClientConnHoldsNoBuffer(t *testing.T) {
 // the start of an unfinished head in it: otherwise every client that hangs
 // up takes a buffer with it, and the next connections each need a new one.
 func TestClosedClientConnGivesItsBufferBack(t *testing.T) {
-	p, err := New(withDefaults(Config{}), []*backend.Backend{newBackendFor(t, deadAddr(t), 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := listen(t)
-	defer ln.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	server, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc := newClientConn(p, server, nil)
+	p, cc, client, _ := openClientConn(t)
 	p.srv.slots <- struct{}{} // as the accept loop takes one
 	p.srv.track(cc)
-	cc.open(server)
 	done := make(chan struct{})
 	go func() { cc.run(); close(done) }()
 	io.WriteString(client, "GET / HTTP/1.1\r\nHost: relay\r\n\r\nGET /unfinish")
@@ -94,4 +62,30 @@ func TestClosedClientConnGivesItsBufferBack(t *testing.T) {
 	if cc.br.HoldsBuffer() {
 		t.Error("a closed client connection still holds its read buffer")
 	}
+}
+
+// openClientConn accepts a loopback connection as relay's client
+// connection, ready for requests, over a proxy whose backend is dead; it
+// returns the proxy, the connection, and the client's and relay's sockets.
+func openClientConn(t *testing.T) (*Proxy, *clientConn, net.Conn, net.Conn) {
+	t.Helper()
+	p, err := New(withDefaults(Config{}), []*backend.Backend{newBackendFor(t, deadAddr(t), 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := listen(t)
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	server, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { server.Close() })
+	cc := newClientConn(p, server, nil)
+	cc.open(server)
+	return p, cc, client, server
 }
