@@ -69,11 +69,14 @@ func NewServer(h *Handler, lim Limits, log *slog.Logger) *Server {
 		ReadHeaderTimeout: lim.HeaderTimeout,
 		HTTP2: &http.HTTP2Config{
 			MaxConcurrentStreams: lim.MaxConcurrentStreams,
-			// A client that stops taking bytes, or goes silent with
-			// streams open, is found and closed within IdleTimeout
-			// (and a PING's 15 s).
-			WriteByteTimeout: lim.IdleTimeout,
-			SendPingTimeout:  lim.IdleTimeout,
+			// A client that goes silent with streams open is found
+			// and closed within IdleTimeout and a PING's 15 s. One
+			// that stops taking bytes is cut off by the socket
+			// itself (rawio.Conn's WriteWait, IdleTimeout, under the
+			// rawio.BatchConn the connection arrives on): Go's
+			// WriteByteTimeout would only time writes that append
+			// to the batch.
+			SendPingTimeout: lim.IdleTimeout,
 		},
 		ConnState: s.state,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {

@@ -3,6 +3,7 @@ package rawio
 import (
 	"net"
 	"sync"
+	"time"
 )
 
 // batchLimit is how many bytes a BatchConn holds before its writers wait
@@ -11,9 +12,17 @@ import (
 // the backends send it.
 const batchLimit = 256 << 10
 
-// batchKeep is the largest buffer a BatchConn keeps between batches; a
-// larger one, left by a burst, goes back to the garbage collector.
-const batchKeep = 32 << 10
+// batchKeep is the largest buffer a BatchConn keeps for its next batch
+// while busy; idleKeep the largest it keeps once everything is written,
+// so an idle connection holds little.
+const (
+	batchKeep = 32 << 10
+	idleKeep  = 4 << 10
+)
+
+// closeWait bounds how long Close waits for pending bytes to go out to a
+// client that does not take them, as crypto/tls bounds its close_notify.
+const closeWait = 5 * time.Second
 
 // BatchConn gathers the writes made close together on a connection into
 // one write, once Batch has been called. Go's HTTP/2 server flushes its
@@ -30,19 +39,25 @@ const batchKeep = 32 << 10
 // Under TLS a BatchConn sits below crypto/tls, so records keep their
 // boundaries and net/http still sees a *tls.Conn. Writes stay in order; a
 // failed write fails every later Write. Writers wait while batchLimit
-// bytes are pending, so memory stays bounded whatever the client does,
-// and deadlines and WriteWait apply to the connection underneath as
-// before: a client that stops reading fails the write in progress, and
-// with it the waiting writers.
+// bytes are pending, so memory stays bounded whatever the client does.
+//
+// Once batching, write deadlines set by callers are not passed to the
+// connection underneath: they time a Write that only appends, and set
+// there they would cut short, or clear, the deadline of a write the drain
+// has under way. What bounds a client that stops taking bytes is the
+// connection's own (rawio.Conn's WriteWait): it fails the drain's write,
+// and with it every waiting and later Write. Close waits for the pending
+// bytes up to closeWait and then closes the connection anyway.
 type BatchConn struct {
 	net.Conn
 
 	mu       sync.Mutex
-	drained  sync.Cond // signalled when a write to Conn finishes
+	drained  sync.Cond // signalled when a write to Conn finishes, and by Close
 	batching bool
 	pending  []byte // written by callers, not yet by the drain
 	spare    []byte // the drain's last buffer, for reuse
 	draining bool   // a drain goroutine is running
+	closed   bool   // Close was called: no more writes
 	err      error  // the first write error; every later Write returns it
 	drainFn  func() // c.drain, bound once
 }
@@ -63,6 +78,23 @@ func (c *BatchConn) Batch() { c.batching = true }
 // Quiet and PeerGone can find the socket.
 func (c *BatchConn) NetConn() net.Conn { return c.Conn }
 
+// SetDeadline sets the read deadline, and the write deadline until Batch.
+func (c *BatchConn) SetDeadline(t time.Time) error {
+	if c.batching {
+		return c.Conn.SetReadDeadline(t)
+	}
+	return c.Conn.SetDeadline(t)
+}
+
+// SetWriteDeadline sets the write deadline until Batch, and afterwards
+// does nothing (see BatchConn).
+func (c *BatchConn) SetWriteDeadline(t time.Time) error {
+	if c.batching {
+		return nil
+	}
+	return c.Conn.SetWriteDeadline(t)
+}
+
 // Write appends p to the batch and returns at once, or, before Batch,
 // writes it. It waits while batchLimit bytes are pending.
 func (c *BatchConn) Write(p []byte) (int, error) {
@@ -70,11 +102,10 @@ func (c *BatchConn) Write(p []byte) (int, error) {
 		return c.Conn.Write(p)
 	}
 	c.mu.Lock()
-	for c.err == nil && len(c.pending) >= batchLimit {
+	for c.err == nil && !c.closed && len(c.pending) >= batchLimit {
 		c.drained.Wait()
 	}
-	if c.err != nil {
-		err := c.err
+	if err := c.failure(); err != nil {
 		c.mu.Unlock()
 		return 0, err
 	}
@@ -85,6 +116,17 @@ func (c *BatchConn) Write(p []byte) (int, error) {
 	}
 	c.mu.Unlock()
 	return len(p), nil
+}
+
+// failure is why a Write cannot be taken, if it cannot; c.mu is held.
+func (c *BatchConn) failure() error {
+	if c.err != nil {
+		return c.err
+	}
+	if c.closed {
+		return net.ErrClosed
+	}
+	return nil
 }
 
 // drain writes the pending bytes until none are left or a write fails.
@@ -106,21 +148,31 @@ func (c *BatchConn) drain() {
 		c.drained.Broadcast()
 	}
 	c.pending = c.pending[:0]
+	if cap(c.pending) > idleKeep {
+		c.pending = nil
+	}
+	if cap(c.spare) > idleKeep {
+		c.spare = nil
+	}
 	c.draining = false
 	c.drained.Broadcast()
 	c.mu.Unlock()
 }
 
-// Close waits for the pending bytes to be written, or to fail, and closes
-// the connection: what a server writes last before closing (a GOAWAY, a
-// close_notify) must still reach the client.
+// Close takes no more writes, waits up to closeWait for the pending bytes
+// to be written (what a server writes last before closing, a GOAWAY or a
+// close_notify, must still reach the client), and closes the connection,
+// which also ends a write the client has stalled.
 func (c *BatchConn) Close() error {
 	c.mu.Lock()
-	for c.draining {
-		c.drained.Wait()
-	}
-	if c.err == nil {
-		c.err = net.ErrClosed
+	c.closed = true
+	c.drained.Broadcast() // writers waiting for room give up
+	if c.draining {
+		t := time.AfterFunc(closeWait, func() { c.Conn.Close() })
+		for c.draining {
+			c.drained.Wait()
+		}
+		t.Stop()
 	}
 	c.mu.Unlock()
 	return c.Conn.Close()

@@ -2,6 +2,7 @@ package rawio
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -10,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"relay/internal/testcert"
 )
 
 // countingConn counts the writes that reach the connection.
@@ -107,54 +110,140 @@ func TestBatchConnCloseWritesWhatIsPending(t *testing.T) {
 
 // TestBatchConnBoundsWhatItHolds checks that a peer that stops reading
 // makes writers wait once batchLimit bytes are pending, instead of relay
-// holding whatever it is given, and that the write deadline underneath
-// then fails the waiting writer.
+// holding whatever it is given, and that the connection's WriteWait then
+// fails the stalled write and the waiting writer, even though callers set
+// and clear write deadlines around their writes as Go's HTTP/2 server
+// does.
 func TestBatchConnBoundsWhatItHolds(t *testing.T) {
-	b, _, _ := batchPair(t)
+	b, cc, _ := batchPair(t)
+	s := cc.Conn.(*Conn)
+	s.SetDeadline(time.Time{})
+	s.WriteWait = 300 * time.Millisecond
 	b.Batch()
 	chunk := make([]byte, 16<<10)
-	var accepted atomic.Int64
 	failed := make(chan error, 1)
 	go func() {
 		for {
-			if _, err := b.Write(chunk); err != nil {
+			b.SetWriteDeadline(time.Now().Add(time.Hour))
+			_, err := b.Write(chunk)
+			b.SetWriteDeadline(time.Time{})
+			if err != nil {
 				failed <- err
 				return
 			}
-			accepted.Add(int64(len(chunk)))
 		}
 	}()
-	// Wait until the writer stops making progress: the socket buffers
-	// and the batch are full.
-	last := int64(-1)
-	for i := 0; ; i++ {
-		time.Sleep(100 * time.Millisecond)
-		n := accepted.Load()
-		if n == last {
-			break
+	most := 0
+	deadline := time.After(ioTimeout)
+	for {
+		b.mu.Lock()
+		most = max(most, len(b.pending))
+		b.mu.Unlock()
+		select {
+		case err := <-failed:
+			if !isTimeout(err) {
+				t.Errorf("the waiting writer failed with %v, want WriteWait's timeout", err)
+			}
+			if most > batchLimit+len(chunk) {
+				t.Errorf("%d bytes were pending, want at most %d", most, batchLimit+len(chunk))
+			}
+			if _, err := b.Write([]byte("x")); err == nil {
+				t.Error("a write after a failed one succeeded")
+			}
+			return
+		case <-deadline:
+			t.Fatalf("writing to a peer that reads nothing has not failed after %v (WriteWait %v)", ioTimeout, s.WriteWait)
+		case <-time.After(time.Millisecond):
 		}
-		if i == 30 {
-			t.Fatalf("the writer never stopped: %d bytes accepted from a peer that reads nothing", n)
-		}
-		last = n
 	}
-	b.mu.Lock()
-	pending := len(b.pending)
-	b.mu.Unlock()
-	if pending > batchLimit+len(chunk) {
-		t.Errorf("%d bytes pending, want at most %d", pending, batchLimit+len(chunk))
+}
+
+// TestBatchConnCloseEndsAStalledWrite checks that Close returns when the
+// client stalls the pending bytes, instead of holding the connection (and
+// its slot) for as long as the client likes, and that it wakes writers
+// waiting for room.
+func TestBatchConnCloseEndsAStalledWrite(t *testing.T) {
+	b, cc, _ := batchPair(t)
+	s := cc.Conn.(*Conn)
+	s.SetDeadline(time.Time{})
+	s.WriteWait = 200 * time.Millisecond
+	b.Batch()
+	if _, err := b.Write(make([]byte, 8<<20)); err != nil { // more than the socket takes
+		t.Fatal(err)
 	}
-	b.SetWriteDeadline(time.Now())
+	time.Sleep(50 * time.Millisecond) // the drain's write waits, WriteWait armed
+	// Go's HTTP/2 server sets a write deadline around each write and
+	// clears it after: that must not clear the drain's.
+	b.SetWriteDeadline(time.Now().Add(time.Hour))
+	if _, err := b.Write([]byte("PING")); err != nil {
+		t.Fatal(err)
+	}
+	b.SetWriteDeadline(time.Time{})
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := b.Write([]byte("more")) // waits for room
+		waiting <- err
+	}()
+	closed := make(chan error, 1)
+	start := time.Now()
+	go func() { closed <- b.Close() }()
 	select {
-	case err := <-failed:
-		if !errors.Is(err, net.ErrClosed) && !isTimeout(err) {
-			t.Errorf("the waiting writer failed with %v, want the deadline", err)
-		}
-	case <-time.After(ioTimeout):
-		t.Fatal("the waiting writer did not fail after the write deadline passed")
+	case <-closed:
+	case <-time.After(closeWait + time.Second):
+		t.Fatalf("Close still waiting after %v", time.Since(start))
 	}
-	if _, err := b.Write([]byte("x")); err == nil {
-		t.Error("a write after a failed one succeeded")
+	select {
+	case <-waiting:
+	case <-time.After(ioTimeout):
+		t.Fatal("a writer waiting for room was not woken by Close")
+	}
+}
+
+// TestBatchConnUnderTLSCloseSendsWhatIsPending checks the order crypto/tls
+// closes in: close_notify written, the write deadline set to now, the
+// connection closed. The bytes written before, and the alert, must reach
+// the client.
+func TestBatchConnUnderTLSCloseSendsWhatIsPending(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	ca := testcert.NewCA(t)
+	pair := ca.Server(t, testcert.ECDSA, "relay.test")
+	cert, err := tls.LoadX509KeyPair(pair.CertFile, pair.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, peer := tcpPair(t)
+	s.WriteWait = time.Second
+	b := NewBatchConn(s)
+	srv := tls.Server(b, &tls.Config{Certificates: []tls.Certificate{cert}})
+	cli := tls.Client(peer, &tls.Config{RootCAs: ca.Pool, ServerName: "relay.test"})
+	hs := make(chan error, 1)
+	go func() { hs <- cli.Handshake() }()
+	if err := srv.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-hs; err != nil {
+		t.Fatal(err)
+	}
+	b.Batch()
+	type result struct {
+		b   []byte
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		cli.SetReadDeadline(time.Now().Add(ioTimeout))
+		d, err := io.ReadAll(cli) // io.EOF, which ReadAll reports as nil, only after close_notify
+		got <- result{d, err}
+	}()
+	const want = "the last response bytes and a GOAWAY"
+	if _, err := srv.Write([]byte(want)); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Close(); err != nil {
+		t.Errorf("closing: %v", err)
+	}
+	if r := <-got; string(r.b) != want || r.err != nil {
+		t.Fatalf("the client read %q (%v), want %q and close_notify", r.b, r.err, want)
 	}
 }
 
