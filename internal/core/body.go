@@ -141,10 +141,12 @@ func (x *Exchange) releaseBody() {
 }
 
 // Shed lets go of all the memory the exchange keeps for the connection's
-// next request, for a connection that has gone idle: its next request
-// allocates it again. Call it between requests only.
+// next request, and of its hold on the last upstream connection, for a
+// connection that has gone idle: its next request allocates the memory
+// again. Call it between requests only.
 func (x *Exchange) Shed() {
 	x.head, x.logLine, x.detached = nil, nil, nil
 	x.held = heldBody{}
 	x.resp = h1.Response{}
+	x.respBody = ResponseBody{} // the last upstream and its reader
 }
