@@ -2,6 +2,7 @@ package rawio
 
 import (
 	"net"
+	"os"
 	"sync"
 	"time"
 )
@@ -41,25 +42,31 @@ const closeWait = 5 * time.Second
 // failed write fails every later Write. Writers wait while batchLimit
 // bytes are pending, so memory stays bounded whatever the client does.
 //
-// Once batching, write deadlines set by callers are not passed to the
-// connection underneath: they time a Write that only appends, and set
-// there they would cut short, or clear, the deadline of a write the drain
-// has under way. What bounds a client that stops taking bytes is the
-// connection's own (rawio.Conn's WriteWait): it fails the drain's write,
-// and with it every waiting and later Write. Close waits for the pending
-// bytes up to closeWait and then closes the connection anyway.
+// Once batching, write deadlines set by callers are kept by the BatchConn
+// and not passed to the connection underneath: set there they would cut
+// short, or clear, the deadline of a write the drain has under way. They
+// time what a Write does: a Write after its deadline fails, and so does
+// one whose wait for room outlasts it (crypto/tls bounds its close_notify
+// so). What bounds a client that stops taking bytes is the connection's
+// own deadline (rawio.Conn's WriteWait): it fails the drain's write, and
+// with it every waiting and later Write. Close waits for the pending bytes
+// up to closeWait and then closes the connection anyway.
+//
+// Writers are expected to take turns (crypto/tls holds a lock around each
+// Write); concurrent ones waiting for room are not served in order.
 type BatchConn struct {
 	net.Conn
 
 	mu       sync.Mutex
 	drained  sync.Cond // signalled when a write to Conn finishes, and by Close
 	batching bool
-	pending  []byte // written by callers, not yet by the drain
-	spare    []byte // the drain's last buffer, for reuse
-	draining bool   // a drain goroutine is running
-	closed   bool   // Close was called: no more writes
-	err      error  // the first write error; every later Write returns it
-	drainFn  func() // c.drain, bound once
+	pending  []byte    // written by callers, not yet by the drain
+	spare    []byte    // the drain's last buffer, for reuse
+	draining bool      // a drain goroutine is running
+	closed   bool      // Close was called: no more writes
+	err      error     // the first write error; every later Write returns it
+	deadline time.Time // the callers' write deadline, once batching
+	drainFn  func()    // c.drain, bound once
 }
 
 // NewBatchConn wraps c; it writes straight through until Batch.
@@ -78,21 +85,38 @@ func (c *BatchConn) Batch() { c.batching = true }
 // Quiet and PeerGone can find the socket.
 func (c *BatchConn) NetConn() net.Conn { return c.Conn }
 
-// SetDeadline sets the read deadline, and the write deadline until Batch.
+// SetDeadline sets the read and write deadlines; once batching, the
+// write deadline is the BatchConn's own (see BatchConn).
 func (c *BatchConn) SetDeadline(t time.Time) error {
 	if c.batching {
+		c.setWriteDeadline(t)
 		return c.Conn.SetReadDeadline(t)
 	}
 	return c.Conn.SetDeadline(t)
 }
 
-// SetWriteDeadline sets the write deadline until Batch, and afterwards
-// does nothing (see BatchConn).
+// SetWriteDeadline sets the write deadline; once batching, it is the
+// BatchConn's own (see BatchConn).
 func (c *BatchConn) SetWriteDeadline(t time.Time) error {
 	if c.batching {
+		c.setWriteDeadline(t)
 		return nil
 	}
 	return c.Conn.SetWriteDeadline(t)
+}
+
+func (c *BatchConn) setWriteDeadline(t time.Time) {
+	c.mu.Lock()
+	c.deadline = t
+	c.drained.Broadcast() // a writer waiting for room looks again
+	c.mu.Unlock()
+}
+
+// wake makes writers waiting for room look at their deadline again.
+func (c *BatchConn) wake() {
+	c.mu.Lock()
+	c.drained.Broadcast()
+	c.mu.Unlock()
 }
 
 // Write appends p to the batch and returns at once, or, before Batch,
@@ -102,8 +126,23 @@ func (c *BatchConn) Write(p []byte) (int, error) {
 		return c.Conn.Write(p)
 	}
 	c.mu.Lock()
-	for c.err == nil && !c.closed && len(c.pending) >= batchLimit {
+	var timer *time.Timer
+	for c.failure() == nil && len(c.pending) >= batchLimit {
+		if !c.deadline.IsZero() {
+			d := time.Until(c.deadline)
+			if d <= 0 {
+				break
+			}
+			if timer == nil {
+				timer = time.AfterFunc(d, c.wake)
+			} else {
+				timer.Reset(d)
+			}
+		}
 		c.drained.Wait()
+	}
+	if timer != nil {
+		timer.Stop()
 	}
 	if err := c.failure(); err != nil {
 		c.mu.Unlock()
@@ -120,11 +159,13 @@ func (c *BatchConn) Write(p []byte) (int, error) {
 
 // failure is why a Write cannot be taken, if it cannot; c.mu is held.
 func (c *BatchConn) failure() error {
-	if c.err != nil {
+	switch {
+	case c.err != nil:
 		return c.err
-	}
-	if c.closed {
+	case c.closed:
 		return net.ErrClosed
+	case !c.deadline.IsZero() && !time.Now().Before(c.deadline):
+		return os.ErrDeadlineExceeded
 	}
 	return nil
 }
@@ -174,6 +215,10 @@ func (c *BatchConn) Close() error {
 		}
 		t.Stop()
 	}
+	lost := c.err // bytes the client never got
 	c.mu.Unlock()
-	return c.Conn.Close()
+	if err := c.Conn.Close(); err != nil || lost == nil {
+		return err
+	}
+	return lost
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"strconv"
 	"sync/atomic"
@@ -197,6 +198,56 @@ func TestBatchConnCloseEndsAStalledWrite(t *testing.T) {
 	case <-time.After(ioTimeout):
 		t.Fatal("a writer waiting for room was not woken by Close")
 	}
+}
+
+// TestBatchConnCloseReportsLostBytes checks that Close says so when bytes
+// a Write accepted never reached the client.
+func TestBatchConnCloseReportsLostBytes(t *testing.T) {
+	b, cc, _ := batchPair(t)
+	s := cc.Conn.(*Conn)
+	s.SetDeadline(time.Time{})
+	s.WriteWait = 200 * time.Millisecond
+	b.Batch()
+	if _, err := b.Write(make([]byte, 8<<20)); err != nil { // the peer reads nothing
+		t.Fatal(err)
+	}
+	if err := b.Close(); !isTimeout(err) {
+		t.Errorf("Close with 8 MiB the peer never took: %v, want WriteWait's timeout", err)
+	}
+}
+
+// TestBatchConnWriteDeadlineBoundsTheWaitForRoom checks that a caller's
+// write deadline, kept off the socket, still bounds its Write: a wait for
+// room ends at the deadline, and a Write after it fails at once.
+func TestBatchConnWriteDeadlineBoundsTheWaitForRoom(t *testing.T) {
+	b, cc, _ := batchPair(t)
+	cc.Conn.(*Conn).SetDeadline(time.Time{}) // the drain's write stalls for good
+	b.Batch()
+	if _, err := b.Write(make([]byte, 8<<20)); err != nil {
+		t.Fatal(err)
+	}
+	// Once the drain has taken those bytes (and stalled on them), a full
+	// batch behind them makes the next Write wait for room.
+	for taken := false; !taken; {
+		b.mu.Lock()
+		taken = len(b.pending) == 0
+		b.mu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := b.Write(make([]byte, batchLimit)); err != nil {
+		t.Fatal(err)
+	}
+	b.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+	start := time.Now()
+	_, err := b.Write([]byte("close_notify"))
+	if took := time.Since(start); !errors.Is(err, os.ErrDeadlineExceeded) || took > 5*time.Second {
+		t.Fatalf("a Write waiting for room past its deadline returned %v after %v, want the deadline after 200ms", err, took)
+	}
+	if _, err := b.Write([]byte("x")); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("a Write after its deadline: %v, want os.ErrDeadlineExceeded", err)
+	}
+	b.SetWriteDeadline(time.Time{})
+	cc.Conn.Close() // ends the stalled drain; Close below does not wait
 }
 
 // TestBatchConnUnderTLSCloseSendsWhatIsPending checks the order crypto/tls
