@@ -61,7 +61,9 @@ func (cc *clientConn) handshake() (tc *tls.Conn, h2, ok bool) {
 	under.WriteWait = cc.p.cfg.IdleTimeout
 	batch := rawio.NewBatchConn(under)
 	tc = tls.Server(batch, cc.tls)
-	cc.raw.SetDeadline(time.Now().Add(cc.p.cfg.HeaderTimeout))
+	// Set through under, which then knows the write deadline: WriteWait
+	// must not outlast it.
+	under.SetDeadline(time.Now().Add(cc.p.cfg.HeaderTimeout))
 	if cc.p.srv.stopping.Load() {
 		// Shutdown's wake-up deadline may have come before ours: a
 		// client with no request yet is closed like an idle one.
@@ -71,7 +73,7 @@ func (cc *clientConn) handshake() (tc *tls.Conn, h2, ok bool) {
 		cc.p.cfg.Logger.Debug("TLS handshake failed", "client", cc.raw.RemoteAddr().String(), "err", err)
 		return nil, false, false
 	}
-	cc.raw.SetDeadline(time.Time{})
+	under.SetDeadline(time.Time{})
 	h2 = tc.ConnectionState().NegotiatedProtocol == "h2"
 	if h2 {
 		// Go's HTTP/2 server flushes once per frame it runs out of;
