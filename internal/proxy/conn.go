@@ -52,15 +52,14 @@ type clientConn struct {
 }
 
 // defaultRestAfter is how long a kept-alive connection waits for its next
-// request on the goroutine that served the last one. Serving grows a goroutine's
-// stack to 4 KiB or more, and Go's collector never shrinks the stack of a
-// goroutine parked in a read, so 10,000 idle connections would keep 40 MB
-// of stacks. A connection still idle after that hands its wait to a fresh
-// goroutine, on a fresh 2 KiB stack, and the old one exits, after letting
-// go of its head buffers too (shed). A busy
-// connection, whose next request comes sooner, never pays for the move:
-// the wait's deadline is set for every request anyway, to the rest
-// instead of the idle timeout.
+// request on the goroutine that served the last one. Serving grows a
+// goroutine's stack to 4 KiB or more, and Go's collector never shrinks the
+// stack of a goroutine parked in a read, so 10,000 idle connections would
+// keep 40 MB of stacks. A connection still idle after that lets go of its
+// head buffers (shed) and hands its wait to a fresh goroutine, on a fresh
+// 2 KiB stack; the old one exits. A busy connection, whose next request
+// comes sooner, never pays for the move: the wait's deadline is set for
+// every request anyway, to the rest instead of the idle timeout.
 const defaultRestAfter = time.Second
 
 func newClientConn(p *Proxy, c net.Conn, tc *tls.Config) *clientConn {
