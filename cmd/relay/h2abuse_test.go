@@ -50,6 +50,17 @@ func dialH2(t *testing.T, tr *tlsRelay) *h2Conn {
 	return &h2Conn{c: c, fr: fr}
 }
 
+// dialH2Relay starts relay with a TLS listener over the backend at url,
+// with extra config lines, and dials it as a raw HTTP/2 client.
+func dialH2Relay(t *testing.T, ca *testcert.CA, extra, url string) *h2Conn {
+	t.Helper()
+	file := writeConfig(t, "tls_listen: 127.0.0.1:0\n"+extra+
+		certsYAML(ca.Server(t, testcert.ECDSA, "a.example"))+backendsYAML([]string{url}))
+	r, started := startRelay(t, "", "-config", file)
+	_, port, _ := net.SplitHostPort(started.Str("tls_listen"))
+	return dialH2(t, &tlsRelay{relay: r, tlsAddr: net.JoinHostPort("127.0.0.1", port), ca: ca})
+}
+
 // headerBlock is an HPACK-encoded GET request head for path, with extra
 // fields (name, value, ...).
 func headerBlock(path string, extra ...string) []byte {

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -53,11 +52,7 @@ func TestHTTP2StalledRequestBodiesTimeOut(t *testing.T) {
 		})
 	})
 	const bodyTimeout = time.Second
-	file := writeConfig(t, "tls_listen: 127.0.0.1:0\nclient_body_timeout: 1s\nclient_body_min_rate: 1000000\nidle_timeout: 30s\n"+
-		certsYAML(ca.Server(t, testcert.ECDSA, "a.example"))+backendsYAML([]string{be.url}))
-	r, started := startRelay(t, "", "-config", file)
-	_, port, _ := net.SplitHostPort(started.Str("tls_listen"))
-	h := dialH2(t, &tlsRelay{relay: r, tlsAddr: net.JoinHostPort("127.0.0.1", port), ca: ca})
+	h := dialH2Relay(t, ca, "client_body_timeout: 1s\nclient_body_min_rate: 1000000\nidle_timeout: 30s\n", be.url)
 
 	// 20 uploads announcing 10 MB that send 16 KiB and stall, and a GET
 	// whose HEADERS leave the stream open.

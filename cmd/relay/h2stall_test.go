@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -37,11 +36,7 @@ func TestHTTP2ClientThatStopsReadingIsCutOff(t *testing.T) {
 		})
 	})
 	const idle = time.Second
-	file := writeConfig(t, "tls_listen: 127.0.0.1:0\nidle_timeout: 1s\n"+
-		certsYAML(ca.Server(t, testcert.ECDSA, "a.example"))+backendsYAML([]string{be.url}))
-	r, started := startRelay(t, "", "-config", file)
-	_, port, _ := net.SplitHostPort(started.Str("tls_listen"))
-	h := dialH2(t, &tlsRelay{relay: r, tlsAddr: net.JoinHostPort("127.0.0.1", port), ca: ca})
+	h := dialH2Relay(t, ca, "idle_timeout: 1s\n", be.url)
 	const wide = 1<<31 - 1
 	if err := h.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: wide}); err != nil {
 		t.Fatal(err)

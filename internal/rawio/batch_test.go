@@ -37,6 +37,18 @@ func batchPair(t *testing.T) (*BatchConn, *countingConn, net.Conn) {
 	return b, cc, peer
 }
 
+// stalledBatch is a batching BatchConn over a socket whose peer reads
+// nothing: no deadline but WriteWait bounds a write the peer stalls.
+func stalledBatch(t *testing.T, wait time.Duration) (*BatchConn, *Conn) {
+	t.Helper()
+	b, cc, _ := batchPair(t)
+	s := cc.Conn.(*Conn)
+	s.SetDeadline(time.Time{})
+	s.WriteWait = wait
+	b.Batch()
+	return b, s
+}
+
 // TestBatchConnGathersWrites checks that writes made one after another
 // while the drain has not yet run leave in one write, whole and in order.
 func TestBatchConnGathersWrites(t *testing.T) {
@@ -116,11 +128,7 @@ func TestBatchConnCloseWritesWhatIsPending(t *testing.T) {
 // and clear write deadlines around their writes as Go's HTTP/2 server
 // does.
 func TestBatchConnBoundsWhatItHolds(t *testing.T) {
-	b, cc, _ := batchPair(t)
-	s := cc.Conn.(*Conn)
-	s.SetDeadline(time.Time{})
-	s.WriteWait = 300 * time.Millisecond
-	b.Batch()
+	b, s := stalledBatch(t, 300*time.Millisecond)
 	chunk := make([]byte, 16<<10)
 	failed := make(chan error, 1)
 	go func() {
@@ -164,11 +172,7 @@ func TestBatchConnBoundsWhatItHolds(t *testing.T) {
 // its slot) for as long as the client likes, and that it wakes writers
 // waiting for room.
 func TestBatchConnCloseEndsAStalledWrite(t *testing.T) {
-	b, cc, _ := batchPair(t)
-	s := cc.Conn.(*Conn)
-	s.SetDeadline(time.Time{})
-	s.WriteWait = 200 * time.Millisecond
-	b.Batch()
+	b, _ := stalledBatch(t, 200*time.Millisecond)
 	if _, err := b.Write(make([]byte, 8<<20)); err != nil { // more than the socket takes
 		t.Fatal(err)
 	}
@@ -203,11 +207,7 @@ func TestBatchConnCloseEndsAStalledWrite(t *testing.T) {
 // TestBatchConnCloseReportsLostBytes checks that Close says so when bytes
 // a Write accepted never reached the client.
 func TestBatchConnCloseReportsLostBytes(t *testing.T) {
-	b, cc, _ := batchPair(t)
-	s := cc.Conn.(*Conn)
-	s.SetDeadline(time.Time{})
-	s.WriteWait = 200 * time.Millisecond
-	b.Batch()
+	b, _ := stalledBatch(t, 200*time.Millisecond)
 	if _, err := b.Write(make([]byte, 8<<20)); err != nil { // the peer reads nothing
 		t.Fatal(err)
 	}
@@ -220,9 +220,7 @@ func TestBatchConnCloseReportsLostBytes(t *testing.T) {
 // write deadline, kept off the socket, still bounds its Write: a wait for
 // room ends at the deadline, and a Write after it fails at once.
 func TestBatchConnWriteDeadlineBoundsTheWaitForRoom(t *testing.T) {
-	b, cc, _ := batchPair(t)
-	cc.Conn.(*Conn).SetDeadline(time.Time{}) // the drain's write stalls for good
-	b.Batch()
+	b, s := stalledBatch(t, 0) // the drain's write stalls for good
 	if _, err := b.Write(make([]byte, 8<<20)); err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +245,7 @@ func TestBatchConnWriteDeadlineBoundsTheWaitForRoom(t *testing.T) {
 		t.Errorf("a Write after its deadline: %v, want os.ErrDeadlineExceeded", err)
 	}
 	b.SetWriteDeadline(time.Time{})
-	cc.Conn.Close() // ends the stalled drain; Close below does not wait
+	s.Close() // ends the stalled drain; Close below does not wait
 }
 
 // TestBatchConnUnderTLSCloseSendsWhatIsPending checks the order crypto/tls
