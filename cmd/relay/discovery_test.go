@@ -348,7 +348,10 @@ func TestDiscoveryStartsWithoutEtcd(t *testing.T) {
 	announce(srv, cli, "b0", b)
 	srv.Stop()
 	file := writeConfig(t, "access_log: false\n"+discoveryYAML(srv.Endpoint))
-	r, _ := startRelay(t, "", "-config", file)
+	r, started := startRelay(t, "", "-config", file)
+	if got, want := started.Str("discovery"), "etcd "+etcdPrefix; got != want {
+		t.Errorf("the start line says discovery %q, want %q", got, want)
+	}
 	if _, ok := r.waitLog(10*time.Second, func(l logLine) bool { return strings.Contains(l.Msg(), "cannot be reached at start") }); !ok {
 		t.Fatalf("relay did not say etcd cannot be reached:\n%s", r.stdout.text())
 	}

@@ -404,8 +404,8 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 		log.Info("process started", "pid", os.Getpid(), "healthy", len(p.Available()), "workers", runtime.GOMAXPROCS(0))
 	} else {
 		log.Info("relay started", append(d.addrs(), "algorithm", cfg.Algorithm,
-			"backends", len(p.Backends()), "healthy", len(p.Available()), "workers", runtime.GOMAXPROCS(0),
-			"admin", c.adminAddr())...)
+			"backends", len(p.Backends()), cfg.Discovery.LogAttr(), "healthy", len(p.Available()),
+			"workers", runtime.GOMAXPROCS(0), "admin", c.adminAddr())...)
 		if cfg.CPUAffinity { // processes: 0 on a single core
 			log.Warn("cpu_affinity ignored: it binds serving processes to cores, and there is one process")
 		}

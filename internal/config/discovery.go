@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"time"
@@ -14,6 +15,16 @@ import (
 type Discovery struct {
 	// Etcd is nil when relay does not watch etcd.
 	Etcd *Etcd
+}
+
+// LogAttr says where backends besides the file's come from, for relay's
+// start line: discovery="etcd PREFIX", or nothing when none are
+// discovered.
+func (d Discovery) LogAttr() slog.Attr {
+	if d.Etcd == nil {
+		return slog.Attr{}
+	}
+	return slog.String("discovery", "etcd "+d.Etcd.Prefix)
 }
 
 // Etcd is where relay discovers backends besides those of the file: each

@@ -168,8 +168,8 @@ func Run(opts Options) error {
 		return err
 	}
 	log.Info("relay started", append(addrs, "algorithm", cfg.Algorithm,
-		"backends", len(cfg.Backends), "processes", n, "workers", ThreadsFor(cfg), "cpu_affinity", cpus != nil,
-		"admin", opts.Admin)...)
+		"backends", len(cfg.Backends), cfg.Discovery.LogAttr(), "processes", n, "workers", ThreadsFor(cfg),
+		"cpu_affinity", cpus != nil, "admin", opts.Admin)...)
 	if opts.Started != nil {
 		opts.Started()
 	}
