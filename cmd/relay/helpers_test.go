@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"relay/demo"
+	"relay/internal/testaddr"
 )
 
 // relayBin is the relay binary TestMain builds; every test runs it as a
@@ -382,17 +383,9 @@ func writeConfig(t *testing.T, extra string) string {
 	return writeFile(t, t.TempDir(), "relay.yml", "listen: 127.0.0.1:0\nlog_level: info\n"+extra)
 }
 
-// freePort returns a port nothing listens on right now.
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	ln.Close()
-	return port
-}
+// freePort returns a port nothing listens on, outside the ephemeral range
+// (testaddr.FreePort).
+func freePort(t *testing.T) string { return testaddr.FreePort(t) }
 
 // newClient is a keep-alive HTTP client with a bound on every request.
 func newClient(t *testing.T) *http.Client {

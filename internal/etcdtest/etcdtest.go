@@ -5,19 +5,15 @@ package etcdtest
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
-	"net"
 	"net/url"
-	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"relay/internal/testaddr"
 )
 
 // Server is one embedded etcd member. Stop and Start take it down and up
@@ -116,26 +112,9 @@ func (s *Server) Delete(cli *clientv3.Client, key string) {
 	}
 }
 
-// freeURL is a loopback URL on a port nothing listens on. The port comes
-// from below the kernel's ephemeral range, where no outgoing connection
-// takes it while the server is stopped between Stop and Start.
+// freeURL is a loopback URL on a port nothing listens on, from below the
+// ephemeral range (testaddr.FreePort), where no outgoing connection takes
+// it while the server is stopped between Stop and Start.
 func freeURL(t testing.TB) url.URL {
-	low := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if n, err := strconv.Atoi(f[0]); err == nil && n > 12000 {
-				low = n
-			}
-		}
-	}
-	for range 100 {
-		port := 10000 + rand.IntN(low-10000)
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
-			ln.Close()
-			return url.URL{Scheme: "http", Host: ln.Addr().String()}
-		}
-	}
-	t.Fatal("no free port below the ephemeral range")
-	return url.URL{}
+	return url.URL{Scheme: "http", Host: "127.0.0.1:" + testaddr.FreePort(t)}
 }

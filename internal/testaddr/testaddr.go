@@ -3,6 +3,11 @@ package testaddr
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -27,4 +32,31 @@ func Refused(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
+}
+
+// FreePort returns a TCP port nothing listens on, on any address, for a
+// program under test that must be told its port before it starts (a
+// client URL it advertises, a listen flag). It comes from below the
+// kernel's ephemeral range: a port the kernel handed out for an outgoing
+// connection, and let go, could be handed out again to another test's
+// connection before the program binds it.
+func FreePort(t testing.TB) string {
+	t.Helper()
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 12000 {
+				low = n
+			}
+		}
+	}
+	for range 100 {
+		port := strconv.Itoa(10000 + rand.IntN(low-10000))
+		if ln, err := net.Listen("tcp", ":"+port); err == nil { // free on every address
+			ln.Close()
+			return port
+		}
+	}
+	t.Fatal("no free port below the ephemeral range")
+	return ""
 }
