@@ -1,10 +1,11 @@
 package main
 
 import (
-	"net"
 	"slices"
 	"testing"
 	"time"
+
+	"relay/internal/testaddr"
 )
 
 // Health check settings for these tests, short so transitions come quickly.
@@ -89,12 +90,7 @@ func TestFailingHealthCheckTakesBackendOutAndBack(t *testing.T) {
 func TestBackendDownAtStartIsNeverPicked(t *testing.T) {
 	t.Parallel()
 	bs := newBackends(t, 2)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "http://" + ln.Addr().String()
-	ln.Close()
+	dead := "http://" + testaddr.Refused(t)
 	urls := []string{bs[0].url, dead, bs[1].url}
 	// A long interval: only the check before serving can have found it.
 	r, started := startRelay(t, "", "-config",

@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"relay/internal/etcdtest"
+	"relay/internal/testaddr"
 )
 
 // under returns every key under prefix with its value.
@@ -115,12 +116,7 @@ func TestRegister(t *testing.T) {
 // TestRegisterWithoutEtcd: no etcd answering does not keep the server from
 // serving, nor from stopping at once.
 func TestRegisterWithoutEtcd(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	nobody := "http://" + ln.Addr().String()
-	ln.Close()
+	nobody := "http://" + testaddr.Refused(t)
 	r := start(t, nil, "-addr", "127.0.0.1:0", "-register", nobody)
 	if code, body := r.get(t, "/"); code != 200 || !strings.HasPrefix(body, "Hello World") {
 		t.Errorf("GET / = %d %q with etcd unreachable", code, body)
