@@ -118,95 +118,92 @@ func sumOf(samples map[string]float64, metric string, labels ...string) float64 
 // relay, with one serving process and with two, and requires /metrics to
 // count exactly those, by method and status class, summed over processes.
 func TestMetricsCountRelayAsAWhole(t *testing.T) {
-	for _, processes := range []int{1, 2} {
-		t.Run(fmt.Sprintf("processes=%d", processes), func(t *testing.T) {
-			t.Parallel()
-			bs := make([]*backendServer, 3)
-			for i := range bs {
-				bs[i] = newBackend(t, func(h http.Handler) http.Handler {
-					return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-						if r.URL.Path == "/no-such-page" {
-							http.NotFound(w, r)
-							return
-						}
-						h.ServeHTTP(w, r)
-					})
+	forProcesses(t, func(t *testing.T, processes int) {
+		bs := make([]*backendServer, 3)
+		for i := range bs {
+			bs[i] = newBackend(t, func(h http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.URL.Path == "/no-such-page" {
+						http.NotFound(w, r)
+						return
+					}
+					h.ServeHTTP(w, r)
 				})
-			}
-			_, started := startRelay(t, "", "-config", writeConfig(t, fmt.Sprintf("processes: %d\naccess_log: false\n", processes)+backendsYAML(urlsOf(bs))))
-			r := &relay{addr: "127.0.0.1:" + portOf(t, started.Str("listen"))}
-			admin := adminOf(t, started)
-			const gets, posts, missing = 240, 60, 30
-			send := func(n int, method, path string, want int) {
-				for range n {
-					// A new connection for each: the kernel spreads them
-					// over the processes.
-					c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
-					req, _ := http.NewRequest(method, r.url(path), strings.NewReader(strings.Repeat("x", 10)))
-					if method == "GET" {
-						req.Body, req.ContentLength = nil, 0
-					}
-					resp, err := c.Do(req)
-					if err != nil {
-						t.Fatal(err)
-					}
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != want {
-						t.Fatalf("%s %s: %d, want %d", method, path, resp.StatusCode, want)
-					}
+			})
+		}
+		_, started := startRelay(t, "", "-config", writeConfig(t, fmt.Sprintf("processes: %d\naccess_log: false\n", processes)+backendsYAML(urlsOf(bs))))
+		r := &relay{addr: "127.0.0.1:" + portOf(t, started.Str("listen"))}
+		admin := adminOf(t, started)
+		const gets, posts, missing = 240, 60, 30
+		send := func(n int, method, path string, want int) {
+			for range n {
+				// A new connection for each: the kernel spreads them
+				// over the processes.
+				c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+				req, _ := http.NewRequest(method, r.url(path), strings.NewReader(strings.Repeat("x", 10)))
+				if method == "GET" {
+					req.Body, req.ContentLength = nil, 0
+				}
+				resp, err := c.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != want {
+					t.Fatalf("%s %s: %d, want %d", method, path, resp.StatusCode, want)
 				}
 			}
-			send(gets, "GET", "/", 200)
-			send(posts, "POST", "/echo", 200)
-			send(missing, "GET", "/no-such-page", 404)
-			m := scrape(t, admin)
-			total := sumOf(m, "relay_requests_total")
-			if total != gets+posts+missing {
-				t.Fatalf("relay_requests_total sums to %v, want exactly %d", total, gets+posts+missing)
+		}
+		send(gets, "GET", "/", 200)
+		send(posts, "POST", "/echo", 200)
+		send(missing, "GET", "/no-such-page", 404)
+		m := scrape(t, admin)
+		total := sumOf(m, "relay_requests_total")
+		if total != gets+posts+missing {
+			t.Fatalf("relay_requests_total sums to %v, want exactly %d", total, gets+posts+missing)
+		}
+		for _, c := range []struct {
+			labels []string
+			want   float64
+		}{
+			{[]string{`method="GET"`, `code="2xx"`}, gets},
+			{[]string{`method="POST"`, `code="2xx"`}, posts},
+			{[]string{`method="GET"`, `code="4xx"`}, missing},
+			{[]string{`backend="none"`}, 0},
+		} {
+			if got := sumOf(m, "relay_requests_total", c.labels...); got != c.want {
+				t.Errorf("relay_requests_total%v = %v, want %v", c.labels, got, c.want)
 			}
-			for _, c := range []struct {
-				labels []string
-				want   float64
-			}{
-				{[]string{`method="GET"`, `code="2xx"`}, gets},
-				{[]string{`method="POST"`, `code="2xx"`}, posts},
-				{[]string{`method="GET"`, `code="4xx"`}, missing},
-				{[]string{`backend="none"`}, 0},
-			} {
-				if got := sumOf(m, "relay_requests_total", c.labels...); got != c.want {
-					t.Errorf("relay_requests_total%v = %v, want %v", c.labels, got, c.want)
-				}
+		}
+		if got := sumOf(m, "relay_request_duration_seconds_count"); got != gets+posts+missing {
+			t.Errorf("relay_request_duration_seconds_count = %v, want %d", got, gets+posts+missing)
+		}
+		if got := sumOf(m, "relay_received_body_bytes_total"); got != posts*10 {
+			t.Errorf("relay_received_body_bytes_total = %v, want %d", got, posts*10)
+		}
+		if got := sumOf(m, "relay_client_connections_accepted_total"); got != gets+posts+missing {
+			t.Errorf("relay_client_connections_accepted_total = %v, want %d", got, gets+posts+missing)
+		}
+		for _, b := range bs {
+			if got := m[`relay_backend_up{backend="`+b.url+`"}`]; got != 1 {
+				t.Errorf("relay_backend_up for %s = %v, want 1", b.url, got)
 			}
-			if got := sumOf(m, "relay_request_duration_seconds_count"); got != gets+posts+missing {
-				t.Errorf("relay_request_duration_seconds_count = %v, want %d", got, gets+posts+missing)
+			if got := sumOf(m, "relay_health_checks_total", `backend="`+b.url+`"`, `result="pass"`); got < 1 {
+				t.Errorf("relay_health_checks_total pass for %s = %v, want at least the first check", b.url, got)
 			}
-			if got := sumOf(m, "relay_received_body_bytes_total"); got != posts*10 {
-				t.Errorf("relay_received_body_bytes_total = %v, want %d", got, posts*10)
-			}
-			if got := sumOf(m, "relay_client_connections_accepted_total"); got != gets+posts+missing {
-				t.Errorf("relay_client_connections_accepted_total = %v, want %d", got, gets+posts+missing)
-			}
-			for _, b := range bs {
-				if got := m[`relay_backend_up{backend="`+b.url+`"}`]; got != 1 {
-					t.Errorf("relay_backend_up for %s = %v, want 1", b.url, got)
-				}
-				if got := sumOf(m, "relay_health_checks_total", `backend="`+b.url+`"`, `result="pass"`); got < 1 {
-					t.Errorf("relay_health_checks_total pass for %s = %v, want at least the first check", b.url, got)
-				}
-			}
-			if got := sumOf(m, "relay_serving_processes"); got != float64(processes) {
-				t.Errorf("relay_serving_processes = %v, want %d", got, processes)
-			}
-			if got := sumOf(m, "relay_build_info", `goversion="go`); got != 1 {
-				t.Errorf("relay_build_info with the Go version missing: %v", got)
-			}
-			// A counter never goes backwards between scrapes.
-			if again := sumOf(scrape(t, admin), "relay_requests_total"); again != total {
-				t.Errorf("a second scrape counts %v, want %v", again, total)
-			}
-		})
-	}
+		}
+		if got := sumOf(m, "relay_serving_processes"); got != float64(processes) {
+			t.Errorf("relay_serving_processes = %v, want %d", got, processes)
+		}
+		if got := sumOf(m, "relay_build_info", `goversion="go`); got != 1 {
+			t.Errorf("relay_build_info with the Go version missing: %v", got)
+		}
+		// A counter never goes backwards between scrapes.
+		if again := sumOf(scrape(t, admin), "relay_requests_total"); again != total {
+			t.Errorf("a second scrape counts %v, want %v", again, total)
+		}
+	})
 }
 
 // portOf is the port of a host:port.

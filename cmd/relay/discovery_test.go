@@ -130,12 +130,7 @@ func (l *load) awaitFirstAnswer(t *testing.T, b *backendServer, t0 time.Time, wi
 // backends. No request fails; an added backend takes requests, and a
 // removed one stops taking new ones, within 1 s of the change in etcd.
 func TestDiscoveryUnderLoad(t *testing.T) {
-	for _, processes := range []int{1, 2} {
-		t.Run(fmt.Sprintf("processes=%d", processes), func(t *testing.T) {
-			t.Parallel()
-			discoveryUnderLoad(t, processes)
-		})
-	}
+	forProcesses(t, discoveryUnderLoad)
 }
 
 func discoveryUnderLoad(t *testing.T, processes int) {

@@ -383,6 +383,17 @@ func writeConfig(t *testing.T, extra string) string {
 	return writeFile(t, t.TempDir(), "relay.yml", "listen: 127.0.0.1:0\nlog_level: info\n"+extra)
 }
 
+// forProcesses runs test as two parallel subtests, relay with processes: 1
+// and with processes: 2: what must behave as one relay is checked both ways.
+func forProcesses(t *testing.T, test func(t *testing.T, processes int)) {
+	for _, processes := range []int{1, 2} {
+		t.Run(fmt.Sprintf("processes=%d", processes), func(t *testing.T) {
+			t.Parallel()
+			test(t, processes)
+		})
+	}
+}
+
 // freePort returns a port nothing listens on, outside the ephemeral range
 // (testaddr.FreePort).
 func freePort(t *testing.T) string { return testaddr.FreePort(t) }

@@ -27,12 +27,7 @@ import (
 // keep-alive connections must survive every reload, the added backend must
 // take traffic within 2 s and the removed one none once it is gone.
 func TestReloadLosesNothing(t *testing.T) {
-	for _, processes := range []int{1, 2} {
-		t.Run(fmt.Sprintf("processes=%d", processes), func(t *testing.T) {
-			t.Parallel()
-			reloadUnderLoad(t, processes)
-		})
-	}
+	forProcesses(t, reloadUnderLoad)
 }
 
 func reloadUnderLoad(t *testing.T, processes int) {

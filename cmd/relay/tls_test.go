@@ -109,12 +109,7 @@ func fetch(t *testing.T, c *http.Client, name, path string) (*http.Response, str
 // over TLS with its own engine and HTTP/2 by ALPN; h2c with prior
 // knowledge works on the cleartext port. Backends learn the scheme.
 func TestTLSTermination(t *testing.T) {
-	for _, processes := range []int{1, 2} {
-		t.Run(fmt.Sprintf("processes=%d", processes), func(t *testing.T) {
-			t.Parallel()
-			tlsTermination(t, processes)
-		})
-	}
+	forProcesses(t, tlsTermination)
 }
 
 func tlsTermination(t *testing.T, processes int) {
@@ -303,54 +298,51 @@ func TestTLSCertificateReload(t *testing.T) {
 // over TLS by every process; one the admin API adds gets the
 // backend_tls_ defaults.
 func TestHTTPSBackends(t *testing.T) {
-	for _, processes := range []int{1, 2} {
-		t.Run(fmt.Sprintf("processes=%d", processes), func(t *testing.T) {
-			t.Parallel()
-			ca := testcert.NewCA(t)
-			pair := ca.Server(t, testcert.ECDSA, "127.0.0.1")
-			start := func() *httptest.Server {
-				s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					fmt.Fprintf(w, "tls %v", r.TLS != nil)
-				}))
-				s.TLS = &tls.Config{Certificates: []tls.Certificate{pair.TLS}}
-				s.StartTLS()
-				t.Cleanup(s.Close)
-				return s
+	forProcesses(t, func(t *testing.T, processes int) {
+		ca := testcert.NewCA(t)
+		pair := ca.Server(t, testcert.ECDSA, "127.0.0.1")
+		start := func() *httptest.Server {
+			s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				fmt.Fprintf(w, "tls %v", r.TLS != nil)
+			}))
+			s.TLS = &tls.Config{Certificates: []tls.Certificate{pair.TLS}}
+			s.StartTLS()
+			t.Cleanup(s.Close)
+			return s
+		}
+		first, second := start(), start()
+		file := writeConfig(t, fmt.Sprintf("processes: %d\nbackend_tls_ca_file: %s\nbackends:\n  - url: %s\n    tls_ca_file: %s\n",
+			processes, ca.File, first.URL, ca.File))
+		r, started := startRelay(t, "", "-config", file)
+		admin := adminOf(t, started)
+		c := newClient(t)
+		if code, body := get(t, c, r.url("/")); code != 200 || body != "tls true" {
+			t.Fatalf("through relay: %d %q", code, body)
+		}
+		if code, v := adminCall(t, admin, "POST", "/api/backends", fmt.Sprintf(`{"url": %q}`, second.URL)); code != 201 && code != 200 {
+			t.Fatalf("adding %s: %d %v", second.URL, code, v)
+		}
+		// Both are checked over TLS and found healthy, and both answer.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			bs := backendsOf(t, admin)
+			if len(bs) == 2 && bs[first.URL]["healthy"] == true && bs[second.URL]["healthy"] == true {
+				break
 			}
-			first, second := start(), start()
-			file := writeConfig(t, fmt.Sprintf("processes: %d\nbackend_tls_ca_file: %s\nbackends:\n  - url: %s\n    tls_ca_file: %s\n",
-				processes, ca.File, first.URL, ca.File))
-			r, started := startRelay(t, "", "-config", file)
-			admin := adminOf(t, started)
-			c := newClient(t)
+			if time.Now().After(deadline) {
+				t.Fatalf("backends not both healthy: %v", bs)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		for range 8 {
 			if code, body := get(t, c, r.url("/")); code != 200 || body != "tls true" {
 				t.Fatalf("through relay: %d %q", code, body)
 			}
-			if code, v := adminCall(t, admin, "POST", "/api/backends", fmt.Sprintf(`{"url": %q}`, second.URL)); code != 201 && code != 200 {
-				t.Fatalf("adding %s: %d %v", second.URL, code, v)
-			}
-			// Both are checked over TLS and found healthy, and both answer.
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				bs := backendsOf(t, admin)
-				if len(bs) == 2 && bs[first.URL]["healthy"] == true && bs[second.URL]["healthy"] == true {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("backends not both healthy: %v", bs)
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
-			for range 8 {
-				if code, body := get(t, c, r.url("/")); code != 200 || body != "tls true" {
-					t.Fatalf("through relay: %d %q", code, body)
-				}
-			}
-			if strings.Contains(r.stdout.text(), "backend unreachable") {
-				t.Errorf("relay could not reach an https backend:\n%s", r.stdout.text())
-			}
-		})
-	}
+		}
+		if strings.Contains(r.stdout.text(), "backend unreachable") {
+			t.Errorf("relay could not reach an https backend:\n%s", r.stdout.text())
+		}
+	})
 }
 
 // With several processes a client resumes its TLS session whichever
