@@ -205,17 +205,25 @@ func TestSignals(t *testing.T) {
 		resp.Body.Close()
 	}
 	syscall.Kill(syscall.Getpid(), syscall.SIGTERM)
-	select {
-	case code := <-r.exit:
-		r.exit <- code // for the cleanup
-		if code != 0 {
-			t.Errorf("exit %d after SIGTERM, want 0:\n%s", code, r.log)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("SIGTERM did not stop the server")
+	if code := r.exitCode(t, "SIGTERM"); code != 0 {
+		t.Errorf("exit %d after SIGTERM, want 0:\n%s", code, r.log)
 	}
 	if got := <-slow; !strings.HasPrefix(got, "200 Hello World") {
 		t.Errorf("request in flight during SIGTERM got %q, want 200 and the hello line", got)
+	}
+}
+
+// exitCode waits for r's run to return after how (a signal, a cancelled
+// context) and gives its exit code, keeping it for the cleanup.
+func (r *running) exitCode(t *testing.T, how string) int {
+	t.Helper()
+	select {
+	case code := <-r.exit:
+		r.exit <- code // for the cleanup
+		return code
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s did not stop the server", how)
+		return 0
 	}
 }
 

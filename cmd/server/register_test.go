@@ -52,14 +52,8 @@ func awaitKey(t *testing.T, cli *clientv3.Client, prefix, key string) string {
 func (r *running) stop(t *testing.T) {
 	t.Helper()
 	r.cancel()
-	select {
-	case code := <-r.exit:
-		r.exit <- code // for the cleanup
-		if code != 0 {
-			t.Fatalf("exit %d, want 0:\n%s", code, r.log)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the server did not stop")
+	if code := r.exitCode(t, "cancelling run's context"); code != 0 {
+		t.Fatalf("exit %d, want 0:\n%s", code, r.log)
 	}
 }
 
