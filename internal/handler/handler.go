@@ -16,6 +16,7 @@ package handler
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -24,7 +25,6 @@ import (
 	"net/textproto"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -95,39 +95,25 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// connPeer is the client of one connection as the core sees it: worked
-// out by the connection's first stream, read by the others.
-type connPeer struct {
-	ready atomic.Bool
-	mu    sync.Mutex
-	peer  core.Peer
-}
-
 type peerKey struct{}
 
-// withPeer gives each connection its connPeer (http.Server.ConnContext).
-func withPeer(ctx context.Context) context.Context {
-	return context.WithValue(ctx, peerKey{}, &connPeer{})
+// withPeer works out the client of connection c once, for all the streams
+// it will carry (http.Server.ConnContext).
+func (h *Handler) withPeer(ctx context.Context, c net.Conn) context.Context {
+	var addr netip.AddrPort
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		addr = a.AddrPort()
+	}
+	_, isTLS := c.(*tls.Conn)
+	return context.WithValue(ctx, peerKey{}, h.core.NewPeer(addr, isTLS))
 }
 
-// peerOf returns the client of r's connection.
+// peerOf returns the client of r's connection: the one withPeer worked
+// out, or, on a server without it, r's.
 func (h *Handler) peerOf(ctx context.Context, r *http.Request) core.Peer {
-	cp, _ := ctx.Value(peerKey{}).(*connPeer)
-	if cp == nil { // a server without withPeer
-		return h.newPeer(r)
+	if p, ok := ctx.Value(peerKey{}).(core.Peer); ok {
+		return p
 	}
-	if !cp.ready.Load() {
-		cp.mu.Lock()
-		if !cp.ready.Load() {
-			cp.peer = h.newPeer(r)
-			cp.ready.Store(true)
-		}
-		cp.mu.Unlock()
-	}
-	return cp.peer
-}
-
-func (h *Handler) newPeer(r *http.Request) core.Peer {
 	addr, _ := netip.ParseAddrPort(r.RemoteAddr)
 	return h.core.NewPeer(addr, r.TLS != nil)
 }
@@ -385,8 +371,9 @@ func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)
 // copyFields adds the fields to be forwarded to hdr, and a Content-Length
 // when length is 0 or more. Every name and value is cut from one string,
 // and every key's values from one slice, so a response's header costs two
-// allocations however many fields it has (and the map's growth), where Header.Add would make a
-// string for each name and value and a slice for each name.
+// allocations (and the map's growth) however many fields it has, where
+// Header.Add would make a string for each name and value and a slice for
+// each name.
 func copyFields(hdr http.Header, fields []h1.Field, length int64) {
 	n, size := 0, 0
 	for i := range fields {

@@ -80,7 +80,7 @@ func NewServer(h *Handler, lim Limits, log *slog.Logger) *Server {
 		},
 		ConnState: s.state,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			return withPeer(withResets(log)(ctx, c))
+			return h.withPeer(withResets(log)(ctx, c), c)
 		},
 	}
 	if log != nil {

@@ -68,8 +68,7 @@ func newClientConn(p *Proxy, c net.Conn, tc *tls.Config) *clientConn {
 
 // open readies the connection for requests read from c.
 func (cc *clientConn) open(c net.Conn) {
-	cc.conn = rawio.NewConn(c)
-	cc.conn.WriteWait = cc.p.cfg.IdleTimeout
+	cc.conn = cc.wrap(c)
 	var addr netip.AddrPort
 	if a, ok := cc.raw.RemoteAddr().(*net.TCPAddr); ok {
 		addr = a.AddrPort()
@@ -78,6 +77,15 @@ func (cc *clientConn) open(c net.Conn) {
 	cc.br = h1.NewPooledReader(cc.conn, cc.p.clientBufs, cc.p.cfg.MaxHeaderBytes)
 	cc.body.cc = cc
 	cc.x = core.Exchange{Req: &cc.req, Door: cc, Peer: &cc.peer}
+}
+
+// wrap makes c a rawio.Conn: raw system calls where c is a socket, and
+// WriteWait, which cuts off a client that takes no bytes for IdleTimeout
+// (nginx's send_timeout).
+func (cc *clientConn) wrap(c net.Conn) *rawio.Conn {
+	rc := rawio.NewConn(c)
+	rc.WriteWait = cc.p.cfg.IdleTimeout
+	return rc
 }
 
 // serve runs the connection: the TLS handshake on the TLS listener, then

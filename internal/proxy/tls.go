@@ -57,8 +57,7 @@ func (cc *clientConn) handshake() (tc *tls.Conn, h2, ok bool) {
 	// TLS records go over raw system calls like cleartext requests: Go's
 	// own socket calls would wake the runtime's monitor thread (see
 	// rawio.File).
-	under := rawio.NewConn(cc.raw)
-	under.WriteWait = cc.p.cfg.IdleTimeout
+	under := cc.wrap(cc.raw)
 	batch := rawio.NewBatchConn(under)
 	tc = tls.Server(batch, cc.tls)
 	// Set through under, which then knows the write deadline: WriteWait
@@ -119,9 +118,7 @@ func (cc *clientConn) handOverCleartext() {
 	cc.br.Discard(len(read))
 	cc.br.Release()
 	cc.raw.SetReadDeadline(time.Time{})
-	under := rawio.NewConn(cc.raw)
-	under.WriteWait = cc.p.cfg.IdleTimeout
-	batch := rawio.NewBatchConn(under)
+	batch := rawio.NewBatchConn(cc.conn) // the socket the preface came through
 	batch.Batch()
 	cc.handOver(&replayConn{Conn: batch, pending: read})
 }
