@@ -6,7 +6,7 @@ import (
 	"net"
 
 	"relay/internal/config"
-	"relay/internal/handler"
+	"relay/internal/h2"
 	"relay/internal/proxy"
 	"relay/internal/supervisor"
 	"relay/internal/tlsconf"
@@ -66,7 +66,7 @@ func (d *doors) open(cfg *config.Config, src supervisor.ConfigSource, p *proxy.P
 		d.certs = certs
 	}
 	front := proxy.ConfigFrom(cfg)
-	p.SetHTTP2(handler.NewServer(handler.New(p.Core(), front.BodyTime()), handler.Limits{
+	p.SetHTTP2(h2.NewServer(p.Core(), front.BodyTime(), h2.Limits{
 		MaxConcurrentStreams: maxConcurrentStreams,
 		MaxHeaderBytes:       cfg.MaxHeaderBytes,
 		IdleTimeout:          cfg.IdleTimeout,

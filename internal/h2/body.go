@@ -1,0 +1,169 @@
+package h2
+
+import (
+	"io"
+	"os"
+	"time"
+)
+
+// keepBodyBytes is the most a recycled stream keeps of its body buffer.
+const keepBodyBytes = 64 << 10
+
+// reqBody is a stream's request body as the core reads it (core.Body):
+// the bytes of the client's DATA frames, held until read. Reading gives
+// the flow-control window back, and each wait for the client is bounded
+// by the server's core.BodyTime, as on relay's HTTP/1.1 door: a backend
+// slow to take the body does not count against the client.
+type reqBody struct {
+	st    *stream
+	ready chan struct{} // a signal that bytes, the end or an error came
+
+	// Under the connection's mu.
+	buf      []byte
+	off      int
+	err      error // io.EOF once the client ended the stream
+	recvWin  int64 // what the client may still send on the stream
+	unacked  int64 // read, not yet given back as stream window
+	got      int64 // bytes received
+	declared int64 // Content-Length; -1: none
+
+	// The stream's goroutine only.
+	start time.Time // when the request's head arrived
+	read  int64
+	done  bool
+	timer *time.Timer
+}
+
+func (b *reqBody) reset() {
+	if cap(b.buf) > keepBodyBytes {
+		b.buf = nil
+	}
+	b.buf, b.off, b.err = b.buf[:0], 0, nil
+	b.recvWin, b.unacked, b.got, b.declared = streamWindow, 0, 0, -1
+	b.read, b.done = 0, false
+	select {
+	case <-b.ready:
+	default:
+	}
+}
+
+func (b *reqBody) signal() {
+	select {
+	case b.ready <- struct{}{}:
+	default:
+	}
+}
+
+// add holds data for the reader. mu is held.
+func (b *reqBody) add(data []byte) {
+	b.buf = append(b.buf, data...)
+	b.signal()
+}
+
+// end marks the end of the body. mu is held.
+func (b *reqBody) end() error {
+	if b.err == nil {
+		b.err = io.EOF
+	}
+	b.signal()
+	return nil
+}
+
+// drop ends the body with err, discarding what is unread, and returns
+// how many bytes that was. mu is held.
+func (b *reqBody) drop(err error) int {
+	n := len(b.buf) - b.off
+	b.buf, b.off = b.buf[:0], 0
+	if b.err == nil || b.err == io.EOF {
+		b.err = err
+	}
+	b.signal()
+	return n
+}
+
+// Read reads body bytes as they arrive; io.EOF at the end.
+func (b *reqBody) Read(p []byte) (int, error) {
+	c := b.st.c
+	bt := &c.srv.body
+	waited := false
+	for {
+		c.mu.Lock()
+		if n := len(b.buf) - b.off; n > 0 {
+			k := copy(p, b.buf[b.off:])
+			b.off += k
+			if b.off == len(b.buf) {
+				b.buf, b.off = b.buf[:0], 0
+			}
+			b.read += int64(k)
+			c.unacked += int64(k)
+			if !b.st.remoteDone {
+				b.unacked += int64(k)
+			}
+			conn, strm := c.creditDue(b)
+			c.mu.Unlock()
+			c.writeCredit(b.st.id, conn, strm)
+			return k, nil
+		}
+		if err := b.err; err != nil {
+			c.mu.Unlock()
+			if err == io.EOF {
+				b.done = true
+			}
+			return 0, err
+		}
+		c.mu.Unlock()
+		if bt.Idle <= 0 {
+			<-b.ready
+			continue
+		}
+		if !waited {
+			waited = true
+			wait := time.Until(bt.Deadline(time.Now(), b.start, b.read))
+			if b.timer == nil {
+				b.timer = time.NewTimer(wait)
+			} else {
+				b.timer.Reset(wait)
+			}
+		}
+		select {
+		case <-b.ready:
+		case <-b.timer.C:
+			return 0, os.ErrDeadlineExceeded
+		}
+	}
+}
+
+// stop ends the body's timer: the request is over.
+func (b *reqBody) stop() {
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+}
+
+func (b *reqBody) Prefix() []byte   { return nil }
+func (b *reqBody) Done() bool       { return b.done }
+func (b *reqBody) Trailers() []byte { return nil }
+
+// creditDue takes the window to give back now: the connection's, and
+// b's stream's (b may be nil), each once windowUpdateAt bytes of it are
+// due. mu is held.
+func (c *conn) creditDue(b *reqBody) (conn, strm int64) {
+	if c.unacked >= windowUpdateAt {
+		conn, c.unacked = c.unacked, 0
+		c.recvWin += conn
+	}
+	if b != nil && b.unacked >= windowUpdateAt {
+		strm, b.unacked = b.unacked, 0
+		b.recvWin += strm
+	}
+	return conn, strm
+}
+
+// giveBack sends the connection window that is due, after bytes that no
+// stream reads.
+func (c *conn) giveBack() {
+	c.mu.Lock()
+	conn, _ := c.creditDue(nil)
+	c.mu.Unlock()
+	c.writeCredit(0, conn, 0)
+}

@@ -1,0 +1,515 @@
+package h2
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"relay/internal/core"
+)
+
+// What relay grants a client for request bodies. Unread body bytes are
+// held in memory, so the connection's window bounds what one client can
+// make relay hold; a stream may use all of it.
+const (
+	streamWindow = 1 << 20
+	connWindow   = 1 << 20
+	// windowUpdateAt is how many consumed bytes wait before their
+	// window is given back, so a body costs a WINDOW_UPDATE per 32 KiB
+	// rather than one per read.
+	windowUpdateAt = 32 << 10
+	maxWindow      = 1<<31 - 1
+	// maxFrameRead is the largest frame relay accepts: the default,
+	// since relay does not advertise another.
+	maxFrameRead = 16384
+	// readBufferSize is the read buffer under the framer.
+	readBufferSize = 4096
+	// writeBufferSize is the buffer frames are written into; a flush
+	// hands it to the connection in one write.
+	writeBufferSize = 16384
+)
+
+// resetMinStreams and the rule it belongs to bound Rapid Reset
+// (CVE-2023-44487): a client opens streams and cancels them at once, so
+// relay starts work it never gets to finish. As Envoy does, relay closes
+// a connection on which most streams end before their answer: once a
+// client has opened resetMinStreams streams, if more than half of them
+// were cancelled by the client before relay answered, the connection is
+// closed. Independently, a client whose cancelled streams are still being
+// wound down may not make relay run more than runningPerStream times its
+// stream limit at once.
+const (
+	resetMinStreams  = 500
+	runningPerStream = 4
+)
+
+// lingerBytes bounds what relay reads from a client after a GOAWAY for a
+// protocol error: a flood is cut off, not drained.
+const lingerBytes = 64 << 10
+
+// conn is one HTTP/2 connection.
+type conn struct {
+	srv  *Server
+	nc   net.Conn
+	br   *bufio.Reader
+	fr   *http2.Framer // reads: serve's goroutine only
+	peer core.Peer
+
+	// The write side (write.go), under wmu.
+	wmu     sync.Mutex
+	writers atomic.Int32 // goroutines waiting for wmu: the last one flushes
+	bw      *bufio.Writer
+	wfr     *http2.Framer
+	enc     *hpack.Encoder
+	hbuf    bytes.Buffer
+	lower   []byte // a field name in lower case
+	werr    error  // the first write error: nothing more is written
+	// peerFrame is the largest frame the client accepts.
+	peerFrame atomic.Uint32
+
+	// Streams and flow control, under mu.
+	mu       sync.Mutex
+	window   sync.Cond // send windows grew, or streams ended
+	streams  map[uint32]*stream
+	sendWin  int64 // what relay may still send on the connection
+	peerWin  int64 // the client's SETTINGS_INITIAL_WINDOW_SIZE
+	recvWin  int64 // what the client may still send on the connection
+	unacked  int64 // consumed connection window not yet given back
+	running  int   // stream goroutines that have not returned
+	opened   int   // streams opened, for the Rapid Reset rule
+	early    int   // of those, cancelled by the client before an answer
+	idleFrom time.Time
+	// maxID is the highest stream the client opened; goAwayID the last
+	// one relay serves after sending GOAWAY.
+	maxID     uint32
+	goingAway bool
+	goAwayID  uint32
+	closed    bool
+	// The idle watch (watch).
+	timer      *time.Timer
+	framesSeen uint64
+	pingOut    bool
+
+	// serve's goroutine only.
+	frames       atomic.Uint64 // frames read
+	sawSettings  bool
+	unackedSends int // SETTINGS relay sent that the client has not acknowledged
+}
+
+var (
+	errStreamClosed = errors.New("h2: stream closed")
+	errConnClosed   = errors.New("h2: connection closed")
+)
+
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{srv: s, nc: nc, streams: make(map[uint32]*stream)}
+	c.window.L = &c.mu
+	c.br = bufio.NewReaderSize(nc, readBufferSize)
+	c.fr = http2.NewFramer(nil, c.br)
+	c.fr.SetMaxReadFrameSize(maxFrameRead)
+	c.fr.MaxHeaderListSize = uint32(s.lim.MaxHeaderBytes)
+	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	c.fr.SetReuseFrames()
+	c.bw = bufio.NewWriterSize(nc, writeBufferSize)
+	c.wfr = http2.NewFramer(c.bw, nil)
+	c.enc = hpack.NewEncoder(&c.hbuf)
+	// relay never adds to the client's dynamic table: a response's
+	// fields are encoded from buffers that are reused (as nginx and
+	// HAProxy encode them, statically indexed or literal).
+	c.enc.SetMaxDynamicTableSizeLimit(0)
+	c.peerFrame.Store(16384)
+	c.sendWin, c.peerWin, c.recvWin = 65535, 65535, connWindow
+	var addr = c.remoteAddr()
+	_, isTLS := nc.(*tls.Conn)
+	c.peer = s.core.NewPeer(addr, isTLS)
+	c.idleFrom = time.Now()
+	return c
+}
+
+// serve reads the connection's frames and acts on each until the
+// connection ends.
+func (c *conn) serve() {
+	defer c.close()
+	lim := &c.srv.lim
+	if lim.HeaderTimeout > 0 {
+		c.nc.SetReadDeadline(time.Now().Add(lim.HeaderTimeout))
+	}
+	var pre [len(http2.ClientPreface)]byte
+	if _, err := io.ReadFull(c.br, pre[:]); err != nil || string(pre[:]) != http2.ClientPreface {
+		return
+	}
+	c.lockWrite()
+	c.wfr.WriteSettings(
+		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: uint32(lim.MaxConcurrentStreams)},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: streamWindow},
+		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: uint32(lim.MaxHeaderBytes)},
+	)
+	c.wfr.WriteWindowUpdate(0, connWindow-65535)
+	c.unlockWrite()
+	c.unackedSends = 1
+	if lim.IdleTimeout > 0 {
+		c.mu.Lock()
+		c.timer = time.AfterFunc(lim.IdleTimeout, c.watch)
+		c.mu.Unlock()
+	}
+	for {
+		f, err := c.fr.ReadFrame()
+		if err == nil {
+			c.frames.Add(1)
+			err = c.handle(f)
+			switch f.(type) {
+			case *http2.DataFrame, *http2.RSTStreamFrame:
+				// Bytes no stream will read give the connection's
+				// window back.
+				c.giveBack()
+			}
+		}
+		if err != nil && !c.failed(err) {
+			return
+		}
+	}
+}
+
+// failed acts on an error reading or handling a frame and reports whether
+// the connection goes on: a stream error resets that stream; anything
+// else ends the connection, with GOAWAY where the protocol was broken.
+func (c *conn) failed(err error) bool {
+	var se http2.StreamError
+	var ce http2.ConnectionError
+	switch {
+	case errors.As(err, &se):
+		c.mu.Lock()
+		if se.StreamID > c.maxID {
+			// A request refused as it arrived still opened its stream:
+			// later frames for it are on a closed stream.
+			c.maxID = se.StreamID
+		}
+		st := c.streams[se.StreamID]
+		if st != nil {
+			c.endStream(st, errStreamClosed)
+		}
+		c.mu.Unlock()
+		c.writeReset(se.StreamID, se.Code)
+		c.giveBack()
+		return true
+	case errors.As(err, &ce):
+		c.goAway(http2.ErrCode(ce), true)
+	case errors.Is(err, http2.ErrFrameTooLarge):
+		c.goAway(http2.ErrCodeFrameSize, true)
+	default:
+		if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+			c.srv.log.Debug("HTTP/2 connection ended", "client", c.nc.RemoteAddr().String(), "err", err.Error())
+		}
+	}
+	return false
+}
+
+// handle acts on one frame.
+func (c *conn) handle(f http2.Frame) error {
+	if !c.sawSettings {
+		// The preface ends with the client's SETTINGS (RFC 9113 3.4).
+		if _, ok := f.(*http2.SettingsFrame); !ok {
+			return http2.ConnectionError(http2.ErrCodeProtocol)
+		}
+		c.sawSettings = true
+		if c.srv.lim.HeaderTimeout > 0 {
+			c.nc.SetReadDeadline(time.Time{})
+		}
+	}
+	if id := f.Header().StreamID; id != 0 && c.ignored(id) {
+		// After GOAWAY, streams past its last one are not served; their
+		// DATA still counts against the connection's window.
+		if d, ok := f.(*http2.DataFrame); ok {
+			return c.discard(d)
+		}
+		return nil
+	}
+	switch f := f.(type) {
+	case *http2.MetaHeadersFrame:
+		return c.onHeaders(f)
+	case *http2.DataFrame:
+		return c.onData(f)
+	case *http2.SettingsFrame:
+		return c.onSettings(f)
+	case *http2.WindowUpdateFrame:
+		return c.onWindowUpdate(f)
+	case *http2.RSTStreamFrame:
+		return c.onReset(f)
+	case *http2.PingFrame:
+		return c.onPing(f)
+	case *http2.PriorityFrame:
+		if f.StreamDep == f.StreamID {
+			return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeProtocol}
+		}
+		return nil
+	case *http2.GoAwayFrame:
+		c.shutdown()
+		return nil
+	case *http2.PushPromiseFrame:
+		// Only servers push (RFC 9113 8.4).
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	return nil // unknown frame types are ignored (RFC 9113 5.5)
+}
+
+// ignored reports whether a frame for stream id arrived past relay's
+// GOAWAY.
+func (c *conn) ignored(id uint32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.goingAway && id > c.goAwayID
+}
+
+// onSettings applies the client's settings and acknowledges them.
+func (c *conn) onSettings(f *http2.SettingsFrame) error {
+	if f.IsAck() {
+		c.unackedSends--
+		if c.unackedSends < 0 {
+			return http2.ConnectionError(http2.ErrCodeProtocol)
+		}
+		return nil
+	}
+	if f.NumSettings() > 100 {
+		// More than the settings there are: not a client's.
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	err := f.ForeachSetting(func(s http2.Setting) error {
+		if err := s.Valid(); err != nil {
+			return err
+		}
+		switch s.ID {
+		case http2.SettingInitialWindowSize:
+			// The change applies to every open stream's window (RFC
+			// 9113 6.9.2).
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			delta := int64(s.Val) - c.peerWin
+			c.peerWin = int64(s.Val)
+			for _, st := range c.streams {
+				st.sendWin += delta
+				if st.sendWin > maxWindow {
+					return http2.ConnectionError(http2.ErrCodeFlowControl)
+				}
+			}
+			c.window.Broadcast()
+		case http2.SettingMaxFrameSize:
+			c.peerFrame.Store(s.Val)
+		}
+		// relay's encoder never uses the dynamic table, so
+		// HEADER_TABLE_SIZE needs nothing; it never pushes.
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	c.lockWrite()
+	c.wfr.WriteSettingsAck()
+	c.unlockWrite()
+	return nil
+}
+
+// onWindowUpdate grows a send window.
+func (c *conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	inc := int64(f.Increment)
+	if f.StreamID == 0 {
+		c.sendWin += inc
+		if c.sendWin > maxWindow {
+			return http2.ConnectionError(http2.ErrCodeFlowControl)
+		}
+		c.window.Broadcast()
+		return nil
+	}
+	st := c.streams[f.StreamID]
+	if st == nil {
+		if f.StreamID > c.maxID {
+			return http2.ConnectionError(http2.ErrCodeProtocol) // idle stream
+		}
+		return nil // a stream that just ended
+	}
+	st.sendWin += inc
+	if st.sendWin > maxWindow {
+		return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeFlowControl}
+	}
+	c.window.Broadcast()
+	return nil
+}
+
+// onReset ends a stream the client cancelled.
+func (c *conn) onReset(f *http2.RSTStreamFrame) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.streams[f.StreamID]
+	if st == nil {
+		if f.StreamID > c.maxID {
+			return http2.ConnectionError(http2.ErrCodeProtocol) // idle stream
+		}
+		return nil
+	}
+	st.resetByClient = true
+	c.endStream(st, errStreamClosed)
+	return nil
+}
+
+// onPing answers a PING, or takes the answer to relay's own.
+func (c *conn) onPing(f *http2.PingFrame) error {
+	if f.StreamID != 0 {
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	if f.IsAck() {
+		return nil // any frame counts as a sign of life (watch)
+	}
+	c.lockWrite()
+	c.wfr.WritePing(true, f.Data)
+	c.unlockWrite()
+	return nil
+}
+
+// endStream removes st from the open streams, with err for its body's
+// reader, and gives back the connection window its unread body held.
+// Its goroutine, if still running, finds the stream gone. mu is held.
+func (c *conn) endStream(st *stream, err error) {
+	if c.streams[st.id] != st {
+		return
+	}
+	delete(c.streams, st.id)
+	st.gone.Store(true)
+	st.closed = true
+	if n := st.body.drop(err); n > 0 {
+		c.unacked += int64(n)
+	}
+	if len(c.streams) == 0 {
+		c.idleFrom = time.Now()
+	}
+	c.window.Broadcast()
+}
+
+// watch runs every IdleTimeout: it closes an idle connection, and PINGs a
+// silent one whose streams are open, closing it if the PING goes
+// unanswered. It also ends the streams whose client has granted no window
+// for as long.
+func (c *conn) watch() {
+	lim := &c.srv.lim
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	if len(c.streams) == 0 && c.running == 0 {
+		if wait := c.idleFrom.Add(lim.IdleTimeout).Sub(now); wait > 0 {
+			c.timer.Reset(wait)
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		c.goAway(http2.ErrCodeNo, false)
+		return
+	}
+	for _, st := range c.streams {
+		if !st.waitingSince.IsZero() && now.Sub(st.waitingSince) >= lim.IdleTimeout {
+			st.stalled = true
+			c.window.Broadcast()
+		}
+	}
+	frames := c.frames.Load()
+	switch {
+	case frames != c.framesSeen:
+		c.framesSeen, c.pingOut = frames, false
+		c.timer.Reset(lim.IdleTimeout)
+	case c.pingOut:
+		c.mu.Unlock()
+		c.srv.log.Debug("HTTP/2 client answered no PING; connection closed", "client", c.nc.RemoteAddr().String())
+		c.nc.Close()
+		return
+	default:
+		c.pingOut = true
+		c.timer.Reset(pingTimeout)
+		c.mu.Unlock()
+		c.lockWrite()
+		c.wfr.WritePing(false, [8]byte{'r', 'e', 'l', 'a', 'y'})
+		c.unlockWrite()
+		return
+	}
+	c.mu.Unlock()
+}
+
+// shutdown sends GOAWAY: the streams open go on, no new one is served,
+// and the connection closes when the last one ends.
+func (c *conn) shutdown() {
+	c.mu.Lock()
+	if c.goingAway || c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.goingAway, c.goAwayID = true, c.maxID
+	last := c.goAwayID
+	done := len(c.streams) == 0 && c.running == 0
+	c.mu.Unlock()
+	c.lockWrite()
+	c.wfr.WriteGoAway(last, http2.ErrCodeNo, nil)
+	c.unlockWrite()
+	if done {
+		c.nc.Close()
+	}
+}
+
+// goAway sends GOAWAY with code and closes the connection. After a
+// protocol error it first reads what the client still sends, for up to
+// goAwayLinger and lingerBytes, so that closing with unread bytes does not
+// reset the connection before the client has read the GOAWAY.
+func (c *conn) goAway(code http2.ErrCode, linger bool) {
+	c.mu.Lock()
+	c.goingAway = true
+	last := c.maxID
+	c.mu.Unlock()
+	c.lockWrite()
+	c.wfr.WriteGoAway(last, code, nil)
+	c.unlockWrite()
+	if linger {
+		c.nc.SetReadDeadline(time.Now().Add(goAwayLinger))
+		io.CopyN(io.Discard, c.br, lingerBytes)
+	}
+	c.nc.Close()
+}
+
+// close ends the connection: its streams' goroutines find their streams
+// gone and their writes failing.
+func (c *conn) close() {
+	c.mu.Lock()
+	c.closed = true
+	for _, st := range c.streams {
+		c.endStream(st, errConnClosed)
+	}
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.mu.Unlock()
+	c.nc.Close()
+	// The connection is done when the work it started is: its streams'
+	// goroutines see it gone at their next look (core.Responder.Gone).
+	c.mu.Lock()
+	for c.running > 0 {
+		c.window.Wait()
+	}
+	c.mu.Unlock()
+}
+
+// remoteAddr is the client's address and port.
+func (c *conn) remoteAddr() (a netip.AddrPort) {
+	if t, ok := c.nc.RemoteAddr().(*net.TCPAddr); ok {
+		return t.AddrPort()
+	}
+	return a
+}

@@ -1,0 +1,273 @@
+package h2
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"relay/internal/core"
+	"relay/internal/h1"
+)
+
+// stream is one request and its response. The connection's goroutine
+// opens it and feeds its body; its own goroutine forwards it through the
+// core and writes the response (door.go).
+type stream struct {
+	c    *conn
+	id   uint32
+	x    core.Exchange
+	req  h1.Request
+	peer core.Peer
+	// fields are the request's decoded fields, which req's views point
+	// into; cookie holds the cookie fields joined.
+	fields []hpack.HeaderField
+	cookie []byte
+	head   bool // a HEAD request: the response has no body
+	// refuse is relay's own answer, sent instead of forwarding
+	// (a request relay will not serve: 431, 400).
+	refuse     int
+	refuseText string
+
+	gone atomic.Bool // reset, or the connection ended
+
+	// Under c.mu.
+	body          reqBody
+	sendWin       int64 // what relay may still send on the stream
+	remoteDone    bool  // the client ended its side (END_STREAM)
+	closed        bool  // removed from the connection's streams
+	resetByClient bool
+	waitingSince  time.Time // waiting for window since
+	stalled       bool      // waited for window for IdleTimeout
+
+	// The stream's goroutine only.
+	answered bool // the response's HEADERS went out
+	ended    bool // END_STREAM went out
+	sent100  bool
+}
+
+// streams recycles streams and, with them, the core's per-request buffers.
+var streams = sync.Pool{New: func() any {
+	st := new(stream)
+	st.body.st = st
+	st.body.ready = make(chan struct{}, 1)
+	return st
+}}
+
+// onHeaders opens a stream, or takes a trailer section that ends one.
+func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
+	id := f.StreamID
+	if id%2 == 0 {
+		return http2.ConnectionError(http2.ErrCodeProtocol) // clients open odd streams
+	}
+	c.mu.Lock()
+	if st := c.streams[id]; st != nil {
+		defer c.mu.Unlock()
+		if st.remoteDone {
+			return http2.StreamError{StreamID: id, Code: http2.ErrCodeStreamClosed}
+		}
+		if !f.StreamEnded() {
+			// A trailer section must end the stream (RFC 9113 8.1).
+			return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+		}
+		// Trailers are not forwarded: the body ends here.
+		return st.body.end()
+	}
+	if id <= c.maxID {
+		c.mu.Unlock()
+		return http2.ConnectionError(http2.ErrCodeProtocol) // streams only go up
+	}
+	c.maxID = id
+	if f.HasPriority() && f.Priority.StreamDep == id {
+		c.mu.Unlock()
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+	}
+	if len(c.streams) >= c.srv.lim.MaxConcurrentStreams {
+		c.mu.Unlock()
+		code := http2.ErrCodeProtocol
+		if c.unackedSends > 0 {
+			code = http2.ErrCodeRefusedStream // it may not know the limit yet
+		}
+		return http2.StreamError{StreamID: id, Code: code}
+	}
+	if c.running >= runningPerStream*c.srv.lim.MaxConcurrentStreams {
+		c.mu.Unlock()
+		c.srv.log.Warn("HTTP/2 client keeps too many cancelled streams running (Rapid Reset); connection closed",
+			"client", c.nc.RemoteAddr().String(), "running", c.running)
+		return http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
+	}
+	c.mu.Unlock()
+
+	st := streams.Get().(*stream)
+	st.open(c, id)
+	if code := st.view(f); code != http2.ErrCodeNo {
+		st.release()
+		return http2.StreamError{StreamID: id, Code: code}
+	}
+
+	c.mu.Lock()
+	c.streams[id] = st
+	c.running++
+	c.opened++
+	st.sendWin = c.peerWin
+	st.remoteDone = f.StreamEnded()
+	if st.remoteDone {
+		st.body.end()
+	}
+	c.mu.Unlock()
+	go st.run()
+	return nil
+}
+
+// onData takes a stream's body bytes.
+func (c *conn) onData(f *http2.DataFrame) error {
+	id := f.StreamID
+	n := int64(f.Length) // padding included: it counts against the windows
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n > c.recvWin {
+		return http2.ConnectionError(http2.ErrCodeFlowControl)
+	}
+	c.recvWin -= n
+	st := c.streams[id]
+	if st == nil || st.remoteDone {
+		c.unacked += n // not for anyone: the connection's window comes back
+		if st == nil && id > c.maxID {
+			return http2.ConnectionError(http2.ErrCodeProtocol) // idle stream
+		}
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeStreamClosed}
+	}
+	b := &st.body
+	if n > b.recvWin {
+		c.unacked += n
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeFlowControl}
+	}
+	b.recvWin -= n
+	data := f.Data()
+	b.got += int64(len(data))
+	if b.declared >= 0 && (b.got > b.declared || f.StreamEnded() && b.got != b.declared) {
+		// A body that is not the length declared is malformed (RFC
+		// 9113 8.1.1).
+		c.unacked += n
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+	}
+	pad := n - int64(len(data))
+	c.unacked += pad
+	b.unacked += pad
+	b.add(data)
+	if f.StreamEnded() {
+		st.remoteDone = true
+		b.end()
+	}
+	return nil
+}
+
+// discard takes a DATA frame no stream will read.
+func (c *conn) discard(f *http2.DataFrame) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := int64(f.Length)
+	if n > c.recvWin {
+		return http2.ConnectionError(http2.ErrCodeFlowControl)
+	}
+	c.recvWin -= n
+	c.unacked += n
+	return nil
+}
+
+// open readies a recycled stream for request id on c.
+func (st *stream) open(c *conn, id uint32) {
+	st.c, st.id = c, id
+	st.peer = c.peer
+	st.gone.Store(false)
+	st.body.reset()
+	st.sendWin, st.remoteDone, st.closed, st.resetByClient, st.answered = 0, false, false, false, false
+	st.waitingSince, st.stalled = time.Time{}, false
+	st.ended, st.sent100, st.head = false, false, false
+	st.refuse, st.refuseText = 0, ""
+}
+
+// release recycles st once nothing refers to it.
+func (st *stream) release() {
+	st.x.Req, st.x.Body, st.x.Door, st.x.Peer = nil, nil, nil, nil
+	clear(st.fields)
+	st.fields = nil
+	st.req.Fields = st.req.Fields[:0]
+	st.c = nil
+	streams.Put(st)
+}
+
+// run forwards the request through the core and ends the stream.
+func (st *stream) run() {
+	growStack(0)
+	c := st.c
+	if st.refuse != 0 {
+		st.Error(st.refuse, st.refuseText)
+	} else {
+		st.x.Req, st.x.Door, st.x.Peer, st.x.Proto = &st.req, st, &st.peer, "HTTP/2.0"
+		st.x.Body = nil
+		if st.req.HasBody() {
+			st.body.start = time.Now()
+			st.x.Body = &st.body
+		}
+		c.srv.core.Forward(&st.x)
+	}
+	st.finish()
+}
+
+// finish ends the stream once its goroutine is done with it: a response
+// cut short is reset (the client must see it broken, not complete), and
+// a request body still coming is refused with RST_STREAM NO_ERROR (RFC
+// 9113 8.1), as the answer is complete.
+func (st *stream) finish() {
+	c := st.c
+	st.body.stop()
+	c.mu.Lock()
+	reset := http2.ErrCodeNo
+	send := false
+	if !st.closed {
+		switch {
+		case !st.ended:
+			reset, send = http2.ErrCodeInternal, true
+		case !st.remoteDone:
+			reset, send = http2.ErrCodeNo, true
+		}
+		c.endStream(st, errStreamClosed)
+	}
+	if st.resetByClient && !st.answered {
+		c.early++
+	}
+	abusive := c.opened >= resetMinStreams && 2*c.early > c.opened && !c.closed
+	opened, early := c.opened, c.early
+	c.running--
+	last := c.goingAway && c.running == 0 && len(c.streams) == 0
+	credit, _ := c.creditDue(nil)
+	c.window.Broadcast()
+	c.mu.Unlock()
+	if send {
+		c.writeReset(st.id, reset)
+	}
+	c.writeCredit(0, credit, 0)
+	st.release()
+	switch {
+	case abusive:
+		c.srv.log.Warn("HTTP/2 client cancelled most of its streams before their answers (Rapid Reset); connection closed",
+			"client", c.nc.RemoteAddr().String(), "streams", opened, "cancelled", early)
+		c.goAway(http2.ErrCodeEnhanceYourCalm, false)
+	case last:
+		c.nc.Close()
+	}
+}
+
+// growStack makes the stream's goroutine grow its stack here, near the top
+// of a short stack, instead of deep in the core, where growing copies
+// twice the frames.
+//
+//go:noinline
+func growStack(i int) byte {
+	var pad [2560]byte
+	pad[i] = 1
+	return pad[i/2]
+}

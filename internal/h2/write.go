@@ -1,0 +1,209 @@
+package h2
+
+import (
+	"strconv"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"relay/internal/h1"
+)
+
+// Frames are written by whichever goroutine has them to send: a stream's
+// goroutine its response, the connection's goroutine its control frames.
+// Each writes under wmu into one buffer, and the last writer in line
+// flushes it: frames written while others wait go out together, in one
+// TLS record and one write to the rawio.BatchConn below, which gathers
+// the writes of all streams into system calls.
+
+// lockWrite takes the write side.
+func (c *conn) lockWrite() {
+	c.writers.Add(1)
+	c.wmu.Lock()
+	c.writers.Add(-1)
+}
+
+// unlockWrite flushes unless another writer is waiting to add its frames,
+// and lets it in. The first failed write closes the connection; the
+// buffer keeps its error, so nothing more is written.
+func (c *conn) unlockWrite() {
+	var err error
+	if c.writers.Load() == 0 {
+		err = c.bw.Flush()
+	}
+	first := err != nil && c.werr == nil
+	if first {
+		c.werr = err
+	}
+	c.wmu.Unlock()
+	if first {
+		c.nc.Close()
+	}
+}
+
+// respond writes a response head and, if data is not nil, the body bytes
+// that go with it, ending the stream if end. The head and as much of data
+// as the windows allow go out in one write.
+func (c *conn) respond(st *stream, status int, fields []h1.Field, length int64, data []byte, end bool) error {
+	n := 0
+	if len(data) > 0 {
+		var err error
+		if n, err = c.takeWindow(st, len(data), false); err != nil {
+			return err
+		}
+	}
+	c.lockWrite()
+	if st.gone.Load() {
+		c.unlockWrite()
+		return errStreamClosed
+	}
+	c.writeHead(st.id, status, fields, length, end && len(data) == 0)
+	if n > 0 || len(data) == 0 && end {
+		if n > 0 {
+			c.wfr.WriteData(st.id, end && n == len(data), data[:n])
+		}
+	}
+	err := c.werr
+	c.unlockWrite()
+	if err != nil {
+		return err
+	}
+	if status >= 200 {
+		st.answered = true
+	}
+	if n < len(data) {
+		return c.writeData(st, data[n:], end)
+	}
+	if end {
+		st.ended = true
+	}
+	return nil
+}
+
+// writeData writes p as DATA frames as the windows allow, the last one
+// ending the stream if end.
+func (c *conn) writeData(st *stream, p []byte, end bool) error {
+	for first := true; first || len(p) > 0; first = false {
+		n := 0
+		if len(p) > 0 {
+			var err error
+			if n, err = c.takeWindow(st, len(p), true); err != nil {
+				return err
+			}
+		}
+		c.lockWrite()
+		if st.gone.Load() {
+			c.unlockWrite()
+			return errStreamClosed
+		}
+		c.wfr.WriteData(st.id, end && n == len(p), p[:n])
+		err := c.werr
+		c.unlockWrite()
+		if err != nil {
+			return err
+		}
+		p = p[n:]
+	}
+	if end {
+		st.ended = true
+	}
+	return nil
+}
+
+// takeWindow takes up to want bytes of send window, no more than a frame,
+// from the connection and the stream. With wait it waits for some; without,
+// it may take none. A stream whose client grants no window for the idle
+// timeout fails (watch).
+func (c *conn) takeWindow(st *stream, want int, wait bool) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		if st.closed {
+			return 0, errStreamClosed
+		}
+		if st.stalled {
+			return 0, errStalled
+		}
+		if c.sendWin > 0 && st.sendWin > 0 {
+			n := min(int64(want), c.sendWin, st.sendWin, int64(c.peerFrame.Load()))
+			c.sendWin -= n
+			st.sendWin -= n
+			st.waitingSince = time.Time{}
+			return int(n), nil
+		}
+		if !wait {
+			return 0, nil
+		}
+		if st.waitingSince.IsZero() {
+			st.waitingSince = time.Now()
+		}
+		c.window.Wait()
+	}
+}
+
+// writeHead encodes a response head into HEADERS and, if it is larger
+// than a frame, CONTINUATION frames. wmu is held.
+//
+// Field names go out in lower case, as HTTP/2 requires; hop-by-hop and
+// framing fields stay behind, and the length, if known, is sent as
+// content-length.
+func (c *conn) writeHead(id uint32, status int, fields []h1.Field, length int64, end bool) {
+	c.hbuf.Reset()
+	c.enc.WriteField(hpack.HeaderField{Name: ":status", Value: statusText(status)})
+	for i := range fields {
+		f := &fields[i]
+		if f.Hop || f.Is("proxy-connection") {
+			continue
+		}
+		c.lower = appendLower(c.lower[:0], f.Name)
+		c.enc.WriteField(hpack.HeaderField{Name: stringOf(c.lower), Value: stringOf(f.Value)})
+	}
+	if length >= 0 {
+		c.lower = strconv.AppendInt(c.lower[:0], length, 10)
+		c.enc.WriteField(hpack.HeaderField{Name: "content-length", Value: stringOf(c.lower)})
+	}
+	block := c.hbuf.Bytes()
+	max := int(c.peerFrame.Load())
+	frag := block[:min(len(block), max)]
+	block = block[len(frag):]
+	c.wfr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: frag, EndStream: end, EndHeaders: len(block) == 0})
+	for len(block) > 0 {
+		frag = block[:min(len(block), max)]
+		block = block[len(frag):]
+		c.wfr.WriteContinuation(id, len(block) == 0, frag)
+	}
+}
+
+func appendLower(b, s []byte) []byte {
+	for _, ch := range s {
+		if 'A' <= ch && ch <= 'Z' {
+			ch += 'a' - 'A'
+		}
+		b = append(b, ch)
+	}
+	return b
+}
+
+// writeReset sends RST_STREAM.
+func (c *conn) writeReset(id uint32, code http2.ErrCode) {
+	c.lockWrite()
+	c.wfr.WriteRSTStream(id, code)
+	c.unlockWrite()
+}
+
+// writeCredit gives window back: conn bytes to the connection, strm to
+// stream id.
+func (c *conn) writeCredit(id uint32, conn, strm int64) {
+	if conn == 0 && strm == 0 {
+		return
+	}
+	c.lockWrite()
+	if conn > 0 {
+		c.wfr.WriteWindowUpdate(0, uint32(conn))
+	}
+	if strm > 0 {
+		c.wfr.WriteWindowUpdate(id, uint32(strm))
+	}
+	c.unlockWrite()
+}
