@@ -267,7 +267,7 @@ func (st *stream) finish() {
 //
 //go:noinline
 func growStack(i int) byte {
-	var pad [2560]byte
+	var pad [6144]byte
 	pad[i] = 1
 	return pad[i/2]
 }

@@ -3,6 +3,7 @@ package rawio
 import (
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -172,6 +173,9 @@ func (c *BatchConn) failure() error {
 
 // drain writes the pending bytes until none are left or a write fails.
 func (c *BatchConn) drain() {
+	// A new goroutine runs next, before those already runnable: step
+	// behind them, so that what they write joins this batch.
+	runtime.Gosched()
 	c.mu.Lock()
 	for len(c.pending) > 0 && c.err == nil {
 		buf := c.pending
