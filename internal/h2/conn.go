@@ -148,15 +148,6 @@ func (c *conn) serve() {
 	if _, err := io.ReadFull(c.br, pre[:]); err != nil || string(pre[:]) != http2.ClientPreface {
 		return
 	}
-	c.lockWrite()
-	c.wfr.WriteSettings(
-		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: uint32(lim.MaxConcurrentStreams)},
-		http2.Setting{ID: http2.SettingInitialWindowSize, Val: streamWindow},
-		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: uint32(lim.MaxHeaderBytes)},
-	)
-	c.wfr.WriteWindowUpdate(0, connWindow-65535)
-	c.unlockWrite()
-	c.unackedSends = 1
 	if lim.IdleTimeout > 0 {
 		c.mu.Lock()
 		c.timer = time.AfterFunc(lim.IdleTimeout, c.watch)
@@ -178,6 +169,21 @@ func (c *conn) serve() {
 			return
 		}
 	}
+}
+
+// sendPreface sends relay's SETTINGS, the server's connection preface,
+// and opens the connection's window beyond the default.
+func (c *conn) sendPreface() {
+	lim := &c.srv.lim
+	c.lockWrite()
+	c.wfr.WriteSettings(
+		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: uint32(lim.MaxConcurrentStreams)},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: streamWindow},
+		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: uint32(lim.MaxHeaderBytes)},
+	)
+	c.wfr.WriteWindowUpdate(0, connWindow-65535)
+	c.unlockWrite()
+	c.unackedSends = 1
 }
 
 // failed acts on an error reading or handling a frame and reports whether
@@ -414,7 +420,7 @@ func (c *conn) watch() {
 			return
 		}
 		c.mu.Unlock()
-		c.goAway(http2.ErrCodeNo, false)
+		c.shutdown()
 		return
 	}
 	for _, st := range c.streams {
@@ -461,8 +467,16 @@ func (c *conn) shutdown() {
 	c.wfr.WriteGoAway(last, http2.ErrCodeNo, nil)
 	c.unlockWrite()
 	if done {
-		c.nc.Close()
+		c.closeSoon()
 	}
+}
+
+// closeSoon ends a connection that has nothing left to serve: reading
+// goes on until the client, which has its GOAWAY, closes, or for
+// goAwayLinger. Closing at once with the client's bytes unread would
+// reset the connection, and the client could lose what relay sent last.
+func (c *conn) closeSoon() {
+	c.nc.SetReadDeadline(time.Now().Add(goAwayLinger))
 }
 
 // goAway sends GOAWAY with code and closes the connection. After a

@@ -94,15 +94,24 @@ func NewServer(c *core.Core, bt core.BodyTime, lim Limits, log *slog.Logger) *Se
 // GOAWAY instead.
 func (s *Server) ServeConn(nc net.Conn, closed func()) {
 	s.mu.Lock()
-	if s.stopping {
-		s.mu.Unlock()
+	stopping := s.stopping
+	s.mu.Unlock()
+	if stopping {
 		goAway(nc)
 		closed()
 		return
 	}
 	c := newConn(s, nc)
+	// The server's preface goes first: a GOAWAY from a Shutdown that
+	// starts now must follow it.
+	c.sendPreface()
+	s.mu.Lock()
 	s.conns[c] = struct{}{}
+	stopping = s.stopping
 	s.mu.Unlock()
+	if stopping {
+		c.shutdown()
+	}
 
 	c.serve()
 

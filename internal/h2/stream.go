@@ -73,6 +73,10 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 			return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
 		}
 		// Trailers are not forwarded: the body ends here.
+		if b := &st.body; b.declared >= 0 && b.got != b.declared {
+			return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+		}
+		st.remoteDone = true
 		return st.body.end()
 	}
 	if id <= c.maxID {
@@ -203,9 +207,15 @@ func (st *stream) release() {
 func (st *stream) run() {
 	growStack(0)
 	c := st.c
-	if st.refuse != 0 {
+	switch {
+	case st.gone.Load():
+		// The client cancelled the stream before relay started on it:
+		// nothing to forward, nobody to answer (nginx's 499).
+		c.srv.core.LogRejected(&st.peer, 499)
+	case st.refuse != 0:
 		st.Error(st.refuse, st.refuseText)
-	} else {
+		c.srv.core.LogRejected(&st.peer, st.refuse)
+	default:
 		st.x.Req, st.x.Door, st.x.Peer, st.x.Proto = &st.req, st, &st.peer, "HTTP/2.0"
 		st.x.Body = nil
 		if st.req.HasBody() {
@@ -257,7 +267,7 @@ func (st *stream) finish() {
 			"client", c.nc.RemoteAddr().String(), "streams", opened, "cancelled", early)
 		c.goAway(http2.ErrCodeEnhanceYourCalm, false)
 	case last:
-		c.nc.Close()
+		c.closeSoon()
 	}
 }
 
