@@ -51,7 +51,7 @@ func (d *doors) close() {
 }
 
 // open readies p to serve through the doors: certificates and the
-// session-ticket keys of src for the TLS listener, and Go's HTTP/2 server
+// session-ticket keys of src for the TLS listener, and the HTTP/2 server
 // for clients that choose HTTP/2.
 func (d *doors) open(cfg *config.Config, src supervisor.ConfigSource, p *proxy.Proxy, log *slog.Logger) error {
 	d.log = log

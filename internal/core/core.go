@@ -2,8 +2,8 @@
 // between a front door that received it and the backend that answers it,
 // whatever protocol the client spoke.
 //
-// A front door (relay's HTTP/1.1 server in package proxy, the http.Handler
-// in package handler) turns what arrived into an Exchange: a request view,
+// A front door (relay's HTTP/1.1 server in package proxy, its HTTP/2
+// server in package h2) turns what arrived into an Exchange: a request view,
 // a body and a Responder to answer through. Core.Forward then runs the same
 // steps for every front door:
 //

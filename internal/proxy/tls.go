@@ -12,7 +12,7 @@ import (
 
 // HTTP2 serves the connections of clients that speak HTTP/2: over TLS
 // when they chose h2 by ALPN, in cleartext when they open with the
-// HTTP/2 preface and h2c is on. handler.Server is relay's.
+// HTTP/2 preface and h2c is on. h2.Server is relay's.
 type HTTP2 interface {
 	// ServeConn serves c and calls closed when c has ended.
 	ServeConn(c net.Conn, closed func())
@@ -75,8 +75,8 @@ func (cc *clientConn) handshake() (tc *tls.Conn, h2, ok bool) {
 	under.SetDeadline(time.Time{})
 	h2 = tc.ConnectionState().NegotiatedProtocol == "h2"
 	if h2 {
-		// Go's HTTP/2 server flushes once per frame it runs out of;
-		// the records of those flushes go out together.
+		// Each stream writes its own response; the records of those
+		// that are ready together go out together.
 		batch.Batch()
 	}
 	return tc, h2, true

@@ -27,19 +27,18 @@ const (
 const closeWait = 5 * time.Second
 
 // BatchConn gathers the writes made close together on a connection into
-// one write, once Batch has been called. Go's HTTP/2 server flushes its
-// buffer whenever its queue of frames runs dry: the HEADERS of a response
-// go out in one flush, its DATA in another, and every other stream's
-// responses in flushes of their own, each a TLS record and a system call.
+// one write, once Batch has been called. On an HTTP/2 connection each
+// stream writes its own response when its backend answers; written
+// straight through, every response would be a system call of its own.
 // Batched, a Write only appends to a buffer and starts a goroutine that
 // writes the buffer out; that goroutine runs once the goroutines already
-// runnable have run, so whatever they write meanwhile (the DATA after the
-// HEADERS, other streams' responses) goes out in the same system call.
+// runnable have run, so whatever they write meanwhile (other streams'
+// responses) goes out in the same system call.
 // With one scheduler thread the responses an epoll wake-up makes ready
 // thus leave together, as an event loop's would.
 //
 // Under TLS a BatchConn sits below crypto/tls, so records keep their
-// boundaries and net/http still sees a *tls.Conn. Writes stay in order; a
+// boundaries and the HTTP/2 server still sees a *tls.Conn. Writes stay in order; a
 // failed write fails every later Write. Writers wait while batchLimit
 // bytes are pending, so memory stays bounded whatever the client does.
 //
