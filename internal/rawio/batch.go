@@ -38,9 +38,10 @@ const closeWait = 5 * time.Second
 // thus leave together, as an event loop's would.
 //
 // Under TLS a BatchConn sits below crypto/tls, so records keep their
-// boundaries and the HTTP/2 server still sees a *tls.Conn. Writes stay in order; a
-// failed write fails every later Write. Writers wait while batchLimit
-// bytes are pending, so memory stays bounded whatever the client does.
+// boundaries and the HTTP/2 server still sees a *tls.Conn. Writes stay in
+// order; a failed write fails every later Write. Writers wait while
+// batchLimit bytes are pending, so memory stays bounded whatever the
+// client does.
 //
 // Once batching, write deadlines set by callers are kept by the BatchConn
 // and not passed to the connection underneath: set there they would cut
