@@ -14,7 +14,7 @@ import (
 
 	"relay/internal/backend"
 	"relay/internal/config"
-	"relay/internal/handler"
+	"relay/internal/h2"
 	"relay/internal/testcert"
 	"relay/internal/tlsconf"
 )
@@ -40,7 +40,7 @@ func startTLSRelay(t *testing.T, cfg Config, bs ...*backend.Backend) *tlsRelay {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.SetHTTP2(handler.NewServer(handler.New(p.Core(), cfg.BodyTime()), handler.Limits{
+	p.SetHTTP2(h2.NewServer(p.Core(), cfg.BodyTime(), h2.Limits{
 		MaxConcurrentStreams: 100, MaxHeaderBytes: cfg.MaxHeaderBytes, IdleTimeout: cfg.IdleTimeout, HeaderTimeout: cfg.HeaderTimeout,
 	}, nil))
 	ln := listen(t)
