@@ -98,7 +98,12 @@ type conn struct {
 	// The idle watch (watch).
 	timer      *time.Timer
 	framesSeen uint64
-	pingOut    bool
+	pingSent   time.Time // when the PING awaiting an answer went out
+	lingering  bool      // closeSoon was called
+	// resets are the last streams relay reset, whose frames in flight
+	// are ignored.
+	resets [8]uint32
+	nreset int
 
 	// serve's goroutine only.
 	frames       atomic.Uint64 // frames read
@@ -117,7 +122,10 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c.br = bufio.NewReaderSize(nc, readBufferSize)
 	c.fr = http2.NewFramer(nil, c.br)
 	c.fr.SetMaxReadFrameSize(maxFrameRead)
-	c.fr.MaxHeaderListSize = uint32(s.lim.MaxHeaderBytes)
+	// The frame reader stops decoding a header list at twice the limit,
+	// so that a list, or a single field, a little over it is still read
+	// and answered 431 (view); past that the connection is closed.
+	c.fr.MaxHeaderListSize = 2 * uint32(s.lim.MaxHeaderBytes)
 	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	c.fr.SetReuseFrames()
 	c.bw = bufio.NewWriterSize(nc, writeBufferSize)
@@ -228,9 +236,11 @@ func (c *conn) handle(f http2.Frame) error {
 			return http2.ConnectionError(http2.ErrCodeProtocol)
 		}
 		c.sawSettings = true
-		if c.srv.lim.HeaderTimeout > 0 {
+		c.mu.Lock()
+		if c.srv.lim.HeaderTimeout > 0 && !c.lingering {
 			c.nc.SetReadDeadline(time.Time{})
 		}
+		c.mu.Unlock()
 	}
 	if id := f.Header().StreamID; id != 0 && c.ignored(id) {
 		// After GOAWAY, streams past its last one are not served; their
@@ -429,23 +439,22 @@ func (c *conn) watch() {
 			c.window.Broadcast()
 		}
 	}
+	c.timer.Reset(lim.IdleTimeout)
 	frames := c.frames.Load()
 	switch {
 	case frames != c.framesSeen:
-		c.framesSeen, c.pingOut = frames, false
-		c.timer.Reset(lim.IdleTimeout)
-	case c.pingOut:
-		c.mu.Unlock()
-		c.srv.log.Debug("HTTP/2 client answered no PING; connection closed", "client", c.nc.RemoteAddr().String())
-		c.nc.Close()
-		return
-	default:
-		c.pingOut = true
-		c.timer.Reset(pingTimeout)
+		c.framesSeen, c.pingSent = frames, time.Time{}
+	case c.pingSent.IsZero():
+		c.pingSent = now
 		c.mu.Unlock()
 		c.lockWrite()
 		c.wfr.WritePing(false, [8]byte{'r', 'e', 'l', 'a', 'y'})
 		c.unlockWrite()
+		return
+	case now.Sub(c.pingSent) >= pingTimeout:
+		c.mu.Unlock()
+		c.srv.log.Debug("HTTP/2 client answered no PING; connection closed", "client", c.nc.RemoteAddr().String())
+		c.nc.Close()
 		return
 	}
 	c.mu.Unlock()
@@ -476,7 +485,26 @@ func (c *conn) shutdown() {
 // goAwayLinger. Closing at once with the client's bytes unread would
 // reset the connection, and the client could lose what relay sent last.
 func (c *conn) closeSoon() {
+	c.mu.Lock()
+	c.lingering = true
 	c.nc.SetReadDeadline(time.Now().Add(goAwayLinger))
+	c.mu.Unlock()
+}
+
+// noteReset remembers that relay reset stream id. mu is held.
+func (c *conn) noteReset(id uint32) {
+	c.resets[c.nreset%len(c.resets)] = id
+	c.nreset++
+}
+
+// wasReset reports whether relay reset stream id lately. mu is held.
+func (c *conn) wasReset(id uint32) bool {
+	for _, r := range c.resets {
+		if r == id {
+			return true
+		}
+	}
+	return false
 }
 
 // goAway sends GOAWAY with code and closes the connection. After a

@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 
 	"relay/internal/h1"
 )
@@ -15,10 +16,12 @@ import (
 // 8.3) gets the stream error it returns; one relay will not serve is
 // answered with st.refuse.
 func (st *stream) view(f *http2.MetaHeadersFrame) http2.ErrCode {
+	c := st.c
 	req := &st.req
 	*req = h1.Request{Fields: req.Fields[:0], Minor: 1}
 	st.fields = f.Fields
-	if f.Truncated {
+	st.head = f.PseudoValue("method") == "HEAD"
+	if f.Truncated || listSize(f.Fields) > c.srv.lim.MaxHeaderBytes {
 		st.refuse, st.refuseText = 431, "request header fields too large"
 		return http2.ErrCodeNo
 	}
@@ -83,7 +86,6 @@ func (st *stream) view(f *http2.MetaHeadersFrame) http2.ErrCode {
 	req.Method = bytesOf(method)
 	req.Target = bytesOf(path)
 	req.Host = bytesOf(authority)
-	st.head = method == "HEAD"
 	if !validTarget(req.Target, method) {
 		st.refuse, st.refuseText = 400, "invalid request target"
 		return http2.ErrCodeNo
@@ -105,6 +107,16 @@ func (st *stream) view(f *http2.MetaHeadersFrame) http2.ErrCode {
 	}
 	st.body.declared = length
 	return http2.ErrCodeNo
+}
+
+// listSize is a header list's size as SETTINGS_MAX_HEADER_LIST_SIZE
+// counts it: names, values and 32 bytes per field.
+func listSize(fields []hpack.HeaderField) int {
+	n := 0
+	for i := range fields {
+		n += int(fields[i].Size())
+	}
+	return n
 }
 
 // validTarget reports whether t is a path relay forwards: origin form,

@@ -80,7 +80,13 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		return st.body.end()
 	}
 	if id <= c.maxID {
+		reset := c.wasReset(id)
 		c.mu.Unlock()
+		if reset {
+			// relay reset the stream; what the client sent before it
+			// knew is ignored (RFC 9113 5.1).
+			return nil
+		}
 		return http2.ConnectionError(http2.ErrCodeProtocol) // streams only go up
 	}
 	c.maxID = id
@@ -138,8 +144,11 @@ func (c *conn) onData(f *http2.DataFrame) error {
 	st := c.streams[id]
 	if st == nil || st.remoteDone {
 		c.unacked += n // not for anyone: the connection's window comes back
-		if st == nil && id > c.maxID {
+		switch {
+		case st == nil && id > c.maxID:
 			return http2.ConnectionError(http2.ErrCodeProtocol) // idle stream
+		case st == nil && c.wasReset(id):
+			return nil // sent before the client knew of relay's reset
 		}
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeStreamClosed}
 	}
@@ -257,6 +266,9 @@ func (st *stream) finish() {
 	c.window.Broadcast()
 	c.mu.Unlock()
 	if send {
+		c.mu.Lock()
+		c.noteReset(st.id)
+		c.mu.Unlock()
 		c.writeReset(st.id, reset)
 	}
 	c.writeCredit(0, credit, 0)
