@@ -153,6 +153,27 @@ func ParseRequest(head []byte, req *Request) error {
 	return nil
 }
 
+// CheckLine checks a request view that another protocol's front door
+// built (HTTP/2's pseudo-fields) by the rules a request line and Host
+// follow here: the method a token, the target in origin form (or "*" for
+// OPTIONS) and the host, if any, a valid authority. Whatever relay
+// forwards then goes upstream as a well-formed HTTP/1.1 request line.
+func (req *Request) CheckLine() error {
+	if !isToken(req.Method) {
+		return ErrMethod
+	}
+	if len(req.Target) == 0 || req.Target[0] != '/' && !(len(req.Target) == 1 && req.Target[0] == '*') {
+		return ErrTarget
+	}
+	if err := req.parseTarget(); err != nil {
+		return err
+	}
+	if len(req.Host) > 0 && !validHost(req.Host) {
+		return ErrBadHost
+	}
+	return nil
+}
+
 // parseTarget checks the request target and reduces an absolute-form target
 // to origin form. Authority form (CONNECT) is refused: relay does not tunnel.
 func (req *Request) parseTarget() error {

@@ -54,8 +54,13 @@ func (b *reqBody) signal() {
 	}
 }
 
-// add holds data for the reader. mu is held.
+// add holds data for the reader. mu is held. Bytes already read make
+// room before the buffer grows, so it stays within the stream's window.
 func (b *reqBody) add(data []byte) {
+	if b.off > 0 && len(b.buf)+len(data) > cap(b.buf) {
+		b.buf = b.buf[:copy(b.buf, b.buf[b.off:])]
+		b.off = 0
+	}
 	b.buf = append(b.buf, data...)
 	b.signal()
 }
@@ -160,10 +165,12 @@ func (c *conn) creditDue(b *reqBody) (conn, strm int64) {
 }
 
 // giveBack sends the connection window that is due, after bytes that no
-// stream reads.
+// stream reads, and the window of a DATA frame's padding.
 func (c *conn) giveBack() {
 	c.mu.Lock()
 	conn, _ := c.creditDue(nil)
+	id, pad := c.padID, c.padN
+	c.padID, c.padN = 0, 0
 	c.mu.Unlock()
-	c.writeCredit(0, conn, 0)
+	c.writeCredit(id, conn, pad)
 }

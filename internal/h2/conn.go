@@ -100,13 +100,18 @@ type conn struct {
 	framesSeen uint64
 	pingSent   time.Time // when the PING awaiting an answer went out
 	lingering  bool      // closeSoon was called
-	// resets are the last streams relay reset, whose frames in flight
-	// are ignored.
-	resets [8]uint32
+	// resets are the last streams relay reset or refused, whose frames
+	// in flight are ignored.
+	resets [64]uint32
 	nreset int
+	// padID's window for the padding of its last DATA frame, padN bytes,
+	// is to be given back.
+	padID uint32
+	padN  int64
 
 	// serve's goroutine only.
 	frames       atomic.Uint64 // frames read
+	flushes      atomic.Uint64 // flushes written (see life)
 	sawSettings  bool
 	unackedSends int // SETTINGS relay sent that the client has not acknowledged
 }
@@ -149,9 +154,11 @@ func newConn(s *Server, nc net.Conn) *conn {
 func (c *conn) serve() {
 	defer c.close()
 	lim := &c.srv.lim
-	if lim.HeaderTimeout > 0 {
+	c.mu.Lock()
+	if lim.HeaderTimeout > 0 && !c.lingering {
 		c.nc.SetReadDeadline(time.Now().Add(lim.HeaderTimeout))
 	}
+	c.mu.Unlock()
 	var pre [len(http2.ClientPreface)]byte
 	if _, err := io.ReadFull(c.br, pre[:]); err != nil || string(pre[:]) != http2.ClientPreface {
 		return
@@ -212,6 +219,7 @@ func (c *conn) failed(err error) bool {
 		if st != nil {
 			c.endStream(st, errStreamClosed)
 		}
+		c.noteReset(se.StreamID)
 		c.mu.Unlock()
 		c.writeReset(se.StreamID, se.Code)
 		c.giveBack()
@@ -429,6 +437,8 @@ func (c *conn) watch() {
 			c.mu.Unlock()
 			return
 		}
+		// A stream may yet arrive before the GOAWAY: keep watching.
+		c.timer.Reset(lim.IdleTimeout)
 		c.mu.Unlock()
 		c.shutdown()
 		return
@@ -440,7 +450,7 @@ func (c *conn) watch() {
 		}
 	}
 	c.timer.Reset(lim.IdleTimeout)
-	frames := c.frames.Load()
+	frames := c.life()
 	switch {
 	case frames != c.framesSeen:
 		c.framesSeen, c.pingSent = frames, time.Time{}
@@ -450,6 +460,9 @@ func (c *conn) watch() {
 		c.lockWrite()
 		c.wfr.WritePing(false, [8]byte{'r', 'e', 'l', 'a', 'y'})
 		c.unlockWrite()
+		c.mu.Lock()
+		c.framesSeen = c.life() // the PING's own flush is not the client's doing
+		c.mu.Unlock()
 		return
 	case now.Sub(c.pingSent) >= pingTimeout:
 		c.mu.Unlock()
@@ -459,6 +472,11 @@ func (c *conn) watch() {
 	}
 	c.mu.Unlock()
 }
+
+// life counts the client's signs of life: frames read from it, and
+// flushes that went through, which the connection takes only as fast as
+// the client reads (a client that stops reading blocks them).
+func (c *conn) life() uint64 { return c.frames.Load() + c.flushes.Load() }
 
 // shutdown sends GOAWAY: the streams open go on, no new one is served,
 // and the connection closes when the last one ends.

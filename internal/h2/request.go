@@ -1,6 +1,7 @@
 package h2
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -86,8 +87,15 @@ func (st *stream) view(f *http2.MetaHeadersFrame) http2.ErrCode {
 	req.Method = bytesOf(method)
 	req.Target = bytesOf(path)
 	req.Host = bytesOf(authority)
-	if !validTarget(req.Target, method) {
-		st.refuse, st.refuseText = 400, "invalid request target"
+	if err := req.CheckLine(); err != nil {
+		// Its parts are what HTTP/1.1 carries to the backend: they
+		// must make a well-formed request line and Host.
+		var he *h1.Error
+		if errors.As(err, &he) {
+			st.refuse, st.refuseText = he.Status, he.Msg
+		} else {
+			st.refuse, st.refuseText = 400, err.Error()
+		}
 		return http2.ErrCodeNo
 	}
 	h1.MarkHopByHop(req.Fields)
@@ -117,23 +125,6 @@ func listSize(fields []hpack.HeaderField) int {
 		n += int(fields[i].Size())
 	}
 	return n
-}
-
-// validTarget reports whether t is a path relay forwards: origin form,
-// or "*" for OPTIONS, of visible ASCII.
-func validTarget(t []byte, method string) bool {
-	if len(t) == 1 && t[0] == '*' {
-		return method == "OPTIONS"
-	}
-	if t[0] != '/' {
-		return false
-	}
-	for _, c := range t {
-		if c <= ' ' || c >= 0x7f {
-			return false
-		}
-	}
-	return true
 }
 
 // joinCookies makes the request's cookie fields one, joined by "; ", as

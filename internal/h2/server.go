@@ -132,7 +132,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.stopping = true
 	for c := range s.conns {
-		c.shutdown()
+		// Each on its own: one whose client reads nothing may wait
+		// to write its GOAWAY, and must not hold up the others.
+		go c.shutdown()
 	}
 	s.mu.Unlock()
 	for {

@@ -96,11 +96,10 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	}
 	if len(c.streams) >= c.srv.lim.MaxConcurrentStreams {
 		c.mu.Unlock()
-		code := http2.ErrCodeProtocol
-		if c.unackedSends > 0 {
-			code = http2.ErrCodeRefusedStream // it may not know the limit yet
-		}
-		return http2.StreamError{StreamID: id, Code: code}
+		// REFUSED_STREAM tells the client nothing was done, so it may
+		// try again: it may not know the limit yet, or have seen the
+		// end of a stream relay has not quite closed.
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
 	}
 	if c.running >= runningPerStream*c.srv.lim.MaxConcurrentStreams {
 		c.mu.Unlock()
@@ -166,9 +165,12 @@ func (c *conn) onData(f *http2.DataFrame) error {
 		c.unacked += n
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
 	}
-	pad := n - int64(len(data))
-	c.unacked += pad
-	b.unacked += pad
+	if pad := n - int64(len(data)); pad > 0 {
+		// Padding is never read: its window comes back at once.
+		c.unacked += pad
+		b.recvWin += pad
+		c.padID, c.padN = id, pad
+	}
 	b.add(data)
 	if f.StreamEnded() {
 		st.remoteDone = true
@@ -253,6 +255,9 @@ func (st *stream) finish() {
 		case !st.remoteDone:
 			reset, send = http2.ErrCodeNo, true
 		}
+		if send {
+			c.noteReset(st.id)
+		}
 		c.endStream(st, errStreamClosed)
 	}
 	if st.resetByClient && !st.answered {
@@ -266,9 +271,6 @@ func (st *stream) finish() {
 	c.window.Broadcast()
 	c.mu.Unlock()
 	if send {
-		c.mu.Lock()
-		c.noteReset(st.id)
-		c.mu.Unlock()
 		c.writeReset(st.id, reset)
 	}
 	c.writeCredit(0, credit, 0)

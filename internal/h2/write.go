@@ -29,8 +29,9 @@ func (c *conn) lockWrite() {
 // buffer keeps its error, so nothing more is written.
 func (c *conn) unlockWrite() {
 	var err error
-	if c.writers.Load() == 0 {
+	if c.writers.Load() == 0 && c.bw.Buffered() > 0 {
 		err = c.bw.Flush()
+		c.flushes.Add(1)
 	}
 	first := err != nil && c.werr == nil
 	if first {
@@ -56,6 +57,7 @@ func (c *conn) respond(st *stream, status int, fields []h1.Field, length int64, 
 	c.lockWrite()
 	if st.gone.Load() {
 		c.unlockWrite()
+		c.unsend(n)
 		return errStreamClosed
 	}
 	c.writeHead(st.id, status, fields, length, end && len(data) == 0)
@@ -76,7 +78,7 @@ func (c *conn) respond(st *stream, status int, fields []h1.Field, length int64, 
 		return c.writeData(st, data[n:], end)
 	}
 	if end {
-		st.ended = true
+		c.ended(st)
 	}
 	return nil
 }
@@ -95,6 +97,7 @@ func (c *conn) writeData(st *stream, p []byte, end bool) error {
 		c.lockWrite()
 		if st.gone.Load() {
 			c.unlockWrite()
+			c.unsend(n)
 			return errStreamClosed
 		}
 		c.wfr.WriteData(st.id, end && n == len(p), p[:n])
@@ -106,9 +109,35 @@ func (c *conn) writeData(st *stream, p []byte, end bool) error {
 		p = p[n:]
 	}
 	if end {
-		st.ended = true
+		c.ended(st)
 	}
 	return nil
+}
+
+// unsend gives back n bytes of connection window taken for a stream that
+// ended before they were written: the client never gets them, so it will
+// never give them back.
+func (c *conn) unsend(n int) {
+	if n == 0 {
+		return
+	}
+	c.mu.Lock()
+	c.sendWin += int64(n)
+	c.window.Broadcast()
+	c.mu.Unlock()
+}
+
+// ended notes that st's response is complete. A stream whose client had
+// ended its side too is closed now rather than when its goroutine is
+// done, so that a client that has its answer may open the next stream at
+// once without finding the stream limit still full.
+func (c *conn) ended(st *stream) {
+	st.ended = true
+	c.mu.Lock()
+	if st.remoteDone {
+		c.endStream(st, errStreamClosed)
+	}
+	c.mu.Unlock()
 }
 
 // takeWindow takes up to want bytes of send window, no more than a frame,
