@@ -47,26 +47,18 @@ func (c *conn) unlockWrite() {
 // that go with it, ending the stream if end. The head and as much of data
 // as the windows allow go out in one write.
 func (c *conn) respond(st *stream, status int, fields []h1.Field, length int64, data []byte, end bool) error {
-	n := 0
-	if len(data) > 0 {
-		var err error
-		if n, err = c.takeWindow(st, len(data), false); err != nil {
-			return err
-		}
+	n, err := c.takeWindow(st, len(data), false)
+	if err != nil {
+		return err
 	}
-	c.lockWrite()
-	if st.gone.Load() {
-		c.unlockWrite()
-		c.unsend(n)
-		return errStreamClosed
+	if err := c.lockFor(st, n); err != nil {
+		return err
 	}
 	c.writeHead(st.id, status, fields, length, end && len(data) == 0)
-	if n > 0 || len(data) == 0 && end {
-		if n > 0 {
-			c.wfr.WriteData(st.id, end && n == len(data), data[:n])
-		}
+	if n > 0 {
+		c.wfr.WriteData(st.id, end && n == len(data), data[:n])
 	}
-	err := c.werr
+	err = c.werr
 	c.unlockWrite()
 	if err != nil {
 		return err
@@ -87,21 +79,15 @@ func (c *conn) respond(st *stream, status int, fields []h1.Field, length int64, 
 // ending the stream if end.
 func (c *conn) writeData(st *stream, p []byte, end bool) error {
 	for first := true; first || len(p) > 0; first = false {
-		n := 0
-		if len(p) > 0 {
-			var err error
-			if n, err = c.takeWindow(st, len(p), true); err != nil {
-				return err
-			}
+		n, err := c.takeWindow(st, len(p), true)
+		if err != nil {
+			return err
 		}
-		c.lockWrite()
-		if st.gone.Load() {
-			c.unlockWrite()
-			c.unsend(n)
-			return errStreamClosed
+		if err := c.lockFor(st, n); err != nil {
+			return err
 		}
 		c.wfr.WriteData(st.id, end && n == len(p), p[:n])
-		err := c.werr
+		err = c.werr
 		c.unlockWrite()
 		if err != nil {
 			return err
@@ -110,6 +96,19 @@ func (c *conn) writeData(st *stream, p []byte, end bool) error {
 	}
 	if end {
 		c.ended(st)
+	}
+	return nil
+}
+
+// lockFor takes the write side for st's frames, for which n bytes of
+// window were taken. If st has ended meanwhile it gives the window back
+// and fails.
+func (c *conn) lockFor(st *stream, n int) error {
+	c.lockWrite()
+	if st.gone.Load() {
+		c.unlockWrite()
+		c.unsend(n)
+		return errStreamClosed
 	}
 	return nil
 }
@@ -145,6 +144,9 @@ func (c *conn) ended(st *stream) {
 // it may take none. A stream whose client grants no window for the idle
 // timeout fails (watch).
 func (c *conn) takeWindow(st *stream, want int, wait bool) (int, error) {
+	if want == 0 {
+		return 0, nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for {
