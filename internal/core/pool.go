@@ -34,9 +34,8 @@ type PoolConfig struct {
 	Retries int
 	// ConnectTimeout bounds dialing a backend.
 	ConnectTimeout time.Duration
-	// ResponseTimeout bounds the wait for a backend's response head, any
-	// single wait for response body bytes, and any single wait for the
-	// backend to take request bytes.
+	// ResponseTimeout bounds the wait for a backend's response head, and
+	// any single wait for response body bytes.
 	ResponseTimeout time.Duration
 	// MaxIdlePerBackend caps pooled idle connections per backend; 0 keeps
 	// none.

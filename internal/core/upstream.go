@@ -101,18 +101,12 @@ func (p *conns) dial() (*upstream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backend %q: %w", p.b.Name, err)
 	}
-	// A backend that takes no request bytes for response_timeout fails
-	// the request, as one that sends no response bytes does (nginx's
-	// proxy_send_timeout): a backend that stopped reading a body must not
-	// hold the request, and the client's connection, for ever.
-	wait := p.cfg().ResponseTimeout
 	if tc := p.b.TLS(); tc != nil {
-		if c, err = p.handshake(ctx, c, tc, wait); err != nil {
+		if c, err = p.handshake(ctx, c, tc); err != nil {
 			return nil, err
 		}
 	}
 	u := &upstream{conn: rawio.NewConn(c)}
-	u.conn.WriteWait = wait
 	u.br = h1.NewPooledReader(u, p.bufs, maxResponseHead)
 	return u, nil
 }
@@ -120,10 +114,8 @@ func (p *conns) dial() (*upstream, error) {
 // handshake runs the TLS handshake with an https backend within ctx. The
 // client session cache in tc lets later connections resume the session
 // instead of a full handshake.
-func (p *conns) handshake(ctx context.Context, c net.Conn, tc *tls.Config, wait time.Duration) (net.Conn, error) {
-	rc := rawio.NewConn(c) // records over raw system calls
-	rc.WriteWait = wait
-	t := tls.Client(rc, tc)
+func (p *conns) handshake(ctx context.Context, c net.Conn, tc *tls.Config) (net.Conn, error) {
+	t := tls.Client(rawio.NewConn(c), tc) // records over raw system calls
 	if err := t.HandshakeContext(ctx); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("backend %q: TLS handshake: %w", p.b.Name, err)
