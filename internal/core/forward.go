@@ -318,6 +318,11 @@ func (p *Pool) exchange(b *backend.Backend, u *upstream, x *Exchange, now time.T
 	req := x.Req
 	u.wait(now, p.cfg().ResponseTimeout, x.Door)
 	in, err := x.send(u)
+	if x.streamed {
+		// The wait for the answer starts once the body is sent: an
+		// upload may take longer than response_timeout.
+		u.wait(time.Now(), p.cfg().ResponseTimeout, x.Door)
+	}
 	if err != nil {
 		if errors.Is(err, errClientBody) {
 			// A body with broken framing or past the size limit gets its
