@@ -172,5 +172,26 @@ func (c *conn) giveBack() {
 	id, pad := c.padID, c.padN
 	c.padID, c.padN = 0, 0
 	c.mu.Unlock()
-	c.writeCredit(id, conn, pad)
+	if pad > 0 {
+		// A stream's window only while it is open: no frame may follow
+		// relay's RST_STREAM, which is written under the write lock
+		// after the stream has left c.streams.
+		c.lockWrite()
+		c.mu.Lock()
+		st := c.streams[id]
+		open := st != nil && !st.remoteDone
+		c.mu.Unlock()
+		if !open {
+			pad = 0
+		}
+		if conn > 0 {
+			c.wfr.WriteWindowUpdate(0, uint32(conn))
+		}
+		if pad > 0 {
+			c.wfr.WriteWindowUpdate(id, uint32(pad))
+		}
+		c.unlockWrite()
+		return
+	}
+	c.writeCredit(0, conn, 0)
 }

@@ -457,11 +457,14 @@ func (c *conn) watch() {
 	case c.pingSent.IsZero():
 		c.pingSent = now
 		c.mu.Unlock()
+		// The PING's own flush is not the client's doing; a frame that
+		// arrives while it is written is.
+		read := c.frames.Load()
 		c.lockWrite()
 		c.wfr.WritePing(false, [8]byte{'r', 'e', 'l', 'a', 'y'})
 		c.unlockWrite()
 		c.mu.Lock()
-		c.framesSeen = c.life() // the PING's own flush is not the client's doing
+		c.framesSeen = read + c.flushes.Load()
 		c.mu.Unlock()
 		return
 	case now.Sub(c.pingSent) >= pingTimeout:
