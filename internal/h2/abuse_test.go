@@ -1,11 +1,15 @@
 package h2
 
 import (
+	"net"
 	"net/http"
 	"testing"
+	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"relay/internal/core"
 )
 
 // Rapid Reset (CVE-2023-44487): a client that opens streams and cancels
@@ -76,4 +80,69 @@ func TestRapidResetClosesTheConnection(t *testing.T) {
 			t.Fatalf("GOAWAY %+v after %d streams opened and cancelled; want ENHANCE_YOUR_CALM", g, (id-1)/2)
 		}
 	})
+}
+
+// A GOAWAY relay sends as it closes a connection at once (the Rapid Reset
+// rule's ENHANCE_YOUR_CALM) reaches the client, though other goroutines
+// wait to write. (A known bug: goAway leaves the flush of its GOAWAY to
+// the next writer in line, as unlockWrite does, and closes the connection
+// before that writer gets to it; TestRapidResetClosesTheConnection fails
+// now and then for it.) Here a write held at the client's socket makes
+// the GOAWAY, and then another frame, wait for the write side.
+func TestGoAwayGoesOutBeforeTheConnectionCloses(t *testing.T) {
+	knownBug(t, "goAway closes the connection with its GOAWAY still buffered when another writer waits")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	server, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := newGatedConn(server)
+	defer gate.reopen()
+	c := newConn(NewServer(core.New(core.Config{}), testBodyTime, testLimits(), nil), gate)
+	defer c.nc.Close()
+	ping := func(b byte) {
+		c.lockWrite()
+		c.wfr.WritePing(false, [8]byte{b})
+		c.unlockWrite()
+	}
+
+	gate.shut()
+	go ping('a')
+	await(t, gate.blocked, "a write held at the client's socket")
+	closed := make(chan struct{})
+	go func() {
+		c.goAway(http2.ErrCodeEnhanceYourCalm, false)
+		close(closed)
+	}()
+	waitUntil(t, "the GOAWAY waiting for the write side", func() bool { return c.writers.Load() == 1 })
+	go ping('b')
+	waitUntil(t, "another frame waiting behind it", func() bool { return c.writers.Load() == 2 })
+	gate.reopen()
+	await(t, closed, "the connection closed")
+
+	client.SetDeadline(time.Now().Add(ioTimeout))
+	fr := http2.NewFramer(nil, client)
+	var types []http2.FrameType
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("the connection ended (%v) after %v, with no GOAWAY", err, types)
+		}
+		types = append(types, f.Header().Type)
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			if g.ErrCode != http2.ErrCodeEnhanceYourCalm {
+				t.Errorf("GOAWAY %v, want ENHANCE_YOUR_CALM", g.ErrCode)
+			}
+			return
+		}
+	}
 }

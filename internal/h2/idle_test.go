@@ -1,6 +1,7 @@
 package h2
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"io"
@@ -11,6 +12,9 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"relay/internal/backend"
 )
 
 // idleFront serves a backend answering with h, under a short
@@ -236,4 +240,139 @@ func TestIdleWatchKeepsItsPaceAfterAPing(t *testing.T) {
 			}
 		}
 	})
+}
+
+// trickleReader reads at most per bytes every every: a client that takes
+// its response slowly but steadily.
+type trickleReader struct {
+	r     io.Reader
+	per   int
+	every time.Duration
+	next  time.Time
+}
+
+func (tr *trickleReader) Read(p []byte) (int, error) {
+	if d := time.Until(tr.next); d > 0 {
+		time.Sleep(d) // the client's pace
+	}
+	tr.next = time.Now().Add(tr.every)
+	return tr.r.Read(p[:min(len(p), tr.per)])
+}
+
+// slowReader is a client of f with windows as large as can be, which
+// asks for a response and then sends nothing, not even an answer to a
+// PING, and reads what comes per bytes every 50 ms. It calls check after
+// each frame, and fails on a PING, a GOAWAY, a reset or the end of the
+// connection, for as long as d. It returns how many body bytes it read.
+func slowReader(t *testing.T, f *front, per int, d time.Duration, check func(http2.Frame)) (took int) {
+	t.Helper()
+	rc := dialRaw(t, f.addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: maxWindow})
+	if err := rc.fr.WriteWindowUpdate(0, maxWindow-65535); err != nil {
+		t.Fatal(err)
+	}
+	rc.get(1, "/")
+	start := time.Now()
+	rc.nc.SetReadDeadline(start.Add(d + ioTimeout))
+	fr := http2.NewFramer(nil, bufio.NewReaderSize(&trickleReader{r: rc.nc, per: per, every: 50 * time.Millisecond}, per))
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	for time.Since(start) < d {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("the connection ended after %v, %d body bytes read: %v", time.Since(start).Round(time.Millisecond), took, err)
+		}
+		switch f := f.(type) {
+		case *http2.DataFrame:
+			took += len(f.Data())
+			if f.StreamEnded() {
+				t.Fatalf("the response ended after %d bytes: too short for the test", took)
+			}
+		case *http2.PingFrame:
+			t.Fatalf("relay PINGed a client taking its bytes, %v after it started reading (%d bytes)", time.Since(start).Round(time.Millisecond), took)
+		case *http2.GoAwayFrame:
+			t.Fatalf("GOAWAY %v after %v", f.ErrCode, time.Since(start).Round(time.Millisecond))
+		case *http2.RSTStreamFrame:
+			t.Fatalf("the stream was reset (%v) after %v", f.ErrCode, time.Since(start).Round(time.Millisecond))
+		}
+		if check != nil {
+			check(f)
+		}
+	}
+	return took
+}
+
+// pacedBackend answers with a body of 1 GiB, which it writes piece by
+// piece, one every every (0: as fast as it goes), and closes cut when
+// relay stops taking it.
+func pacedBackend(t *testing.T, piece int, every time.Duration, cut chan<- struct{}) *backend.Backend {
+	p := pattern(piece)
+	return newBackend(t, "a", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(1<<30))
+		for range (1 << 30) / piece {
+			if _, err := w.Write(p); err != nil {
+				if cut != nil {
+					close(cut)
+				}
+				return
+			}
+			if every > 0 {
+				w.(http.Flusher).Flush()
+				time.Sleep(every) // the backend's pace
+			}
+		}
+	})
+}
+
+// The bytes a client takes are a sign of life: a client that sends
+// nothing, not even an answer to a PING, while it reads a long response a
+// few KiB every 50 ms, as fast as the backend sends it, is not PINGed by
+// the idle watch, which would close it pingTimeout later.
+func TestClientTakingItsBytesIsNotPinged(t *testing.T) {
+	const idle = 200 * time.Millisecond
+	for _, tc := range []struct {
+		name  string
+		piece int           // the backend's writes
+		every time.Duration // and their pace
+		per   int           // what the client reads every 50 ms
+		bug   string
+	}{
+		{name: "small DATA frames", piece: 1 << 10, every: 20 * time.Millisecond, per: 4 << 10},
+		{name: "full-size DATA frames", piece: 32 << 10, every: 50 * time.Millisecond, per: 64 << 10,
+			bug: "a DATA frame of 16384 bytes is written around relay's write buffer, and such writes do not count as signs of life"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.bug != "" {
+				knownBug(t, tc.bug)
+			}
+			lim := testLimits()
+			lim.IdleTimeout = idle
+			f := startFrontWith(t, testBodyTime, lim, pacedBackend(t, tc.piece, tc.every, nil))
+			took := slowReader(t, f, tc.per, 4*time.Second, nil)
+			t.Logf("%d bytes taken in 4s", took)
+		})
+	}
+}
+
+// A client that reads its response slowly but steadily, a few KiB every
+// 50 ms, and sends nothing, is not closed while it reads, although a PING
+// relay sends it sits behind megabytes of its data. (A known bug: with
+// the kernel's socket buffers, a write to such a client completes only
+// once a large part of a buffer of up to several MiB has drained, which
+// it takes longer than pingTimeout to do; and full-size DATA frames do not
+// count as signs of life at all.)
+func TestSlowReaderIsNotClosed(t *testing.T) {
+	knownBug(t, "relay closes a client that reads steadily but slowly, pingTimeout after a PING stuck behind its data")
+	const idle = 200 * time.Millisecond
+	cut := make(chan struct{})
+	lim := testLimits()
+	lim.IdleTimeout = idle
+	f := startFrontWith(t, testBodyTime, lim, pacedBackend(t, 32<<10, 0, cut))
+	d := pingTimeout + 2*time.Second
+	took := slowReader(t, f, 4<<10, d, func(http2.Frame) {
+		select {
+		case <-cut:
+			t.Fatalf("relay closed the connection while its client was reading")
+		default:
+		}
+	})
+	t.Logf("%d bytes taken in %v", took, d)
 }

@@ -1,15 +1,21 @@
 package h2
 
 import (
+	"bufio"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/net/http2"
+
+	"relay/internal/backend"
 )
 
 // echoBackend answers with the length of the body it got and the body.
@@ -273,5 +279,122 @@ func TestMalformedRequestsAreReset(t *testing.T) {
 	}
 	if n := reached.Load(); n != 0 {
 		t.Errorf("%d requests reached the backend's handler, want none", n)
+	}
+}
+
+// headBackend is a backend that records the head of each request as its
+// bytes arrived, before any parser could refuse it, and answers each
+// with 200 and no body.
+func headBackend(t *testing.T) (*backend.Backend, <-chan string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	heads := make(chan string, 64)
+	var mu sync.Mutex
+	var conns []net.Conn
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(ioTimeout))
+				br := bufio.NewReader(c)
+				for {
+					var head strings.Builder
+					for {
+						line, err := br.ReadString('\n')
+						if err != nil {
+							return
+						}
+						if line == "\r\n" {
+							break
+						}
+						head.WriteString(line)
+					}
+					select {
+					case heads <- head.String():
+					default:
+					}
+					if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return backendAt(t, "http://"+ln.Addr().String()), heads
+}
+
+// The method, path and authority of an HTTP/2 request become the request
+// line and Host that relay sends upstream over HTTP/1.1, so they must
+// make a well-formed line and Host, as on relay's HTTP/1.1 door. A
+// method with a space or a tab (which would add words to the line), or
+// an authority with a space, a '/' or a '@', gets relay's 400 and never
+// reaches the backend; a valid authority arrives as Host.
+func TestRequestLineAndAuthorityAreChecked(t *testing.T) {
+	b, heads := headBackend(t)
+	f := startFront(t, b)
+	rc := dialRaw(t, f.addr)
+	const (
+		badMethod = "Bad Request: malformed method\n"
+		badHost   = "Bad Request: malformed Host header\n"
+	)
+	withAuthority := func(authority string) []string {
+		return []string{":method", "GET", ":scheme", "http", ":authority", authority, ":path", "/"}
+	}
+	id := uint32(1)
+	for _, tc := range []struct {
+		name   string
+		fields []string
+		want   string
+	}{
+		{"a method carrying a request line", request("GET /internal HTTP/1.1\tX:", "/"), badMethod},
+		{"a method with a space", request("GET /admin", "/"), badMethod},
+		{"a method with a tab", request("GE\tT", "/"), badMethod},
+		{"an authority with a space", withAuthority("relay.test evil.test"), badHost},
+		{"an authority with a slash", withAuthority("relay.test/evil"), badHost},
+		{"an authority with userinfo", withAuthority("user@relay.test"), badHost},
+		{"a host field with a space", []string{":method", "GET", ":scheme", "http", ":path", "/", "host", "relay.test evil.test"}, badHost},
+	} {
+		rc.writeHeaders(id, true, tc.fields...)
+		if r := rc.response(id); r.status != 400 || string(r.body) != tc.want {
+			t.Errorf("%s: status %d, body %q, reset %v (%v); want relay's 400 %q", tc.name, r.status, r.body, r.reset, r.code, tc.want)
+		}
+		id += 2
+	}
+	rc.writeHeaders(id, true, withAuthority("relay.test:8080")...)
+	if r := rc.response(id); r.status != 200 {
+		t.Fatalf("a valid request: status %d, body %q, reset %v (%v)", r.status, r.body, r.reset, r.code)
+	}
+	head := await(t, heads, "the valid request at the backend")
+	if !strings.HasPrefix(head, "GET / HTTP/1.1\r\n") || !strings.Contains(head, "\r\nHost: relay.test:8080\r\n") {
+		t.Errorf("the backend's first request head:\n%s\nwant the valid request, with Host: relay.test:8080", head)
+	}
+	select {
+	case h := <-heads:
+		t.Errorf("another request reached the backend:\n%s", h)
+	default:
 	}
 }

@@ -2,9 +2,11 @@ package h2
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -264,6 +266,115 @@ func TestShutdownClosesAConnectionWhosePrefaceArrivesAfterIt(t *testing.T) {
 	case <-ended:
 	case <-time.After(patience):
 		t.Errorf("the connection was still open %v after its GOAWAY", patience)
+	}
+	if err := await(t, stopped, "Shutdown"); err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+}
+
+// stuckWatch is relay's side of a client's connection; it reports, once,
+// that a write of relay's could not complete for stuckAfter: the
+// client's socket is full. The write then goes on waiting, as it would,
+// for up to ioTimeout.
+type stuckWatch struct {
+	*net.TCPConn
+	once  sync.Once
+	stuck chan<- struct{}
+}
+
+const stuckAfter = 200 * time.Millisecond
+
+func (c *stuckWatch) Write(p []byte) (int, error) {
+	c.TCPConn.SetWriteDeadline(time.Now().Add(stuckAfter))
+	n, err := c.TCPConn.Write(p)
+	c.TCPConn.SetWriteDeadline(time.Time{})
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		c.once.Do(func() { c.stuck <- struct{}{} })
+		var m int
+		c.TCPConn.SetWriteDeadline(time.Now().Add(ioTimeout))
+		m, err = c.TCPConn.Write(p[n:])
+		c.TCPConn.SetWriteDeadline(time.Time{})
+		n += m
+	}
+	return n, err
+}
+
+// Shutdown sends each connection its GOAWAY on its own: clients whose
+// stream is stuck writing a large response they never read, with the
+// write side of their connections held by it, must not hold up the
+// GOAWAY of the idle clients, which get theirs at once, well before
+// Shutdown's deadline.
+func TestShutdownIsNotHeldUpByClientsThatReadNothing(t *testing.T) {
+	const (
+		stuck  = 3
+		idle   = 12
+		prompt = 2 * time.Second // for an idle client's GOAWAY
+		bound  = 4 * prompt      // Shutdown's deadline
+	)
+	chunk := pattern(32 << 10)
+	b := newBackend(t, "big", func(w http.ResponseWriter, r *http.Request) {
+		for range 1 << 15 { // 1 GiB, far more than any socket holds
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	stuckConns := make(chan struct{}, stuck+idle)
+	f := startFrontOpts(t, testBodyTime, testLimits(), frontOptions{wrap: func(nc net.Conn) net.Conn {
+		return &stuckWatch{TCPConn: nc.(*net.TCPConn), stuck: stuckConns}
+	}}, b)
+
+	var readers []*rawConn
+	for range stuck {
+		rc := dialRaw(t, f.addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: maxWindow})
+		// A small buffer, which the kernel does not grow, fills sooner.
+		rc.nc.(*net.TCPConn).SetReadBuffer(64 << 10)
+		if err := rc.fr.WriteWindowUpdate(0, maxWindow-65535); err != nil {
+			t.Fatal(err)
+		}
+		rc.get(1, "/")
+		readers = append(readers, rc)
+	}
+	for range stuck {
+		await(t, stuckConns, "a connection whose client reads nothing filling up")
+	}
+	var idlers []*rawConn
+	for range idle {
+		rc := dialRaw(t, f.addr)
+		rc.sync() // relay serves the connection
+		idlers = append(idlers, rc)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	stopped := make(chan error, 1)
+	start := time.Now()
+	go func() { stopped <- f.srv.Shutdown(ctx) }()
+	for i, rc := range idlers {
+		rc.nc.SetReadDeadline(start.Add(prompt))
+		for {
+			fr, err := rc.read()
+			if err != nil {
+				t.Errorf("idle client %d: no GOAWAY %v after Shutdown started: %v", i, time.Since(start).Round(time.Millisecond), err)
+				break
+			}
+			if g, ok := fr.(*http2.GoAwayFrame); ok {
+				if g.ErrCode != http2.ErrCodeNo || g.LastStreamID != 0 {
+					t.Errorf("idle client %d: GOAWAY %v, last stream %d; want NO_ERROR, 0", i, g.ErrCode, g.LastStreamID)
+				}
+				break
+			}
+		}
+	}
+	select {
+	case err := <-stopped:
+		t.Errorf("Shutdown returned (%v) with streams still open", err)
+	default:
+	}
+	// The clients that read nothing go away: their streams fail, and
+	// Shutdown is done.
+	for _, rc := range readers {
+		rc.nc.Close()
 	}
 	if err := await(t, stopped, "Shutdown"); err != nil {
 		t.Errorf("Shutdown: %v", err)
