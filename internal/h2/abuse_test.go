@@ -84,13 +84,11 @@ func TestRapidResetClosesTheConnection(t *testing.T) {
 
 // A GOAWAY relay sends as it closes a connection at once (the Rapid Reset
 // rule's ENHANCE_YOUR_CALM) reaches the client, though other goroutines
-// wait to write. (A known bug: goAway leaves the flush of its GOAWAY to
-// the next writer in line, as unlockWrite does, and closes the connection
-// before that writer gets to it; TestRapidResetClosesTheConnection fails
-// now and then for it.) Here a write held at the client's socket makes
-// the GOAWAY, and then another frame, wait for the write side.
+// wait to write: goAway flushes it itself rather than leave the flush to
+// the next writer in line, as unlockWrite does, which would come after
+// the close. Here a write held at the client's socket makes the GOAWAY,
+// and then another frame, wait for the write side.
 func TestGoAwayGoesOutBeforeTheConnectionCloses(t *testing.T) {
-	knownBug(t, "goAway closes the connection with its GOAWAY still buffered when another writer waits")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -111,7 +111,7 @@ type conn struct {
 
 	// serve's goroutine only.
 	frames       atomic.Uint64 // frames read
-	flushes      atomic.Uint64 // flushes written (see life)
+	flushes      atomic.Uint64 // writes the connection took (see life)
 	sawSettings  bool
 	unackedSends int // SETTINGS relay sent that the client has not acknowledged
 }
@@ -133,7 +133,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c.fr.MaxHeaderListSize = 2 * uint32(s.lim.MaxHeaderBytes)
 	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	c.fr.SetReuseFrames()
-	c.bw = bufio.NewWriterSize(nc, writeBufferSize)
+	c.bw = bufio.NewWriterSize(countWrites{nc, &c.flushes}, writeBufferSize)
 	c.wfr = http2.NewFramer(c.bw, nil)
 	c.enc = hpack.NewEncoder(&c.hbuf)
 	// relay never adds to the client's dynamic table: a response's
@@ -451,7 +451,16 @@ func (c *conn) watch() {
 	}
 	c.timer.Reset(lim.IdleTimeout)
 	frames := c.life()
+	writing := !c.wmu.TryLock() // a write waits for the client to take bytes
+	if !writing {
+		c.wmu.Unlock()
+	}
 	switch {
+	case writing:
+		// The socket's WriteWait bounds a client that takes nothing;
+		// a slow one is not asked to answer a PING stuck behind the
+		// bytes it has yet to read.
+		c.framesSeen, c.pingSent = frames, time.Time{}
 	case frames != c.framesSeen:
 		c.framesSeen, c.pingSent = frames, time.Time{}
 	case c.pingSent.IsZero():
@@ -477,9 +486,23 @@ func (c *conn) watch() {
 }
 
 // life counts the client's signs of life: frames read from it, and
-// flushes that went through, which the connection takes only as fast as
-// the client reads (a client that stops reading blocks them).
+// writes the connection took, which it takes only as fast as the client
+// reads (a client that stops reading blocks them).
 func (c *conn) life() uint64 { return c.frames.Load() + c.flushes.Load() }
+
+// countWrites counts the writes that went through to the connection.
+type countWrites struct {
+	w io.Writer
+	n *atomic.Uint64
+}
+
+func (cw countWrites) Write(p []byte) (int, error) {
+	n, err := cw.w.Write(p)
+	if err == nil {
+		cw.n.Add(1)
+	}
+	return n, err
+}
 
 // shutdown sends GOAWAY: the streams open go on, no new one is served,
 // and the connection closes when the last one ends.
@@ -539,7 +562,7 @@ func (c *conn) goAway(code http2.ErrCode, linger bool) {
 	c.mu.Unlock()
 	c.lockWrite()
 	c.wfr.WriteGoAway(last, code, nil)
-	c.unlockWrite()
+	c.unlockWriteNow()
 	if linger {
 		c.nc.SetReadDeadline(time.Now().Add(goAwayLinger))
 		io.CopyN(io.Discard, c.br, lingerBytes)

@@ -314,7 +314,6 @@ func TestEndedStreamLeavesTheCountBeforeItsGoroutineIsDone(t *testing.T) {
 // at once, with a limit of one stream: two hundred requests in a row on
 // one connection all succeed.
 func TestNextStreamMayOpenAsSoonAsTheLastEnded(t *testing.T) {
-	knownBug(t, "relay closes a stream only after the frame that ends it has been flushed, so the client's next stream may find it still counted")
 	f, _, _ := limitFront(t)
 	rc := dialRaw(t, f.addr)
 	if _, ok := rc.next().(*http2.SettingsFrame); !ok {

@@ -324,12 +324,3 @@ func (g *gatedConn) Write(p []byte) (int, error) {
 	}
 	return g.Conn.Write(p)
 }
-
-// knownBug skips a test that shows a bug relay still has, unless
-// RELAY_H2_KNOWN_BUGS is set: the test fails until the bug is fixed.
-func knownBug(t *testing.T, bug string) {
-	t.Helper()
-	if os.Getenv("RELAY_H2_KNOWN_BUGS") == "" {
-		t.Skip("known bug, set RELAY_H2_KNOWN_BUGS=1 to run: " + bug)
-	}
-}

@@ -27,11 +27,16 @@ func (c *conn) lockWrite() {
 // unlockWrite flushes unless another writer is waiting to add its frames,
 // and lets it in. The first failed write closes the connection; the
 // buffer keeps its error, so nothing more is written.
-func (c *conn) unlockWrite() {
+func (c *conn) unlockWrite() { c.release(c.writers.Load() == 0) }
+
+// unlockWriteNow is unlockWrite that flushes whoever waits: what was
+// written must be out before the connection closes.
+func (c *conn) unlockWriteNow() { c.release(true) }
+
+func (c *conn) release(flush bool) {
 	var err error
-	if c.writers.Load() == 0 && c.bw.Buffered() > 0 {
+	if flush && c.bw.Buffered() > 0 {
 		err = c.bw.Flush()
-		c.flushes.Add(1)
 	}
 	first := err != nil && c.werr == nil
 	if first {
@@ -58,6 +63,9 @@ func (c *conn) respond(st *stream, status int, fields []h1.Field, length int64, 
 	if n > 0 {
 		c.wfr.WriteData(st.id, end && n == len(data), data[:n])
 	}
+	if end && n == len(data) {
+		c.ended(st)
+	}
 	err = c.werr
 	c.unlockWrite()
 	if err != nil {
@@ -68,9 +76,6 @@ func (c *conn) respond(st *stream, status int, fields []h1.Field, length int64, 
 	}
 	if n < len(data) {
 		return c.writeData(st, data[n:], end)
-	}
-	if end {
-		c.ended(st)
 	}
 	return nil
 }
@@ -87,15 +92,15 @@ func (c *conn) writeData(st *stream, p []byte, end bool) error {
 			return err
 		}
 		c.wfr.WriteData(st.id, end && n == len(p), p[:n])
+		if end && n == len(p) {
+			c.ended(st)
+		}
 		err = c.werr
 		c.unlockWrite()
 		if err != nil {
 			return err
 		}
 		p = p[n:]
-	}
-	if end {
-		c.ended(st)
 	}
 	return nil
 }
@@ -126,10 +131,12 @@ func (c *conn) unsend(n int) {
 	c.mu.Unlock()
 }
 
-// ended notes that st's response is complete. A stream whose client had
-// ended its side too is closed now rather than when its goroutine is
-// done, so that a client that has its answer may open the next stream at
-// once without finding the stream limit still full.
+// ended notes that st's response is complete; its last frame is written
+// but not yet flushed. A stream whose client had ended its side too is
+// closed now, before the client can see its end, rather than when its
+// goroutine is done, so that a client that has its answer may open the
+// next stream at once without finding the stream limit still full. wmu
+// is held.
 func (c *conn) ended(st *stream) {
 	st.ended = true
 	c.mu.Lock()
