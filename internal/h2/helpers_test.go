@@ -62,6 +62,27 @@ func deadBackend(t *testing.T) *backend.Backend {
 // each request it reads, for responses Go's server would not send.
 func rawBackend(t *testing.T, answer func(w *bufio.Writer, req *http.Request)) *backend.Backend {
 	t.Helper()
+	return connBackend(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		bw := bufio.NewWriter(c)
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			answer(bw, req)
+			if bw.Flush() != nil {
+				return
+			}
+		}
+	})
+}
+
+// connBackend is a backend on a loopback listener that serves each
+// connection with serve, within ioTimeout; the connections are closed
+// when the test ends.
+func connBackend(t *testing.T, serve func(c net.Conn)) *backend.Backend {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -94,18 +115,7 @@ func rawBackend(t *testing.T, answer func(w *bufio.Writer, req *http.Request)) *
 				defer wg.Done()
 				defer c.Close()
 				c.SetDeadline(time.Now().Add(ioTimeout))
-				br := bufio.NewReader(c)
-				bw := bufio.NewWriter(c)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					answer(bw, req)
-					if bw.Flush() != nil {
-						return
-					}
-				}
+				serve(c)
 			}()
 		}
 	}()

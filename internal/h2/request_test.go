@@ -8,10 +8,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"golang.org/x/net/http2"
 
@@ -287,64 +285,31 @@ func TestMalformedRequestsAreReset(t *testing.T) {
 // with 200 and no body.
 func headBackend(t *testing.T) (*backend.Backend, <-chan string) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	heads := make(chan string, 64)
-	var mu sync.Mutex
-	var conns []net.Conn
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	b := connBackend(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
 		for {
-			c, err := ln.Accept()
-			if err != nil {
+			var head strings.Builder
+			for {
+				line, err := br.ReadString('\n')
+				if err != nil {
+					return
+				}
+				if line == "\r\n" {
+					break
+				}
+				head.WriteString(line)
+			}
+			select {
+			case heads <- head.String():
+			default:
+			}
+			if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"); err != nil {
 				return
 			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(ioTimeout))
-				br := bufio.NewReader(c)
-				for {
-					var head strings.Builder
-					for {
-						line, err := br.ReadString('\n')
-						if err != nil {
-							return
-						}
-						if line == "\r\n" {
-							break
-						}
-						head.WriteString(line)
-					}
-					select {
-					case heads <- head.String():
-					default:
-					}
-					if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"); err != nil {
-						return
-					}
-				}
-			}()
 		}
-	}()
-	return backendAt(t, "http://"+ln.Addr().String()), heads
+	})
+	return b, heads
 }
 
 // The method, path and authority of an HTTP/2 request become the request
