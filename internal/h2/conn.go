@@ -76,6 +76,9 @@ type conn struct {
 	werr    error  // the first write error: nothing more is written
 	// peerFrame is the largest frame the client accepts.
 	peerFrame atomic.Uint32
+	// Signs of life for the idle watch (life): frames read, and writes
+	// the connection took.
+	frames, writes atomic.Uint64
 
 	// Streams and flow control, under mu.
 	mu       sync.Mutex
@@ -110,8 +113,6 @@ type conn struct {
 	padN  int64
 
 	// serve's goroutine only.
-	frames       atomic.Uint64 // frames read
-	flushes      atomic.Uint64 // writes the connection took (see life)
 	sawSettings  bool
 	unackedSends int // SETTINGS relay sent that the client has not acknowledged
 }
@@ -133,7 +134,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c.fr.MaxHeaderListSize = 2 * uint32(s.lim.MaxHeaderBytes)
 	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	c.fr.SetReuseFrames()
-	c.bw = bufio.NewWriterSize(countWrites{nc, &c.flushes}, writeBufferSize)
+	c.bw = bufio.NewWriterSize(countWrites{nc, &c.writes}, writeBufferSize)
 	c.wfr = http2.NewFramer(c.bw, nil)
 	c.enc = hpack.NewEncoder(&c.hbuf)
 	// relay never adds to the client's dynamic table: a response's
@@ -473,7 +474,7 @@ func (c *conn) watch() {
 		c.wfr.WritePing(false, [8]byte{'r', 'e', 'l', 'a', 'y'})
 		c.unlockWrite()
 		c.mu.Lock()
-		c.framesSeen = read + c.flushes.Load()
+		c.framesSeen = read + c.writes.Load()
 		c.mu.Unlock()
 		return
 	case now.Sub(c.pingSent) >= pingTimeout:
@@ -488,7 +489,7 @@ func (c *conn) watch() {
 // life counts the client's signs of life: frames read from it, and
 // writes the connection took, which it takes only as fast as the client
 // reads (a client that stops reading blocks them).
-func (c *conn) life() uint64 { return c.frames.Load() + c.flushes.Load() }
+func (c *conn) life() uint64 { return c.frames.Load() + c.writes.Load() }
 
 // countWrites counts the writes that went through to the connection.
 type countWrites struct {
