@@ -10,6 +10,7 @@ import (
 
 	"relay/internal/admin"
 	"relay/internal/config"
+	"relay/internal/fds"
 	"relay/internal/supervisor"
 )
 
@@ -26,7 +27,7 @@ type controlled struct {
 
 // startControl makes relay's control for cfg, loaded from src, starts the
 // active checks (one probe round first) and the admin listener.
-func startControl(f *flags, cfg *config.Config, src supervisor.ConfigSource, lg *logs) (*controlled, error) {
+func startControl(f *flags, cfg *config.Config, src supervisor.ConfigSource, lg *logs, budget *fds.Budget) (*controlled, error) {
 	log := lg.log
 	up := newUpstreams(cfg, log)
 	bs, err := buildBackends(cfg, func(n int) int { return n }, up)
@@ -35,7 +36,7 @@ func startControl(f *flags, cfg *config.Config, src supervisor.ConfigSource, lg 
 	}
 	ctl := supervisor.NewControl(src, bs, cfg.MaxEjectedPercent, log)
 	ctl.Prepare = up.plan
-	checks, err := startChecks(cfg, bs, ctl.HealthChanged, log)
+	checks, err := startChecks(cfg, bs, ctl.HealthChanged, budget, log)
 	if err != nil {
 		return nil, err
 	}

@@ -122,6 +122,13 @@ type relay struct {
 // listen. The process is killed at cleanup if it is still running.
 func launchRelay(t *testing.T, dir string, args ...string) *relay {
 	t.Helper()
+	return launchRelayUnder(t, dir, nil, args...)
+}
+
+// launchRelayUnder is launchRelay with relay started by the command in
+// wrap, such as prlimit, which execs it in its place.
+func launchRelayUnder(t *testing.T, dir string, wrap []string, args ...string) *relay {
+	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
 	}
@@ -131,7 +138,8 @@ func launchRelay(t *testing.T, dir string, args ...string) *relay {
 		// running side by side each take a free one.
 		args = append([]string{"-admin-listen=127.0.0.1:0"}, args...)
 	}
-	r.cmd = exec.Command(relayBin, args...)
+	argv := append(append(slices.Clone(wrap), relayBin), args...)
+	r.cmd = exec.Command(argv[0], argv[1:]...)
 	r.cmd.Dir = dir
 	// A race-enabled binary sleeps a second before exiting by default, which
 	// would count against relay's shutdown time.
@@ -166,7 +174,14 @@ func launchRelay(t *testing.T, dir string, args ...string) *relay {
 // stdout, failing the test if relay exits first.
 func startRelay(t *testing.T, dir string, args ...string) (*relay, logLine) {
 	t.Helper()
-	r := launchRelay(t, dir, args...)
+	return startRelayUnder(t, dir, nil, args...)
+}
+
+// startRelayUnder is startRelay with relay started by the command in
+// wrap (launchRelayUnder).
+func startRelayUnder(t *testing.T, dir string, wrap []string, args ...string) (*relay, logLine) {
+	t.Helper()
+	r := launchRelayUnder(t, dir, wrap, args...)
 	started, ok := r.waitLog(startTimeout, func(l logLine) bool { return l.Msg() == "relay started" })
 	if !ok {
 		t.Fatalf("relay %v did not report starting\nstdout:\n%s\nstderr:\n%s", args, r.stdout.text(), r.stderr.text())

@@ -212,7 +212,10 @@ func supervise(f *flags, cfg *config.Config, src supervisor.ConfigSource, args [
 	}
 	defer lg.close()
 	log, out := lg.log, lg.out
-	c, err := startControl(f, cfg, src, lg)
+	// The supervisor's own descriptors: health checks, the admin
+	// listener, etcd.
+	budget := supervisor.RaiseFileLimit(log, cfg.MaxConnections)
+	c, err := startControl(f, cfg, src, lg, budget)
 	if err != nil {
 		return err
 	}
@@ -283,6 +286,7 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 	}
 	defer lg.close()
 	log, out := lg.log, lg.out
+	budget := supervisor.RaiseFileLimit(log, cfg.MaxConnections)
 
 	var c *controlled // alone: the control, in this process
 	var d *doors
@@ -300,7 +304,7 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 		if d, err = listen(cfg); err != nil {
 			return err
 		}
-		if c, err = startControl(f, cfg, src, lg); err != nil {
+		if c, err = startControl(f, cfg, src, lg, budget); err != nil {
 			d.close()
 			return err
 		}
@@ -336,7 +340,7 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 		defer access.Close()
 	}
 	pcfg := proxy.ConfigFrom(cfg)
-	pcfg.AccessLog, pcfg.Logger = access, log
+	pcfg.AccessLog, pcfg.Logger, pcfg.Descriptors = access, log, budget
 	pcfg.Pool.MaxRequests = share(pcfg.Pool.MaxRequests)
 	// A breaker that opens or closes here does so in every process; the
 	// control decides and logs it.
@@ -498,8 +502,7 @@ type logs struct {
 }
 
 // openLog opens relay's log: file, or stdout when file is "", and a logger
-// at the configured level writing to it, then raises the open-file limit,
-// warning through that logger. A supervisor (shared) writes the file
+// at the configured level writing to it. A supervisor (shared) writes the file
 // through an Appender beside its processes, serialising its own writers,
 // and rotates it for them all.
 func openLog(cfg *config.Config, file string, stdout io.Writer, shared bool) (*logs, error) {
@@ -529,7 +532,6 @@ func openLog(cfg *config.Config, file string, stdout io.Writer, shared bool) (*l
 		l.out = &supervisor.LockedWriter{W: l.out}
 	}
 	l.log = logging.NewLogger(l.out, l.level)
-	supervisor.RaiseFileLimit(l.log, cfg.MaxConnections)
 	return l, nil
 }
 

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"relay/internal/backend"
+	"relay/internal/fds"
 	"relay/internal/h1"
 	"relay/internal/logging"
 	"relay/internal/stats"
@@ -49,6 +50,9 @@ type Config struct {
 	// HoldBodyBytes is the longest Content-Length whose body is read whole
 	// before a backend is picked; 0 holds none but empty ones.
 	HoldBodyBytes int64
+	// Descriptors is the process's budget of file descriptors, which
+	// every upstream connection takes a place in; nil has no bound.
+	Descriptors *fds.Budget
 }
 
 // Core forwards requests to pools of backends. Create it with New and give
@@ -56,6 +60,7 @@ type Config struct {
 type Core struct {
 	cfg          Config
 	upstreamBufs *h1.BufferPool // read buffers of upstream connections
+	shortLog                    // warnings that descriptors ran out
 
 	mu    sync.Mutex
 	pools map[string]*Pool
@@ -114,6 +119,10 @@ func (c *Core) NewPeer(addr netip.AddrPort, tls bool) Peer {
 	addr = netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port())
 	return Peer{Addr: addr, Text: addr.Addr().AppendTo(nil), Trusted: c.trusts(addr.Addr()), TLS: tls}
 }
+
+// Descriptors returns the process's budget of file descriptors (nil: no
+// bound), which front doors consult before taking on new work.
+func (c *Core) Descriptors() *fds.Budget { return c.cfg.Descriptors }
 
 // route returns the pool that serves x.
 func (c *Core) route(*Exchange) *Pool { return c.def }

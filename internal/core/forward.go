@@ -9,6 +9,7 @@ import (
 
 	"relay/internal/backend"
 	"relay/internal/balance"
+	"relay/internal/fds"
 )
 
 // verdict is what an attempt on one backend came to.
@@ -274,7 +275,7 @@ func (p *Pool) try(snap *snapshot, b *backend.Backend, x *Exchange, now time.Tim
 	if reused && !idempotent && !u.alive() {
 		// A request that cannot be sent twice must not go out on a
 		// connection the backend has already closed.
-		u.conn.Close()
+		u.close()
 		if u, err = cs.dial(); err != nil {
 			return p.unreachable(b, x, err)
 		}
@@ -288,7 +289,7 @@ func (p *Pool) try(snap *snapshot, b *backend.Backend, x *Exchange, now time.Tim
 	// connection lost after sending it most likely delivered it: only
 	// idempotent requests are sent again.
 	if end == staleConn && reused && idempotent && x.replayable() {
-		u.conn.Close()
+		u.close()
 		if u, err = cs.dial(); err != nil {
 			return p.unreachable(b, x, err)
 		}
@@ -297,7 +298,7 @@ func (p *Pool) try(snap *snapshot, b *backend.Backend, x *Exchange, now time.Tim
 	if end == reuseConn {
 		cs.put(u, now)
 	} else {
-		u.conn.Close()
+		u.close()
 	}
 	return a
 }
@@ -305,6 +306,12 @@ func (p *Pool) try(snap *snapshot, b *backend.Backend, x *Exchange, now time.Tim
 // unreachable records a failed dial to b. Nothing was sent, so the request
 // may go to another backend if its body can still be sent.
 func (p *Pool) unreachable(b *backend.Backend, x *Exchange, err error) attempt {
+	if fds.IsExhaustion(err) {
+		// relay's own shortage: the backend is not to blame, and another
+		// backend would need a descriptor too.
+		p.core.ShortOfDescriptors(err)
+		return attempt{verdict: failed, status: 503, msg: fds.ErrSpent.Error(), health: unjudged}
+	}
 	p.core.cfg.Logger.Warn("backend unreachable", "backend", b.Name, "err", err)
 	a := attempt{verdict: failed, status: 502, msg: msgUnreachable, health: faulted, fault: "unreachable: " + err.Error()}
 	if x.replayable() {

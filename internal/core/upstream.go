@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"relay/internal/backend"
+	"relay/internal/fds"
 	"relay/internal/h1"
 	"relay/internal/rawio"
 )
@@ -45,6 +46,9 @@ type upstream struct {
 	// client is still there.
 	until time.Time
 	door  Responder
+	// fds is the budget the connection's descriptor counts against,
+	// given back when it closes.
+	fds *fds.Budget
 }
 
 // conns holds idle connections to one backend. The most recently used is
@@ -55,6 +59,7 @@ type conns struct {
 	b      *backend.Backend
 	conf   *atomic.Pointer[settings] // the pool's
 	bufs   *h1.BufferPool
+	fds    *fds.Budget // the process's descriptors; nil: no bound
 	mu     sync.Mutex
 	idle   []*upstream // oldest first
 	reaper *time.Timer // armed while idle is not empty
@@ -62,8 +67,8 @@ type conns struct {
 	closed bool
 }
 
-func newConns(b *backend.Backend, conf *atomic.Pointer[settings], bufs *h1.BufferPool) *conns {
-	return &conns{b: b, conf: conf, bufs: bufs}
+func newConns(b *backend.Backend, conf *atomic.Pointer[settings], bufs *h1.BufferPool, budget *fds.Budget) *conns {
+	return &conns{b: b, conf: conf, bufs: bufs, fds: budget}
 }
 
 // cfg returns the pool's settings now.
@@ -81,7 +86,7 @@ func (p *conns) get(now time.Time) (u *upstream, reused bool, err error) {
 			p.mu.Unlock()
 			return u, true, nil
 		}
-		u.conn.Close()
+		u.close()
 	}
 	p.mu.Unlock()
 	u, err = p.dial()
@@ -89,8 +94,24 @@ func (p *conns) get(now time.Time) (u *upstream, reused bool, err error) {
 }
 
 // dial connects to the backend, TLS handshake included, within the
-// connect timeout.
+// connect timeout. Its descriptor takes a place in the process's budget
+// first: without one, or when the system refuses a socket, the error is
+// relay's shortage (fds.IsExhaustion), not the backend's fault.
 func (p *conns) dial() (*upstream, error) {
+	if !p.fds.Take() {
+		return nil, fds.ErrSpent
+	}
+	u, err := p.connect()
+	if err != nil {
+		p.fds.Give()
+		return nil, err
+	}
+	u.fds = p.fds
+	return u, nil
+}
+
+// connect dials the backend and runs the TLS handshake of an https one.
+func (p *conns) connect() (*upstream, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg().ConnectTimeout)
 	defer cancel()
 	dial := p.cfg().Dial
@@ -133,7 +154,7 @@ func (p *conns) put(u *upstream, now time.Time) {
 	p.mu.Lock()
 	if p.closed || len(p.idle) >= p.cfg().MaxIdlePerBackend {
 		p.mu.Unlock()
-		u.conn.Close()
+		u.close()
 		return
 	}
 	p.idle = append(p.idle, u)
@@ -172,7 +193,7 @@ func (p *conns) reap() {
 	}
 	p.mu.Unlock()
 	for _, u := range expired {
-		u.conn.Close()
+		u.close()
 	}
 }
 
@@ -186,8 +207,15 @@ func (p *conns) close() {
 	}
 	p.mu.Unlock()
 	for _, u := range idle {
-		u.conn.Close()
+		u.close()
 	}
+}
+
+// close closes the connection and gives its descriptor's place back.
+func (u *upstream) close() {
+	u.conn.Close()
+	u.fds.Give()
+	u.fds = nil
 }
 
 // send queues a complete request to be written by the next Read, inside the

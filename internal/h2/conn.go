@@ -89,6 +89,7 @@ type conn struct {
 	recvWin  int64 // what the client may still send on the connection
 	unacked  int64 // consumed connection window not yet given back
 	running  int   // stream goroutines that have not returned
+	tails    int64 // response bytes streams hold for the client (tail.go)
 	opened   int   // streams opened, for the Rapid Reset rule
 	early    int   // of those, cancelled by the client before an answer
 	idleFrom time.Time

@@ -46,6 +46,17 @@ func (st *stream) Respond(resp *h1.Response, rb *core.ResponseBody) (n int64, re
 	}
 	p := rb.Prefix()
 	done := rb.Done()
+	if !done && resp.Body == h1.BodyLength && resp.ContentLength <= readAheadBytes && c.short(st, resp.ContentLength) {
+		// The client will not take the body at once: read it whole, so
+		// that the backend connection is not held while it waits.
+		body, ok, err := st.readAhead(p, rb, resp.ContentLength)
+		if err != nil {
+			return int64(len(p)), err, nil // the stream is reset (finish)
+		}
+		if ok {
+			p, done = body, true
+		}
+	}
 	if err := c.respond(st, resp.Status, resp.Fields, length, p, done); err != nil || done {
 		return int64(len(p)), nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"relay/internal/backend"
 	"relay/internal/config"
 	"relay/internal/core"
+	"relay/internal/fds"
 	"relay/internal/testaddr"
 )
 
@@ -161,13 +162,15 @@ type frontOptions struct {
 	// wrap stands in for each accepted connection before relay serves
 	// it, to watch or hold what relay writes.
 	wrap func(net.Conn) net.Conn
+	// descriptors is the core's budget of file descriptors.
+	descriptors *fds.Budget
 }
 
 // startFrontOpts is startFrontWith with the changes in o.
 func startFrontOpts(t *testing.T, bt core.BodyTime, lim Limits, o frontOptions, bs ...*backend.Backend) *front {
 	t.Helper()
 	d := config.Default()
-	c := core.New(core.Config{})
+	c := core.New(core.Config{Descriptors: o.descriptors})
 	pc := core.PoolConfig{
 		Name: "default", Algorithm: "round-robin", Retries: d.Retries,
 		ConnectTimeout: d.ConnectTimeout, ResponseTimeout: d.ResponseTimeout,

@@ -43,6 +43,13 @@ type stream struct {
 	stalled       bool      // waited for window for IdleTimeout
 
 	// The stream's goroutine only.
+	// tail is the rest of a complete response, written once the core has
+	// let go of its backend connection (tail.go); buf holds it, and held
+	// is what the stream holds of the connection's bound on such bytes.
+	tail     []byte
+	tailEnd  bool
+	buf      []byte
+	held     int64
 	answered bool // the response's HEADERS went out
 	ended    bool // END_STREAM went out
 	sent100  bool
@@ -94,11 +101,12 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		c.mu.Unlock()
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
 	}
-	if len(c.streams) >= c.srv.lim.MaxConcurrentStreams {
+	if len(c.streams) >= c.srv.lim.MaxConcurrentStreams || c.srv.core.Descriptors().Short() {
 		c.mu.Unlock()
 		// REFUSED_STREAM tells the client nothing was done, so it may
 		// try again: it may not know the limit yet, or have seen the
-		// end of a stream relay has not quite closed.
+		// end of a stream relay has not quite closed; or relay has no
+		// descriptor for a backend connection now (package fds).
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
 	}
 	if c.running >= runningPerStream*c.srv.lim.MaxConcurrentStreams {
@@ -235,6 +243,7 @@ func (st *stream) run() {
 		}
 		c.srv.core.Forward(&st.x)
 	}
+	st.writeTail()
 	st.finish()
 }
 

@@ -75,6 +75,9 @@ func (c *conn) respond(st *stream, status int, fields []h1.Field, length int64, 
 		st.answered = true
 	}
 	if n < len(data) {
+		if end && c.keep(st, data[n:], end) {
+			return nil // written once the core is done (tail.go)
+		}
 		return c.writeData(st, data[n:], end)
 	}
 	return nil

@@ -7,9 +7,11 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"relay/internal/backend"
+	"relay/internal/fds"
 )
 
 // maxParallel bounds the probes CheckAll runs at once, so a start-up check of
@@ -31,6 +33,8 @@ type Checker struct {
 	log      *slog.Logger
 	bufs     *sync.Pool    // answer readers of HTTP probes
 	firsts   chan struct{} // bounds the first probes of added targets to maxParallel
+	fds      *fds.Budget   // the descriptors probes take; nil: no bound
+	short    atomic.Int64  // when a probe last found no descriptor, Unix ns
 
 	mu      sync.Mutex         // guards targets, order, started, stopped and ctx
 	targets map[string]*target // by backend name
@@ -48,6 +52,10 @@ type Checker struct {
 type target struct {
 	probe func(ctx context.Context) error
 	close func() // closes what the probe keeps between runs; may be nil
+	// keeps says the probe keeps its connection between runs, and with it
+	// the place it took in the descriptor budget; place says it holds one.
+	keeps bool
+	place atomic.Bool
 
 	mu      sync.Mutex
 	b       *backend.Backend // the backend's current value (Set may replace it)
@@ -106,7 +114,7 @@ func (c *Checker) newTarget(b *backend.Backend) *target {
 		t.probe = func(ctx context.Context) error { return tcpProbe(ctx, b) }
 	default:
 		h := newHTTPCheck(b, c.cfg.Path, c.cfg.ReuseConnection, c.bufs)
-		t.probe, t.close = h.probe, h.closeIdle
+		t.probe, t.close, t.keeps = h.probe, h.closeIdle, c.cfg.ReuseConnection
 	}
 	return t
 }
@@ -268,6 +276,7 @@ func (c *Checker) retire(t *target) {
 	if t.close != nil {
 		t.close()
 	}
+	c.givePlace(t)
 }
 
 // Set makes bs the checked backends, matched by name (the first of each
@@ -328,6 +337,7 @@ func (c *Checker) Stop() {
 		if t.close != nil {
 			t.close()
 		}
+		c.givePlace(t)
 	}
 }
 
@@ -355,13 +365,23 @@ func (c *Checker) loop(ctx context.Context, t *target, offset time.Duration) {
 
 // check runs one probe and records its result against rise and fall.
 func (c *Checker) check(ctx context.Context, t *target, rise, fall int) {
+	if !c.takePlace(t) {
+		return
+	}
 	pctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	start := time.Now()
 	err := t.probe(pctx)
 	took := time.Since(start)
 	cancel()
+	if !t.keeps {
+		c.givePlace(t)
+	}
 	if ctx.Err() != nil {
 		return // the checker is stopping: the failure is ours, not the backend's
+	}
+	if fds.IsExhaustion(err) {
+		c.noPlace(t, err) // relay's shortage, not the backend's failure
+		return
 	}
 	t.backend().Checks.Observe(err == nil, took)
 	c.record(t, err, rise, fall)

@@ -1,6 +1,10 @@
 package health
 
-import "log/slog"
+import (
+	"log/slog"
+
+	"relay/internal/fds"
+)
 
 // Option changes a Checker built by New. A nil argument keeps the default.
 type Option func(*Checker)
@@ -42,4 +46,12 @@ func WithRand(randN func(n int64) int64) Option {
 			c.randN = randN
 		}
 	}
+}
+
+// WithDescriptors has every probe take its descriptor from b, the
+// process's budget (package fds). A backend whose probe finds no place is
+// not probed until one is free, and keeps its state: relay's shortage is
+// not the backend's failure. nil, the default, bounds nothing.
+func WithDescriptors(b *fds.Budget) Option {
+	return func(c *Checker) { c.fds = b }
 }

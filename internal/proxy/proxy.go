@@ -19,6 +19,7 @@ import (
 	"relay/internal/backend"
 	"relay/internal/config"
 	"relay/internal/core"
+	"relay/internal/fds"
 	"relay/internal/h1"
 	"relay/internal/logging"
 )
@@ -60,6 +61,10 @@ type Config struct {
 	AccessLog *logging.AccessLog
 	// Logger receives errors and events; nil discards them.
 	Logger *slog.Logger
+	// Descriptors is the process's budget of file descriptors: every
+	// client connection and every upstream connection takes a place in
+	// it (package fds); nil has no bound.
+	Descriptors *fds.Budget
 
 	// restAfter is how long an idle keep-alive connection waits on the
 	// goroutine that served it (clientConn.awaitHead); 0 means
@@ -156,7 +161,7 @@ type Proxy struct {
 func New(cfg Config, bs []*backend.Backend) (*Proxy, error) {
 	ferr := cfg.validate()
 	c := core.New(core.Config{TrustedProxies: cfg.TrustedProxies, AccessLog: cfg.AccessLog, Logger: cfg.Logger,
-		MaxBodyBytes: cfg.MaxBodyBytes, HoldBodyBytes: cfg.BodyBufferBytes})
+		MaxBodyBytes: cfg.MaxBodyBytes, HoldBodyBytes: cfg.BodyBufferBytes, Descriptors: cfg.Descriptors})
 	if cfg.Pool.Name == "" {
 		cfg.Pool.Name = DefaultPool
 	}

@@ -4,11 +4,14 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"relay/internal/core"
+	"relay/internal/fds"
 	"relay/internal/stats"
 )
 
@@ -87,10 +90,16 @@ func (p *Proxy) serve(ln net.Listener, tc *tls.Config) error {
 		}
 		backoff = 0
 		s.accepted.Add(1)
+		if !p.cfg.Descriptors.Take() {
+			p.refuse(c, tc != nil)
+			s.release()
+			continue
+		}
 		cc := newClientConn(p, c, tc)
 		if !s.track(cc) {
 			c.Close()
 			s.release()
+			p.cfg.Descriptors.Give()
 			continue
 		}
 		go cc.serve()
@@ -118,15 +127,36 @@ func (s *server) forget(cc *clientConn) {
 	last := len(s.conns) == 0 && s.done != nil
 	s.mu.Unlock()
 	s.release()
+	s.p.cfg.Descriptors.Give()
 	if last {
 		close(s.done)
 	}
 }
 
+// release gives back a connection's slot under the cap.
 func (s *server) release() {
 	if s.slots != nil {
 		<-s.slots
 	}
+}
+
+// refused503 is the whole answer to a client connection relay has no
+// descriptor for.
+const refused503 = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n" +
+	"Retry-After: " + core.RetryAfter + "\r\nConnection: close\r\nContent-Length: 34\r\n\r\n" +
+	"relay is out of file descriptors\r\n"
+
+// refuse ends a connection accepted while the process's descriptor budget
+// is spent, so that accepting never fails for want of one (EMFILE) and the
+// listener keeps taking and answering clients: a cleartext client is told
+// 503 if its socket takes the answer at once, a TLS one is closed.
+func (p *Proxy) refuse(c net.Conn, isTLS bool) {
+	p.core.ShortOfDescriptors(fds.ErrSpent)
+	if !isTLS {
+		c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+		io.WriteString(c, refused503)
+	}
+	c.Close()
 }
 
 // Connections returns the number of open client connections.
