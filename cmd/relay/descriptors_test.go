@@ -116,7 +116,7 @@ func TestDescriptorsRunningShortRefuseWorkNotListeners(t *testing.T) {
 func startLimitedRelay(t *testing.T, processes int, b *backendServer) (*relay, string) {
 	t.Helper()
 	file := writeConfig(t, fmt.Sprintf("h2c: true\nmax_connections: 1000\nprocesses: %d\n", processes)+
-		"health_check_interval: 200ms\nhealth_check_timeout: 150ms\n"+backendsYAML([]string{b.url}))
+		backendsYAML([]string{b.url}))
 	r, started := startRelayUnder(t, "", []string{"prlimit", fmt.Sprintf("--nofile=%d:%d", fdLimit, fdLimit)}, "-config", file)
 	return r, "http://" + started.Str("admin")
 }
