@@ -24,7 +24,8 @@ func adminOf(t *testing.T, started logLine) string {
 }
 
 // adminCall sends method path (with a JSON body when body is not "") to the
-// admin listener and decodes the JSON answer.
+// admin listener and decodes the JSON answer. A call that changes
+// something says it is JSON, body or not, as the admin listener requires.
 func adminCall(t *testing.T, admin, method, path, body string) (int, map[string]any) {
 	t.Helper()
 	var rd io.Reader
@@ -34,6 +35,9 @@ func adminCall(t *testing.T, admin, method, path, body string) (int, map[string]
 	req, err := http.NewRequest(method, admin+path, rd)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if method != "GET" && method != "HEAD" {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
