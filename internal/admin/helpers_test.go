@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,6 +32,9 @@ type testAdmin struct {
 	ctl     *supervisor.Control
 	srv     *httptest.Server
 	reloads atomic.Int32
+
+	mu   sync.Mutex
+	seen []string // "METHOD PATH STATUS" of every request answered
 }
 
 // newAdmin serves Handler(o) on 127.0.0.1 with a control holding
@@ -54,10 +58,39 @@ func newAdmin(t *testing.T, o Options) *testAdmin {
 		a.reloads.Add(1)
 		return 2, nil
 	}
-	a.srv = httptest.NewServer(Handler(o))
+	h := Handler(o)
+	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &recorder{ResponseWriter: w, code: http.StatusOK}
+		h.ServeHTTP(rec, r)
+		a.mu.Lock()
+		a.seen = append(a.seen, fmt.Sprintf("%s %s %d", r.Method, r.URL.Path, rec.code))
+		a.mu.Unlock()
+	}))
 	t.Cleanup(a.srv.Close)
 	return a
 }
+
+// served lists the requests the admin listener answered, each as
+// "METHOD PATH STATUS".
+func (a *testAdmin) served() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.seen)
+}
+
+// recorder notes the status a handler answered.
+type recorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (r *recorder) WriteHeader(code int) {
+	r.code = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 // port is the port the admin listener is bound to.
 func (a *testAdmin) port() string { return strconv.Itoa(a.srv.Listener.Addr().(*net.TCPAddr).Port) }
