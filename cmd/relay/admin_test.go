@@ -458,6 +458,7 @@ func TestAdminRefusesOtherSitesAndNames(t *testing.T) {
 	}{
 		{"GET", "/api/backends", "attacker.test:" + port, nil, 421, `Host "attacker.test:` + port + `" does not name this admin listener`},
 		{"GET", "/metrics", "attacker.test:" + port, nil, 421, "admin_allowed_hosts"},
+		{"GET", "/healthz", "attacker.test", nil, 421, "Use the listener's address (localhost:" + port + ")"},
 		{"POST", drain, "attacker.test:" + port, []string{"Content-Type", "application/json"}, 421, "DNS rebinding"},
 		{"POST", drain, "127.0.0.1:" + port, []string{"Content-Type", "application/json", "Origin", "http://127.0.0.1:8000"}, 403, "web pages on other origins"},
 		{"POST", drain, "127.0.0.1:" + port, []string{"Content-Type", "application/json", "Sec-Fetch-Site", "same-site"}, 403, "web pages on other origins"},

@@ -41,12 +41,21 @@ type hostRules struct {
 	// exact are the configured HOST:PORT entries, as written in a Host
 	// header.
 	exact map[string]bool
+	// use is the address a refusal tells the client to use instead.
+	use string
 }
 
 // newHostRules reads admin_allowed_hosts entries (HOST or HOST:PORT, in
-// config.ParseAllowedHost's form).
-func newHostRules(allowed []string) *hostRules {
-	h := &hostRules{names: map[string]bool{}, exact: map[string]bool{}}
+// config.ParseAllowedHost's form); addr is the address the listener is
+// bound to, "" when unknown.
+func newHostRules(allowed []string, addr string) *hostRules {
+	h := &hostRules{names: map[string]bool{}, exact: map[string]bool{}, use: "such as 127.0.0.1:9901 or localhost:9901"}
+	if host, port, err := net.SplitHostPort(addr); err == nil {
+		if a, err := netip.ParseAddr(host); err == nil && (a.IsUnspecified() || a.IsLoopback()) {
+			host = "localhost" // what an operator on this machine types
+		}
+		h.use = net.JoinHostPort(host, port)
+	}
 	for _, e := range allowed {
 		e = strings.ToLower(e)
 		if _, _, err := net.SplitHostPort(e); err == nil {
@@ -136,7 +145,7 @@ func browserGuard(h *hostRules, next http.Handler) http.Handler {
 		if !h.allows(r.Host, localAddr(r)) {
 			writeError(w, http.StatusMisdirectedRequest, "Host "+quote(shorten(r.Host))+" does not name this admin listener; "+
 				"relay refuses it so that no web page can reach the admin API through DNS rebinding. "+
-				"Use the listener's address (such as 127.0.0.1:9901 or localhost:9901), or list the name in admin_allowed_hosts")
+				"Use the listener's address ("+h.use+"), or list the name in admin_allowed_hosts")
 			return
 		}
 		if r.Method == http.MethodOptions {

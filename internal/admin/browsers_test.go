@@ -65,7 +65,7 @@ func TestHostMustNameTheListener(t *testing.T) {
 // TestHostRulesOnOtherAddresses covers what a loopback test listener
 // cannot: connections arriving on a non-loopback address.
 func TestHostRulesOnOtherAddresses(t *testing.T) {
-	h := newHostRules([]string{"relay-admin.internal", "[fd00::9]:9901"})
+	h := newHostRules([]string{"relay-admin.internal", "[fd00::9]:9901"}, "")
 	pod := netip.MustParseAddr("10.0.0.5")
 	for _, tt := range []struct {
 		host  string

@@ -38,6 +38,9 @@ type Options struct {
 	Pool, Algorithm string
 	// Log receives the admin listener's own errors.
 	Log *slog.Logger
+
+	// addr is the address Start bound, which refusals name.
+	addr string
 }
 
 // Server is a running admin listener.
@@ -72,7 +75,7 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no admin endpoint "+r.Method+" "+r.URL.Path+"; see README, Operations")
 	})
-	return browserGuard(newHostRules(o.AllowedHosts), tokenGuard(o.Token, mux))
+	return browserGuard(newHostRules(o.AllowedHosts, o.addr), tokenGuard(o.Token, mux))
 }
 
 // Start listens on addr and serves the admin routes until Shutdown.
@@ -88,7 +91,8 @@ func Start(addr string, o Options) (*Server, error) {
 			o.AllowedHosts = append(slices.Clip(o.AllowedHosts), host)
 		}
 	}
-	s := &Server{addr: ln.Addr().String(), srv: &http.Server{
+	o.addr = ln.Addr().String()
+	s := &Server{addr: o.addr, srv: &http.Server{
 		Handler:           Handler(o),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
