@@ -27,8 +27,9 @@ import (
 //     to localhost:9901;
 //   - a request that changes something (any method but GET and HEAD)
 //     must be Content-Type: application/json, which a page on another
-//     origin cannot send without the preflight relay refuses; a form or
-//     a no-cors fetch can only send text/plain, a form or multipart.
+//     origin cannot send without the preflight relay refuses (a form or
+//     a no-cors fetch can only send text/plain, url-encoded or multipart
+//     bodies).
 
 // maxShown bounds how much of a refused header value an error repeats.
 const maxShown = 100
