@@ -24,7 +24,8 @@ func adminOf(t *testing.T, started logLine) string {
 }
 
 // adminCall sends method path (with a JSON body when body is not "") to the
-// admin listener and decodes the JSON answer.
+// admin listener and decodes the JSON answer. A call that changes
+// something says it is JSON, body or not, as the admin listener requires.
 func adminCall(t *testing.T, admin, method, path, body string) (int, map[string]any) {
 	t.Helper()
 	var rd io.Reader
@@ -34,6 +35,9 @@ func adminCall(t *testing.T, admin, method, path, body string) (int, map[string]
 	req, err := http.NewRequest(method, admin+path, rd)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if method != "GET" && method != "HEAD" {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -406,5 +410,71 @@ func TestAdminTokenGuardsEveryEndpoint(t *testing.T) {
 	code, _, stderr := runRelay(t, "-admin-listen", "0.0.0.0:0", "-config", writeConfig(t, backendsYAML([]string{b.url})))
 	if code != 1 || !strings.Contains(stderr, "needs admin_token") {
 		t.Fatalf("beyond loopback without a token: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestAdminRefusesOtherSitesAndNames: relay's admin listener, on loopback
+// without a token, answers its own address and the names admin_allowed_hosts
+// lists; a Host naming anything else gets 421 (DNS rebinding), another
+// page's Origin 403, and a change that does not say it is JSON 415; none of
+// them changes anything.
+func TestAdminRefusesOtherSitesAndNames(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t, nil)
+	_, started := startRelay(t, "", "-config", writeConfig(t, "admin_allowed_hosts: [relay-admin.test]\n"+backendsYAML([]string{b.url})))
+	admin := adminOf(t, started)
+	port := portOf(t, started.Str("admin"))
+	drain := "/api/backends/" + url.PathEscape(b.url) + "/drain"
+	send := func(method, path, host string, header ...string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, admin+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var v map[string]any
+		json.NewDecoder(resp.Body).Decode(&v)
+		msg, _ := v["error"].(string)
+		return resp.StatusCode, msg
+	}
+	for _, host := range []string{"127.0.0.1:" + port, "localhost:" + port, "relay-admin.test:" + port} {
+		if code, msg := send("GET", "/api/backends", host); code != 200 {
+			t.Errorf("GET /api/backends with Host %s: %d %s", host, code, msg)
+		}
+	}
+	for _, c := range []struct {
+		method, path, host string
+		header             []string
+		code               int
+		msg                string
+	}{
+		{"GET", "/api/backends", "attacker.test:" + port, nil, 421, `Host "attacker.test:` + port + `" does not name this admin listener`},
+		{"GET", "/metrics", "attacker.test:" + port, nil, 421, "admin_allowed_hosts"},
+		{"GET", "/healthz", "attacker.test", nil, 421, "Use the listener's address (localhost:" + port + ")"},
+		{"POST", drain, "attacker.test:" + port, []string{"Content-Type", "application/json"}, 421, "DNS rebinding"},
+		{"POST", drain, "127.0.0.1:" + port, []string{"Content-Type", "application/json", "Origin", "http://127.0.0.1:8000"}, 403, "web pages on other origins"},
+		{"POST", drain, "127.0.0.1:" + port, []string{"Content-Type", "application/json", "Sec-Fetch-Site", "same-site"}, 403, "web pages on other origins"},
+		{"OPTIONS", drain, "127.0.0.1:" + port, []string{"Origin", "http://attacker.test"}, 403, "no CORS preflight"},
+		{"POST", drain, "127.0.0.1:" + port, nil, 415, "needs Content-Type: application/json"},
+		{"POST", drain, "127.0.0.1:" + port, []string{"Content-Type", "text/plain"}, 415, `got "text/plain"`},
+		{"POST", "/reload", "127.0.0.1:" + port, []string{"Content-Type", "application/x-www-form-urlencoded"}, 415, "-H 'Content-Type: application/json'"},
+	} {
+		if code, msg := send(c.method, c.path, c.host, c.header...); code != c.code || !strings.Contains(msg, c.msg) {
+			t.Errorf("%s %s Host %s %q: %d %q; want %d with %q", c.method, c.path, c.host, c.header, code, msg, c.code, c.msg)
+		}
+	}
+	if v := backendsOf(t, admin)[b.url]; v["state"] != "up" {
+		t.Fatalf("after the refused calls the backend is %v; want up", v["state"])
+	}
+	if code, v := adminCall(t, admin, "POST", drain, ""); code != 200 || v["draining"] != true {
+		t.Fatalf("drain with Content-Type: application/json: %d %v", code, v)
 	}
 }

@@ -58,7 +58,7 @@ func startControl(f *flags, cfg *config.Config, src supervisor.ConfigSource, lg 
 	c := &controlled{ctl: ctl, reload: r.reload, stop: stopChecks, disc: disc}
 	if cfg.AdminListen != "" {
 		c.admin, err = admin.Start(cfg.AdminListen, admin.Options{
-			Control: ctl, Token: cfg.AdminToken, Reload: r.reload,
+			Control: ctl, Token: cfg.AdminToken, AllowedHosts: cfg.AdminAllowedHosts, Reload: r.reload,
 			Pool: "default", Algorithm: cfg.Algorithm, Log: log,
 		})
 		if err != nil {

@@ -7,12 +7,13 @@ package admin
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
+	"slices"
 	"time"
 
 	"relay/internal/admin/ui"
@@ -25,6 +26,10 @@ type Options struct {
 	Control *supervisor.Control
 	// Token, when set, is the bearer token every request must carry.
 	Token string
+	// AllowedHosts are the Host header values, besides the listener's own
+	// address, that it answers: HOST (any port) or HOST:PORT, as
+	// config.ParseAllowedHost writes them.
+	AllowedHosts []string
 	// Reload loads the configuration file again and applies it; it
 	// returns the new generation, or why the file was refused (a
 	// *config.Errors lists every problem).
@@ -33,6 +38,9 @@ type Options struct {
 	Pool, Algorithm string
 	// Log receives the admin listener's own errors.
 	Log *slog.Logger
+
+	// addr is the address Start bound, which refusals name.
+	addr string
 }
 
 // Server is a running admin listener.
@@ -67,24 +75,7 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no admin endpoint "+r.Method+" "+r.URL.Path+"; see README, Operations")
 	})
-	return guard(o.Token, mux)
-}
-
-// guard refuses requests without the bearer token, when one is set.
-func guard(token string, next http.Handler) http.Handler {
-	if token == "" {
-		return next
-	}
-	want := []byte("Bearer " + token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="relay admin"`)
-			writeError(w, http.StatusUnauthorized, "this admin listener needs Authorization: Bearer <admin_token>")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+	return browserGuard(newHostRules(o.AllowedHosts, o.addr), tokenGuard(o.Token, mux))
 }
 
 // Start listens on addr and serves the admin routes until Shutdown.
@@ -93,7 +84,15 @@ func Start(addr string, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{addr: ln.Addr().String(), srv: &http.Server{
+	// The host name the listener was given (admin.internal:9901) names
+	// it too; an address is matched as the connection's own.
+	if host, _, err := net.SplitHostPort(addr); err == nil && host != "" {
+		if _, err := netip.ParseAddr(host); err != nil {
+			o.AllowedHosts = append(slices.Clip(o.AllowedHosts), host)
+		}
+	}
+	o.addr = ln.Addr().String()
+	s := &Server{addr: o.addr, srv: &http.Server{
 		Handler:           Handler(o),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,

@@ -67,8 +67,10 @@ func Path() string {
 
 // New starts a headless Chromium for t with a window of Width x Height and
 // a fresh profile under t.TempDir(), and stops it when t ends. Without
-// Chromium, t is skipped.
-func New(t testing.TB) *Browser {
+// Chromium, t is skipped. extra are more of Chromium's options, such as
+// chromedp.Flag("host-resolver-rules", "MAP attacker.test 127.0.0.1") for
+// a test that needs a host name of its own.
+func New(t testing.TB, extra ...chromedp.ExecAllocatorOption) *Browser {
 	t.Helper()
 	path := Path()
 	if path == "" {
@@ -93,6 +95,7 @@ func New(t testing.TB) *Browser {
 		chromedp.Flag("disable-background-timer-throttling", true),
 		chromedp.Flag("disable-renderer-backgrounding", true),
 	}
+	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	b := &Browser{t: t}
 	// WithListener, unlike a listener added later, sees the events of the

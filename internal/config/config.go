@@ -268,6 +268,12 @@ type Config struct {
 	// AdminToken, when set, is the bearer token every admin request must
 	// carry; it is required when AdminListen is reachable beyond loopback.
 	AdminToken string
+	// AdminAllowedHosts are the Host header values, besides the admin
+	// listener's own address, that the admin listener answers: HOST (any
+	// port) or HOST:PORT, in the form ParseAllowedHost returns. Requests
+	// naming any other host are refused, so that a web page cannot reach
+	// the admin API through DNS rebinding. None by default.
+	AdminAllowedHosts []string
 
 	// listenSet records that Listen was given explicitly (file or flag), so
 	// it is no longer derived from Port.
@@ -365,6 +371,7 @@ func (c *Config) clone() *Config {
 	}
 	n.TrustedProxies = append([]netip.Prefix(nil), c.TrustedProxies...)
 	n.BreakerStatuses = append([]int(nil), c.BreakerStatuses...)
+	n.AdminAllowedHosts = append([]string(nil), c.AdminAllowedHosts...)
 	n.lines = make(map[string]int, len(c.lines))
 	for k, v := range c.lines {
 		n.lines[k] = v

@@ -119,6 +119,7 @@ var fields = []field{
 	durField("slow_start", func(c *Config) *time.Duration { return &c.SlowStart }),
 	strField("admin_listen", func(c *Config) *string { return &c.AdminListen }),
 	strField("admin_token", func(c *Config) *string { return &c.AdminToken }),
+	{"admin_allowed_hosts", decodeAdminAllowedHosts},
 }
 
 // Keys lists every top-level YAML key relay understands.

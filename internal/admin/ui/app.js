@@ -30,6 +30,9 @@ function tokenFromHash() {
 async function api(path, method) {
   const headers = { "Accept": "application/json" };
   if (token) headers["Authorization"] = "Bearer " + token;
+  // relay refuses a call that changes something unless it says it is
+  // JSON, body or not: a page on another site cannot send that header.
+  if (method && method !== "GET") headers["Content-Type"] = "application/json";
   let r;
   try {
     r = await fetch(path, {

@@ -367,6 +367,12 @@ func (f *fakeAPI) action(w http.ResponseWriter, r *http.Request) {
 	if !f.authorized(w, r) {
 		return
 	}
+	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
+		// As relay does: a call that changes something must say it is
+		// JSON, which a page on another site cannot send.
+		writeJSON(w, http.StatusUnsupportedMediaType, map[string]string{"error": "POST needs Content-Type: application/json, got " + strconv.Quote(ct)})
+		return
+	}
 	name, action := r.PathValue("name"), r.PathValue("action")
 	f.actions = append(f.actions, action+" "+name)
 	f.paths = append(f.paths, r.URL.EscapedPath())
