@@ -16,6 +16,8 @@ import (
 	"slices"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"relay/internal/admin/ui"
 	"relay/internal/supervisor"
 )
@@ -48,6 +50,9 @@ type Server struct {
 	srv  *http.Server
 	addr string
 }
+
+// MaxConns bounds the admin listener's open connections.
+const MaxConns = 64
 
 // collectTimeout bounds how long a scrape or an API read waits for the
 // serving processes' counters.
@@ -84,6 +89,10 @@ func Start(addr string, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The admin listener's descriptors come from the reserve kept beside
+	// the descriptor budget (package fds), so their number is bounded:
+	// past MaxConns a connection waits in the kernel's backlog.
+	ln = netutil.LimitListener(ln, MaxConns)
 	// The host name the listener was given (admin.internal:9901) names
 	// it too; an address is matched as the connection's own.
 	if host, _, err := net.SplitHostPort(addr); err == nil && host != "" {
