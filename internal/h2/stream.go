@@ -72,6 +72,9 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 			// A trailer section must end the stream (RFC 9113 8.1).
 			return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
 		}
+		if code := checkTrailers(f.Fields); code != http2.ErrCodeNo {
+			return http2.StreamError{StreamID: id, Code: code}
+		}
 		// Trailers are not forwarded: the body ends here.
 		if b := &st.body; b.declared >= 0 && b.got != b.declared {
 			return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
