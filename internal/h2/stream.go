@@ -25,7 +25,8 @@ type stream struct {
 	// into; cookie holds the cookie fields joined.
 	fields []hpack.HeaderField
 	cookie []byte
-	head   bool // a HEAD request: the response has no body
+	head   bool  // a HEAD request: the response has no body
+	held   int64 // fields' header list size, in the connection's fb.held
 	// refuse is relay's own answer, sent instead of forwarding
 	// (a request relay will not serve: 431, 400).
 	refuse     int
@@ -104,6 +105,13 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		// end of a stream relay has not quite closed.
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
 	}
+	size := int64(listSize(f.Fields))
+	if !c.fb.holdFields(size) {
+		c.mu.Unlock()
+		// Other streams hold the header lists relay keeps for one
+		// connection: this one may come again once they end.
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
+	}
 	if c.running >= runningPerStream*c.srv.lim.MaxConcurrentStreams {
 		c.mu.Unlock()
 		c.srv.log.Warn("HTTP/2 client keeps too many cancelled streams running (Rapid Reset); connection closed",
@@ -121,6 +129,8 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 
 	c.mu.Lock()
 	c.streams[id] = st
+	st.held = size
+	c.fb.held += size
 	c.running++
 	c.opened++
 	st.sendWin = c.peerWin
@@ -269,6 +279,7 @@ func (st *stream) finish() {
 	abusive := c.opened >= resetMinStreams && 2*c.early > c.opened && !c.closed
 	opened, early := c.opened, c.early
 	c.running--
+	c.fb.held -= st.held
 	last := c.goingAway && c.running == 0 && len(c.streams) == 0
 	credit, _ := c.creditDue(nil)
 	c.window.Broadcast()
