@@ -25,8 +25,10 @@ type stream struct {
 	// into; cookie holds the cookie fields joined.
 	fields []hpack.HeaderField
 	cookie []byte
-	head   bool  // a HEAD request: the response has no body
-	held   int64 // fields' header list size, in the connection's fb.held
+	head   bool // a HEAD request: the response has no body
+	// headerBytes is the fields' header list size, counted in the
+	// connection's fb.held while the stream is open.
+	headerBytes int64
 	// refuse is relay's own answer, sent instead of forwarding
 	// (a request relay will not serve: 431, 400).
 	refuse     int
@@ -129,7 +131,7 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 
 	c.mu.Lock()
 	c.streams[id] = st
-	st.held = size
+	st.headerBytes = size
 	c.fb.held += size
 	c.running++
 	c.opened++
@@ -279,7 +281,7 @@ func (st *stream) finish() {
 	abusive := c.opened >= resetMinStreams && 2*c.early > c.opened && !c.closed
 	opened, early := c.opened, c.early
 	c.running--
-	c.fb.held -= st.held
+	c.fb.held -= st.headerBytes
 	last := c.goingAway && c.running == 0 && len(c.streams) == 0
 	credit, _ := c.creditDue(nil)
 	c.window.Broadcast()
