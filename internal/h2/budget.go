@@ -50,6 +50,10 @@ const (
 // single request of any size the other limits allow is served.
 const heldPerStream = 8 << 10
 
+// errAmplification is the GOAWAY's debug data when a connection's header
+// blocks decode past its budget.
+var errAmplification = []byte("header blocks decode to more than 128 times the bytes sent: open a new connection")
+
 // fieldBudget is what a connection's header blocks may still decode, and
 // what its open streams' header lists hold.
 type fieldBudget struct {
@@ -96,7 +100,7 @@ func (c *conn) chargeFields(f *http2.MetaHeadersFrame) error {
 		b.over = true
 		c.srv.log.Warn("HTTP/2 client's header blocks decode to far more than it sends (HPACK amplification); no new streams served",
 			"client", c.nc.RemoteAddr().String(), "received", wire)
-		c.shutdownWith(http2.ErrCodeEnhanceYourCalm)
+		c.shutdownWith(http2.ErrCodeEnhanceYourCalm, errAmplification)
 	}
 	return nil
 }

@@ -58,6 +58,7 @@ func countWritten(rc *rawConn) *countingConn {
 type batchResult struct {
 	ok     int                 // 200s
 	goAway *http2.GoAwayFrame  // a GOAWAY that arrived, copied
+	debug  string              // its debug data
 	other  map[uint32]string   // streams that ended otherwise
 	codes  map[uint32]struct{} // streams that ended, one way or another
 }
@@ -85,6 +86,7 @@ func (rc *rawConn) awaitBatch(ids []uint32) batchResult {
 		switch f := f.(type) {
 		case *http2.GoAwayFrame:
 			res.goAway = &http2.GoAwayFrame{LastStreamID: f.LastStreamID, ErrCode: f.ErrCode}
+			res.debug = string(f.DebugData())
 		case *http2.MetaHeadersFrame:
 			if !want[id] {
 				continue
@@ -126,6 +128,7 @@ func TestHPACKAmplificationIsBounded(t *testing.T) {
 	const maxRequests = 2000
 	id, requests, ok := uint32(1), 0, 0
 	var g *http2.GoAwayFrame
+	debug := ""
 	for requests < maxRequests && g == nil {
 		var ids []uint32
 		for range 50 {
@@ -136,7 +139,7 @@ func TestHPACKAmplificationIsBounded(t *testing.T) {
 		}
 		res := rc.awaitBatch(ids)
 		ok += res.ok
-		g = res.goAway
+		g, debug = res.goAway, res.debug
 		if len(res.other) > 0 {
 			t.Fatalf("streams ended without a 200: %v", res.other)
 		}
@@ -144,6 +147,9 @@ func TestHPACKAmplificationIsBounded(t *testing.T) {
 	if g == nil || g.ErrCode != http2.ErrCodeEnhanceYourCalm {
 		t.Fatalf("%d requests sent, %d bytes received upstream for %d sent, and no GOAWAY ENHANCE_YOUR_CALM (%+v)",
 			requests, upstream.Load(), sent.n.Load(), g)
+	}
+	if !strings.Contains(debug, "128 times the bytes sent") {
+		t.Errorf("GOAWAY debug data %q, want it to say why", debug)
 	}
 	if served := int(g.LastStreamID+1) / 2; ok != served {
 		t.Errorf("%d streams answered, want the %d the GOAWAY names as served", ok, served)

@@ -518,10 +518,11 @@ func (cw countWrites) Write(p []byte) (int, error) {
 
 // shutdown sends GOAWAY: the streams open go on, no new one is served,
 // and the connection closes when the last one ends.
-func (c *conn) shutdown() { c.shutdownWith(http2.ErrCodeNo) }
+func (c *conn) shutdown() { c.shutdownWith(http2.ErrCodeNo, nil) }
 
-// shutdownWith is shutdown with the GOAWAY's error code.
-func (c *conn) shutdownWith(code http2.ErrCode) {
+// shutdownWith is shutdown with the GOAWAY's error code and debug data,
+// which says why.
+func (c *conn) shutdownWith(code http2.ErrCode, debug []byte) {
 	c.mu.Lock()
 	if c.goingAway || c.closed {
 		c.mu.Unlock()
@@ -532,7 +533,7 @@ func (c *conn) shutdownWith(code http2.ErrCode) {
 	done := len(c.streams) == 0 && c.running == 0
 	c.mu.Unlock()
 	c.lockWrite()
-	c.wfr.WriteGoAway(last, code, nil)
+	c.wfr.WriteGoAway(last, code, debug)
 	c.unlockWrite()
 	if done {
 		c.closeSoon()
