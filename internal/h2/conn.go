@@ -112,6 +112,9 @@ type conn struct {
 	// is to be given back.
 	padID uint32
 	padN  int64
+	// fb bounds what header blocks decode to and what open streams'
+	// header lists hold (budget.go).
+	fb fieldBudget
 
 	// serve's goroutine only.
 	sawSettings  bool
@@ -126,7 +129,8 @@ var (
 func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{srv: s, nc: nc, streams: make(map[uint32]*stream)}
 	c.window.L = &c.mu
-	c.br = bufio.NewReaderSize(nc, readBufferSize)
+	c.fb.init(&s.lim)
+	c.br = bufio.NewReaderSize(countReads{nc, &c.fb.wire}, readBufferSize)
 	c.fr = http2.NewFramer(nil, c.br)
 	c.fr.SetMaxReadFrameSize(maxFrameRead)
 	// The frame reader stops decoding a header list at twice the limit,
@@ -251,6 +255,13 @@ func (c *conn) handle(f http2.Frame) error {
 			c.nc.SetReadDeadline(time.Time{})
 		}
 		c.mu.Unlock()
+	}
+	if mh, ok := f.(*http2.MetaHeadersFrame); ok {
+		// Every header block decoded counts, those of streams past a
+		// GOAWAY too.
+		if err := c.chargeFields(mh); err != nil {
+			return err
+		}
 	}
 	if id := f.Header().StreamID; id != 0 && c.ignored(id) {
 		// After GOAWAY, streams past its last one are not served; their
@@ -508,7 +519,11 @@ func (cw countWrites) Write(p []byte) (int, error) {
 
 // shutdown sends GOAWAY: the streams open go on, no new one is served,
 // and the connection closes when the last one ends.
-func (c *conn) shutdown() {
+func (c *conn) shutdown() { c.shutdownWith(http2.ErrCodeNo, nil) }
+
+// shutdownWith is shutdown with the GOAWAY's error code and debug data,
+// which says why.
+func (c *conn) shutdownWith(code http2.ErrCode, debug []byte) {
 	c.mu.Lock()
 	if c.goingAway || c.closed {
 		c.mu.Unlock()
@@ -519,7 +534,7 @@ func (c *conn) shutdown() {
 	done := len(c.streams) == 0 && c.running == 0
 	c.mu.Unlock()
 	c.lockWrite()
-	c.wfr.WriteGoAway(last, http2.ErrCodeNo, nil)
+	c.wfr.WriteGoAway(last, code, debug)
 	c.unlockWrite()
 	if done {
 		c.closeSoon()

@@ -26,7 +26,7 @@ const ioTimeout = 10 * time.Second
 
 // newBackend starts an HTTP/1.1 backend named name and returns it as a
 // relay backend. With h nil it answers with what it saw of the request.
-func newBackend(t *testing.T, name string, h http.HandlerFunc) *backend.Backend {
+func newBackend(t testing.TB, name string, h http.HandlerFunc) *backend.Backend {
 	t.Helper()
 	if h == nil {
 		h = func(w http.ResponseWriter, r *http.Request) {
@@ -40,7 +40,7 @@ func newBackend(t *testing.T, name string, h http.HandlerFunc) *backend.Backend 
 	return backendAt(t, s.URL)
 }
 
-func backendAt(t *testing.T, raw string) *backend.Backend {
+func backendAt(t testing.TB, raw string) *backend.Backend {
 	t.Helper()
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -167,7 +167,7 @@ type frontOptions struct {
 }
 
 // startFrontOpts is startFrontWith with the changes in o.
-func startFrontOpts(t *testing.T, bt core.BodyTime, lim Limits, o frontOptions, bs ...*backend.Backend) *front {
+func startFrontOpts(t testing.TB, bt core.BodyTime, lim Limits, o frontOptions, bs ...*backend.Backend) *front {
 	t.Helper()
 	d := config.Default()
 	c := core.New(core.Config{Descriptors: o.descriptors})

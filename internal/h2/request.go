@@ -31,6 +31,9 @@ func (st *stream) view(f *http2.MetaHeadersFrame) http2.ErrCode {
 	length := int64(-1)
 	fields := req.Fields
 	for _, hf := range f.Fields {
+		if untrimmed(hf.Value) {
+			return http2.ErrCodeProtocol // RFC 9113 8.2.1
+		}
 		if hf.IsPseudo() {
 			switch hf.Name {
 			case ":method":
@@ -46,14 +49,11 @@ func (st *stream) view(f *http2.MetaHeadersFrame) http2.ErrCode {
 			}
 			continue
 		}
+		if connectionSpecific(hf.Name, hf.Value) {
+			return http2.ErrCodeProtocol // RFC 9113 8.2.2
+		}
 		hop := false
 		switch hf.Name {
-		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
-			return http2.ErrCodeProtocol // connection-specific (RFC 9113 8.2.2)
-		case "te":
-			if hf.Value != "trailers" {
-				return http2.ErrCodeProtocol
-			}
 		case "content-length":
 			n, err := strconv.ParseUint(hf.Value, 10, 63)
 			if err != nil || length >= 0 && int64(n) != length {

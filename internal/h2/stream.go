@@ -26,6 +26,9 @@ type stream struct {
 	fields []hpack.HeaderField
 	cookie []byte
 	head   bool // a HEAD request: the response has no body
+	// headerBytes is the fields' header list size, counted in the
+	// connection's fb.held while the stream is open.
+	headerBytes int64
 	// refuse is relay's own answer, sent instead of forwarding
 	// (a request relay will not serve: 431, 400).
 	refuse     int
@@ -79,6 +82,9 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 			// A trailer section must end the stream (RFC 9113 8.1).
 			return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
 		}
+		if code := checkTrailers(f.Fields); code != http2.ErrCodeNo {
+			return http2.StreamError{StreamID: id, Code: code}
+		}
 		// Trailers are not forwarded: the body ends here.
 		if b := &st.body; b.declared >= 0 && b.got != b.declared {
 			return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
@@ -109,6 +115,13 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		// descriptor for a backend connection now (package fds).
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
 	}
+	size := int64(listSize(f.Fields))
+	if !c.fb.holdFields(size) {
+		c.mu.Unlock()
+		// Other streams hold the header lists relay keeps for one
+		// connection: this one may come again once they end.
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
+	}
 	if c.running >= runningPerStream*c.srv.lim.MaxConcurrentStreams {
 		c.mu.Unlock()
 		c.srv.log.Warn("HTTP/2 client keeps too many cancelled streams running (Rapid Reset); connection closed",
@@ -126,6 +139,8 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 
 	c.mu.Lock()
 	c.streams[id] = st
+	st.headerBytes = size
+	c.fb.held += size
 	c.running++
 	c.opened++
 	st.sendWin = c.peerWin
@@ -275,6 +290,7 @@ func (st *stream) finish() {
 	abusive := c.opened >= resetMinStreams && 2*c.early > c.opened && !c.closed
 	opened, early := c.opened, c.early
 	c.running--
+	c.fb.held -= st.headerBytes
 	last := c.goingAway && c.running == 0 && len(c.streams) == 0
 	credit, _ := c.creditDue(nil)
 	c.window.Broadcast()
