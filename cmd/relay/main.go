@@ -212,7 +212,7 @@ func supervise(f *flags, cfg *config.Config, src supervisor.ConfigSource, args [
 	}
 	defer lg.close()
 	log, out := lg.log, lg.out
-	c, err := startControl(f, cfg, src, lg)
+	c, err := startControl(f, cfg, src, lg, config.Listeners{})
 	if err != nil {
 		return err
 	}
@@ -300,7 +300,7 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 		if d, err = listen(cfg); err != nil {
 			return err
 		}
-		if c, err = startControl(f, cfg, src, lg); err != nil {
+		if c, err = startControl(f, cfg, src, lg, d.listeners()); err != nil {
 			d.close()
 			return err
 		}

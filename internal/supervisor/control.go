@@ -42,6 +42,9 @@ type Control struct {
 
 	changing sync.Mutex // serialises membership changes (operate.go)
 
+	// own is relay's own addresses, refused as backends (self.go).
+	own own
+
 	mu      sync.Mutex
 	config  ConfigSource
 	members []Member // the pool's membership now
