@@ -337,6 +337,9 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 	}
 	pcfg := proxy.ConfigFrom(cfg)
 	pcfg.AccessLog, pcfg.Logger = access, log
+	// Every process of this relay carries the control's id in its Via
+	// entry, so a request that comes back to any of them is known.
+	pcfg.Instance = sp.Config.Instance
 	pcfg.Pool.MaxRequests = share(pcfg.Pool.MaxRequests)
 	// A breaker that opens or closes here does so in every process; the
 	// control decides and logs it.

@@ -49,6 +49,10 @@ type Config struct {
 	// HoldBodyBytes is the longest Content-Length whose body is read whole
 	// before a backend is picked; 0 holds none but empty ones.
 	HoldBodyBytes int64
+	// Instance is relay's instance id, which its Via entry carries
+	// (via.go); the same in every process of one relay. "" makes one for
+	// this core.
+	Instance string
 }
 
 // Core forwards requests to pools of backends. Create it with New and give
@@ -56,6 +60,8 @@ type Config struct {
 type Core struct {
 	cfg          Config
 	upstreamBufs *h1.BufferPool // read buffers of upstream connections
+	via          via            // relay's Via entries
+	loopState
 
 	mu    sync.Mutex
 	pools map[string]*Pool
@@ -69,7 +75,7 @@ func New(cfg Config) *Core {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Core{cfg: cfg, upstreamBufs: h1.NewBufferPool(upstreamBufSize), pools: make(map[string]*Pool)}
+	return &Core{cfg: cfg, upstreamBufs: h1.NewBufferPool(upstreamBufSize), via: newVia(cfg.Instance), pools: make(map[string]*Pool)}
 }
 
 // AddPool creates the pool pc describes over bs. The first pool added is
@@ -131,7 +137,9 @@ func (c *Core) Forward(x *Exchange) Outcome {
 	}
 	p := c.route(x)
 	var o Outcome
-	if x.Body == nil {
+	if x.looped(c) {
+		o = c.loop(x)
+	} else if x.Body == nil {
 		o = p.forward(x, start)
 	} else {
 		var ok bool

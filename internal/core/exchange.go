@@ -35,6 +35,7 @@ type Exchange struct {
 	head     []byte // the upstream request head, with inline body bytes
 	inline   int64  // body bytes carried in head
 	prepared bool   // head is built for this request
+	via      bool   // the request came with Via fields (via.go)
 	streamed bool   // body bytes were read from the client: no replay
 	resp     h1.Response
 	respBody ResponseBody

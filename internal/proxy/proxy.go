@@ -60,6 +60,9 @@ type Config struct {
 	AccessLog *logging.AccessLog
 	// Logger receives errors and events; nil discards them.
 	Logger *slog.Logger
+	// Instance is relay's instance id, which its Via entry carries
+	// (core.Config); "" makes one for this proxy.
+	Instance string
 
 	// restAfter is how long an idle keep-alive connection waits on the
 	// goroutine that served it (clientConn.awaitHead); 0 means
@@ -156,7 +159,7 @@ type Proxy struct {
 func New(cfg Config, bs []*backend.Backend) (*Proxy, error) {
 	ferr := cfg.validate()
 	c := core.New(core.Config{TrustedProxies: cfg.TrustedProxies, AccessLog: cfg.AccessLog, Logger: cfg.Logger,
-		MaxBodyBytes: cfg.MaxBodyBytes, HoldBodyBytes: cfg.BodyBufferBytes})
+		MaxBodyBytes: cfg.MaxBodyBytes, HoldBodyBytes: cfg.BodyBufferBytes, Instance: cfg.Instance})
 	if cfg.Pool.Name == "" {
 		cfg.Pool.Name = DefaultPool
 	}

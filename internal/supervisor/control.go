@@ -83,6 +83,7 @@ type link struct {
 // max_ejected_percent.
 func NewControl(config ConfigSource, bs []*backend.Backend, maxEjected int, log *slog.Logger) *Control {
 	config.TicketKeys = nextTicketKeys(nil)
+	config.Instance = newInstance()
 	c := &Control{log: log, config: config, bs: bs, maxEjected: maxEjected, byProc: map[int]*link{},
 		latest: map[*link]*stats.Process{}, ejections: map[string]uint64{}}
 	c.members = make([]Member, len(bs))

@@ -169,6 +169,7 @@ func (l *Control) Reloaded(src ConfigSource, members []Member, maxEjected int, p
 			adopt()
 		}
 		src.TicketKeys = nextTicketKeys(l.config.TicketKeys)
+		src.Instance = l.config.Instance // a reload is the same relay
 		l.config, l.maxEjected = src, maxEjected
 		l.reloads[0]++
 		l.broadcastLocked(Message{Kind: KindConfig, Config: &src})

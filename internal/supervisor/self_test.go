@@ -37,3 +37,23 @@ func TestControlRefusesItselfAsBackend(t *testing.T) {
 		t.Errorf("refused calls changed the control: %d members, generation %d", len(l.members), l.Generation())
 	}
 }
+
+// TestInstanceIDIsKept: every process attached to one control gets the
+// same instance id, a reload keeps it, and another control has another.
+func TestInstanceIDIsKept(t *testing.T) {
+	l := NewControl(ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001"), 50, slog.New(slog.DiscardHandler))
+	id := attachProcess(t, l, 0).Config.Instance
+	if len(id) != 2*instanceBytes {
+		t.Fatalf("instance id %q, want %d hex digits", id, 2*instanceBytes)
+	}
+	if err := l.Reloaded(ConfigSource{Generation: 2}, []Member{{URL: "http://127.0.0.1:8001", Weight: 1}}, 50, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := attachProcess(t, l, 1).Config; got.Generation != 2 || got.Instance != id {
+		t.Errorf("after a reload a process gets generation %d, instance %q; want 2, %q", got.Generation, got.Instance, id)
+	}
+	other := NewControl(ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001"), 50, slog.New(slog.DiscardHandler))
+	if other.config.Instance == id {
+		t.Errorf("two controls share the instance id %q", id)
+	}
+}
