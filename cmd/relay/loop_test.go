@@ -141,6 +141,23 @@ func TestLoopThroughAForwarderIsAnswered508(t *testing.T) {
 			t.Errorf("40 requests took relay's descriptors from %d to %d", before, after)
 		}
 		t.Logf("relay's descriptors: %d before 40 looped requests, %d after", before, after)
+		// The loop is logged, not once per request: at most once every
+		// 10 s by each process.
+		isLoop := func(l logLine) bool { return strings.HasPrefix(l.Msg(), "request loop:") }
+		if l, ok := r.waitLog(5*time.Second, isLoop); !ok {
+			t.Error("relay did not log the loop")
+		} else {
+			t.Logf("relay logged: %v", l)
+		}
+		lines := 0
+		for _, l := range r.logs() {
+			if isLoop(l) {
+				lines++
+			}
+		}
+		if lines > processes {
+			t.Errorf("%d log lines about the loop, want at most %d", lines, processes)
+		}
 		r.stop()
 	})
 }

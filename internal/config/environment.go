@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -97,9 +98,13 @@ func unwrapPath(err error) error {
 // checkSelf reports every backend that self says is relay itself, at its
 // entry.
 func (c *Config) checkSelf(errs *Errors, self SelfCheck) {
+	us := make([]*url.URL, len(c.Backends))
 	for i, b := range c.Backends {
-		if msg, ok := self(b.URL); ok {
-			p := c.backendAt(i, "url", b.Line)
+		us[i] = b.URL
+	}
+	for i, msg := range self.Each(us) {
+		if msg != "" {
+			p := c.backendAt(i, "url", c.Backends[i].Line)
 			p.Msg = msg
 			errs.add(p)
 		}

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // A backend at one of relay's own addresses sends relay's requests back to
@@ -118,6 +119,31 @@ func SelfAddress(l Listeners) SelfCheck {
 		}
 		return "", false
 	}
+}
+
+// selfLookups bounds the questions Each asks at once: each may wait for
+// the resolver.
+const selfLookups = 16
+
+// Each asks s about every URL of us, several at a time, so a file of many
+// backends named on relay's ports waits for the slowest name, not for
+// all of them in turn. It returns the message for each URL that is relay
+// itself, "" for the others.
+func (s SelfCheck) Each(us []*url.URL) []string {
+	msgs := make([]string, len(us))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, selfLookups)
+	for i, u := range us {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if msg, self := s(u); self {
+				msgs[i] = msg
+			}
+		})
+	}
+	wg.Wait()
+	return msgs
 }
 
 // backendHost is the host of the backend asked about, resolved at most

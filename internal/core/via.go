@@ -121,14 +121,15 @@ func (x *Exchange) appendVia(c *Core, out []byte) []byte {
 const loopLogEvery = 10 * time.Second
 
 // loop answers a request that came back to relay: 508, and a log line
-// at most every loopLogEvery saying how many came back since the last.
+// at most every loopLogEvery saying how many came back since the last
+// (looped_requests).
 func (c *Core) loop(x *Exchange) Outcome {
 	n := c.loops.Add(1)
 	now := time.Now().UnixNano()
 	if last := c.loopLogged.Load(); now-last >= int64(loopLogEvery) && c.loopLogged.CompareAndSwap(last, now) {
 		c.loops.Add(-n)
 		c.cfg.Logger.Warn("request loop: a request came back to relay carrying relay's own Via entry; answered 508 without forwarding it. A backend, or something behind one, sends relay's requests back to it",
-			"client", x.Peer.Addr.Addr().String(), "method", string(x.Req.Method), "requests", n)
+			"client", x.Peer.Addr.Addr().String(), "method", string(x.Req.Method), "looped_requests", n)
 	}
 	return c.refuse(x, 508, "the request has passed through this relay already (Via)")
 }

@@ -50,12 +50,20 @@ func (l *Control) Self(u *url.URL) (msg string, self bool) {
 // refuseSelf is ErrInvalid naming the first of ms that is relay itself,
 // or nil.
 func (l *Control) refuseSelf(ms []Member) error {
+	l.own.mu.Lock()
+	check := l.own.check
+	l.own.mu.Unlock()
+	if check == nil {
+		return nil
+	}
+	us := make([]*url.URL, 0, len(ms))
 	for _, m := range ms {
-		u, err := url.Parse(m.URL)
-		if err != nil {
-			continue // the change refuses it as it builds the backend
+		if u, err := url.Parse(m.URL); err == nil {
+			us = append(us, u) // else the change refuses it as it builds the backend
 		}
-		if msg, self := l.Self(u); self {
+	}
+	for _, msg := range check.Each(us) {
+		if msg != "" {
 			return fmt.Errorf("%w: backend %s", ErrInvalid, msg)
 		}
 	}
