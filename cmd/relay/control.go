@@ -26,8 +26,11 @@ type controlled struct {
 }
 
 // startControl makes relay's control for cfg, loaded from src, starts the
-// active checks (one probe round first) and the admin listener.
-func startControl(f *flags, cfg *config.Config, src supervisor.ConfigSource, lg *logs, budget *fds.Budget) (*controlled, error) {
+// active checks (one probe round first), the admin listener and
+// discovery. bound are the client listeners' addresses when relay
+// already listens; no backend may be one of them, nor the admin
+// listener. Probes take their descriptors from budget.
+func startControl(f *flags, cfg *config.Config, src supervisor.ConfigSource, lg *logs, bound config.Listeners, budget *fds.Budget) (*controlled, error) {
 	log := lg.log
 	up := newUpstreams(cfg, log)
 	bs, err := buildBackends(cfg, func(n int) int { return n }, up)
@@ -36,13 +39,13 @@ func startControl(f *flags, cfg *config.Config, src supervisor.ConfigSource, lg 
 	}
 	ctl := supervisor.NewControl(src, bs, cfg.MaxEjectedPercent, log)
 	ctl.Prepare = up.plan
+	ctl.SetListeners(config.ListenersOf(cfg).Over(bound))
 	checks, err := startChecks(cfg, bs, ctl.HealthChanged, budget, log)
 	if err != nil {
 		return nil, err
 	}
 	ctl.SetTargets(checks.Set)
-	disc := startDiscovery(cfg, ctl, log)
-	r := &reloader{f: f, ctl: ctl, up: up, disc: disc, running: cfg, name: src.Name, logs: lg, log: log, builtIn: f.demo && f.config == ""}
+	r := &reloader{f: f, ctl: ctl, up: up, running: cfg, name: src.Name, logs: lg, log: log, builtIn: f.demo && f.config == ""}
 	rotation, stopRotation := time.NewTicker(supervisor.TicketKeyRotation), make(chan struct{})
 	go func() {
 		for {
@@ -54,8 +57,8 @@ func startControl(f *flags, cfg *config.Config, src supervisor.ConfigSource, lg 
 			}
 		}
 	}()
-	stopChecks := func() { disc.stop(); rotation.Stop(); close(stopRotation); checks.Stop() }
-	c := &controlled{ctl: ctl, reload: r.reload, stop: stopChecks, disc: disc}
+	stopChecks := func() { rotation.Stop(); close(stopRotation); checks.Stop() }
+	c := &controlled{ctl: ctl, reload: r.reload, stop: stopChecks}
 	if cfg.AdminListen != "" {
 		c.admin, err = admin.Start(cfg.AdminListen, admin.Options{
 			Control: ctl, Token: cfg.AdminToken, AllowedHosts: cfg.AdminAllowedHosts, Reload: r.reload,
@@ -66,7 +69,14 @@ func startControl(f *flags, cfg *config.Config, src supervisor.ConfigSource, lg 
 			return nil, fmt.Errorf("admin listener on %s: %w (set admin_listen to another address, or \"\" to turn it off)", cfg.AdminListen, err)
 		}
 		c.stop = func() { c.admin.Shutdown(); stopChecks() }
+		ctl.SetListeners(config.Listeners{AdminListen: c.admin.Addr()})
 	}
+	// Discovery starts once the control knows every address of relay's,
+	// so the first set etcd gives is judged against them all.
+	disc := startDiscovery(cfg, ctl, log)
+	r.disc, c.disc = disc, disc
+	stopRest := c.stop
+	c.stop = func() { disc.stop(); stopRest() }
 	return c, nil
 }
 

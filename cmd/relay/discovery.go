@@ -58,7 +58,7 @@ func (d *discoverer) reload(cfg *config.Config) {
 		}
 		return
 	}
-	d.w = discovery.Watch(next, d.log, d.apply)
+	d.w = discovery.Watch(next, d.log, d.apply, d.ctl.Self)
 }
 
 // apply makes set the discovered members.

@@ -107,6 +107,18 @@ func (d *doors) setTicketKeys(keys [][]byte) {
 	}
 }
 
+// listeners are the open listeners' addresses.
+func (d *doors) listeners() config.Listeners {
+	var l config.Listeners
+	if d.plain != nil {
+		l.Listen = d.plain.Addr().String()
+	}
+	if d.tls != nil {
+		l.TLSListen = d.tls.Addr().String()
+	}
+	return l
+}
+
 // addrs names the open listeners for the start line.
 func (d *doors) addrs() []any {
 	var kv []any

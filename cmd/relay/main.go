@@ -215,7 +215,7 @@ func supervise(f *flags, cfg *config.Config, src supervisor.ConfigSource, args [
 	// The supervisor's own descriptors: health checks, the admin
 	// listener, etcd.
 	budget := supervisor.RaiseFileLimit(log, cfg.MaxConnections)
-	c, err := startControl(f, cfg, src, lg, budget)
+	c, err := startControl(f, cfg, src, lg, config.Listeners{}, budget)
 	if err != nil {
 		return err
 	}
@@ -304,7 +304,7 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 		if d, err = listen(cfg); err != nil {
 			return err
 		}
-		if c, err = startControl(f, cfg, src, lg, budget); err != nil {
+		if c, err = startControl(f, cfg, src, lg, d.listeners(), budget); err != nil {
 			d.close()
 			return err
 		}
@@ -341,6 +341,9 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 	}
 	pcfg := proxy.ConfigFrom(cfg)
 	pcfg.AccessLog, pcfg.Logger, pcfg.Descriptors = access, log, budget
+	// Every process of this relay carries the control's id in its Via
+	// entry, so a request that comes back to any of them is known.
+	pcfg.Instance = sp.Config.Instance
 	pcfg.Pool.MaxRequests = share(pcfg.Pool.MaxRequests)
 	// A breaker that opens or closes here does so in every process; the
 	// control decides and logs it.

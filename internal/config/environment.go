@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -16,9 +17,11 @@ import (
 const resolveTimeout = 3 * time.Second
 
 // CheckEnvironment reports what the configuration names outside relay that
-// would stop relay at start: a listen host that does not resolve, and a
-// log_file that cannot be written (or rotated, which renames it in its
-// directory). It is separate from Validate because it asks the system, and
+// would stop relay at start: a listen host that does not resolve, a
+// backend that is relay itself (SelfAddress: relay's own listen,
+// tls_listen or admin_listen address, which takes this machine's
+// addresses and names' resolution to tell), and a log_file that cannot be
+// written (or rotated, which renames it in its directory). It is separate from Validate because it asks the system, and
 // its answer can change while the file does not; relay -check and start
 // both run it. It creates nothing: a log_file that does not exist yet
 // stays that way.
@@ -36,6 +39,7 @@ func (c *Config) CheckEnvironment() error {
 			}
 		}
 	}
+	c.checkSelf(&errs, SelfAddress(ListenersOf(c)))
 	if c.LogFile != "" {
 		if err := writable(c.LogFile); err != nil {
 			p := c.at("log_file")
@@ -89,4 +93,20 @@ func unwrapPath(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// checkSelf reports every backend that self says is relay itself, at its
+// entry.
+func (c *Config) checkSelf(errs *Errors, self SelfCheck) {
+	us := make([]*url.URL, len(c.Backends))
+	for i, b := range c.Backends {
+		us[i] = b.URL
+	}
+	for i, msg := range self.Each(us) {
+		if msg != "" {
+			p := c.backendAt(i, "url", c.Backends[i].Line)
+			p.Msg = msg
+			errs.add(p)
+		}
+	}
 }

@@ -213,16 +213,7 @@ const splitMsg = "%d cannot be split over %d serving processes (each gets an equ
 // checkBackends reports empty lists, bad URLs and weights, and duplicates.
 func (c *Config) checkBackends(errs *Errors) {
 	fromFlags := c.flags["backends"]
-	where := func(i int, field string, line int) Problem {
-		if fromFlags != "" {
-			return Problem{File: FlagsFile, Key: fromFlags}
-		}
-		key := c.Backends[i].key
-		if key == "" {
-			key = fmt.Sprintf("backends[%d]", i)
-		}
-		return Problem{File: c.Path, Line: line, Key: key + "." + field}
-	}
+	where := c.backendAt
 	if len(c.Backends) == 0 && c.backendProblems == 0 && c.Discovery.Etcd == nil && !c.undecoded["discovery"] {
 		p := c.at("backends")
 		p.Msg = "no backends configured; list at least one (- url: http://HOST:PORT), pass -backends, or discover them (discovery: etcd:)"
@@ -278,6 +269,19 @@ func (c *Config) checkBackends(errs *Errors) {
 		}
 		first[id] = i
 	}
+}
+
+// backendAt returns a Problem located at field of backend i: the flag
+// that gave the backends, else the entry's key and line in the file.
+func (c *Config) backendAt(i int, field string, line int) Problem {
+	if fromFlags := c.flags["backends"]; fromFlags != "" {
+		return Problem{File: FlagsFile, Key: fromFlags}
+	}
+	key := c.Backends[i].key
+	if key == "" {
+		key = fmt.Sprintf("backends[%d]", i)
+	}
+	return Problem{File: c.Path, Line: line, Key: key + "." + field}
 }
 
 // checkListen returns what is wrong with a listen address, or "".

@@ -53,6 +53,10 @@ type Config struct {
 	// Descriptors is the process's budget of file descriptors, which
 	// every upstream connection takes a place in; nil has no bound.
 	Descriptors *fds.Budget
+	// Instance is relay's instance id, which its Via entry carries
+	// (via.go); the same in every process of one relay. "" makes one for
+	// this core.
+	Instance string
 }
 
 // Core forwards requests to pools of backends. Create it with New and give
@@ -61,6 +65,8 @@ type Core struct {
 	cfg          Config
 	upstreamBufs *h1.BufferPool // read buffers of upstream connections
 	shortLog                    // warnings that descriptors ran out
+	via          via            // relay's Via entries
+	loopState
 
 	mu    sync.Mutex
 	pools map[string]*Pool
@@ -74,7 +80,7 @@ func New(cfg Config) *Core {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Core{cfg: cfg, upstreamBufs: h1.NewBufferPool(upstreamBufSize), pools: make(map[string]*Pool)}
+	return &Core{cfg: cfg, upstreamBufs: h1.NewBufferPool(upstreamBufSize), via: newVia(cfg.Instance), pools: make(map[string]*Pool)}
 }
 
 // AddPool creates the pool pc describes over bs. The first pool added is
@@ -140,7 +146,9 @@ func (c *Core) Forward(x *Exchange) Outcome {
 	}
 	p := c.route(x)
 	var o Outcome
-	if x.Body == nil {
+	if x.looped(c) {
+		o = c.loop(x)
+	} else if x.Body == nil {
 		o = p.forward(x, start)
 	} else {
 		var ok bool

@@ -17,8 +17,8 @@ type Exchange struct {
 	// Req is the request head as the front door parsed it: method, target,
 	// Host, the end-to-end fields (hop-by-hop ones marked Hop) and how its
 	// body is framed. The core forwards it over HTTP/1.1 whatever protocol
-	// the client spoke. The core marks the client's X-Forwarded-* fields Hop
-	// as it replaces them.
+	// the client spoke. The core marks the client's X-Forwarded-* and Via
+	// fields Hop as it replaces them.
 	Req *h1.Request
 	// Body is the request body; nil when the request has none.
 	Body Body
@@ -35,6 +35,7 @@ type Exchange struct {
 	head     []byte // the upstream request head, with inline body bytes
 	inline   int64  // body bytes carried in head
 	prepared bool   // head is built for this request
+	via      bool   // the request came with Via fields (via.go)
 	streamed bool   // body bytes were read from the client: no replay
 	resp     h1.Response
 	respBody ResponseBody

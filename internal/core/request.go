@@ -11,7 +11,7 @@ import (
 var errClientBody = errors.New("reading request body from client")
 
 // prepare builds the request as the backend will see it: request line,
-// Host, the client's end-to-end fields, X-Forwarded-*, framing, and the
+// Host, X-Forwarded-*, Via, the client's end-to-end fields, framing, and the
 // body bytes the front door already holds. The rest of the body is left for
 // send to stream. b supplies Host for HTTP/1.0 clients that sent none,
 // since HTTP/1.1 requires it.
@@ -25,6 +25,7 @@ func (x *Exchange) prepare(c *Core, b *backend.Backend) {
 		out = h1.AppendFieldString(out, "Host", b.URL.Host)
 	}
 	out = x.appendForwarded(c, out)
+	out = x.appendVia(c, out)
 	out = h1.AppendForwardFields(out, req.Fields)
 	if req.Upgrade {
 		out = append(out, "Connection: Upgrade\r\n"...)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"slices"
 	"sync"
 	"time"
@@ -34,6 +35,7 @@ type Watcher struct {
 	e     *config.Etcd
 	log   *slog.Logger
 	apply func([]Backend) error
+	self  config.SelfCheck // nil: no backend is refused as relay itself
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -49,10 +51,11 @@ type Watcher struct {
 
 // Watch starts watching e's prefix; apply is called from one goroutine at
 // a time, first when the first list succeeds. A set apply refuses is
-// logged and offered again after a backoff.
-func Watch(e *config.Etcd, log *slog.Logger, apply func([]Backend) error) *Watcher {
+// logged and offered again after a backoff. A value whose URL self says
+// is relay itself is not a backend (parse); self may be nil.
+func Watch(e *config.Etcd, log *slog.Logger, apply func([]Backend) error, self config.SelfCheck) *Watcher {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &Watcher{e: e, log: log, apply: apply, cancel: cancel, done: make(chan struct{}), keys: map[string]Backend{}, created: map[string]int64{}}
+	w := &Watcher{e: e, log: log, apply: apply, self: self, cancel: cancel, done: make(chan struct{}), keys: map[string]Backend{}, created: map[string]int64{}}
 	go w.run(ctx)
 	return w
 }
@@ -265,11 +268,18 @@ func (w *Watcher) awaitFailure(ctx context.Context) bool {
 	}
 }
 
-// parse reads one key's value. A value that is not a backend is logged
-// and the key keeps what it held in prev, if anything: a bad write must
-// not take a working backend out.
+// parse reads one key's value. A value that is not a backend, or names
+// relay itself, is logged and the key keeps what it held in prev, if
+// anything: a bad write must not take a working backend out.
 func (w *Watcher) parse(key string, value []byte, prev map[string]Backend) (Backend, bool) {
 	b, err := Parse(key, value)
+	if err == nil && w.self != nil {
+		if u, perr := url.Parse(b.URL); perr == nil {
+			if msg, self := w.self(u); self {
+				err = fmt.Errorf("etcd key %q: url: %s", key, msg)
+			}
+		}
+	}
 	if err == nil {
 		return b, true
 	}

@@ -118,7 +118,7 @@ func TestWatchListsThenFollowsPutsAndDeletes(t *testing.T) {
 	srv.Put(cli, "/relay/other", value("http://127.0.0.1:9999", 1)) // outside the prefix
 	log, _ := newLog()
 	got := newSets()
-	w := Watch(settings(srv.Endpoint), log, got.apply)
+	w := Watch(settings(srv.Endpoint), log, got.apply, nil)
 	defer w.Stop()
 	got.await(t, 5*time.Second, "http://127.0.0.1:8001=2", "http://127.0.0.1:8002=1")
 
@@ -153,7 +153,7 @@ func TestWatchKeepsTheLastValidValue(t *testing.T) {
 	srv.Put(cli, prefix+"bad", `{"url": "nowhere"}`)
 	log, logs := newLog()
 	got := newSets()
-	w := Watch(settings(srv.Endpoint), log, got.apply)
+	w := Watch(settings(srv.Endpoint), log, got.apply, nil)
 	defer w.Stop()
 	got.await(t, 5*time.Second, "http://127.0.0.1:8001=2")
 
@@ -169,12 +169,38 @@ func TestWatchKeepsTheLastValidValue(t *testing.T) {
 	got.await(t, time.Second, "http://127.0.0.1:8002=1")
 }
 
+// TestWatchRefusesRelayItself: a value naming relay's own address is
+// not a backend; the key keeps its last valid value, and the log says
+// why.
+func TestWatchRefusesRelayItself(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cli := srv.Client()
+	srv.Put(cli, prefix+"a", value("http://127.0.0.1:8001", 1))
+	srv.Put(cli, prefix+"self", value("http://localhost:18080", 1))
+	log, logs := newLog()
+	got := newSets()
+	self := config.SelfAddress(config.Listeners{Listen: ":18080"})
+	w := Watch(settings(srv.Endpoint), log, got.apply, self)
+	defer w.Stop()
+	got.await(t, 5*time.Second, "http://127.0.0.1:8001=1")
+
+	srv.Put(cli, prefix+"a", value("http://127.0.0.1:18080", 1))
+	srv.Put(cli, prefix+"b", value("http://127.0.0.1:8002", 1)) // a marker: the bad put came before it
+	got.await(t, time.Second, "http://127.0.0.1:8001=1", "http://127.0.0.1:8002=1")
+	for _, want := range []string{`etcd key \"/relay/backends/self\"`, `etcd key \"/relay/backends/a\"`,
+		"relay's own address (listen \\\":18080\\\")", "keeps its last valid one"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the log does not say %s:\n%s", want, logs)
+		}
+	}
+}
+
 func TestWatchDropsAKeyWhoseLeaseExpires(t *testing.T) {
 	srv := etcdtest.Start(t)
 	cli := srv.Client()
 	log, _ := newLog()
 	got := newSets()
-	w := Watch(settings(srv.Endpoint), log, got.apply)
+	w := Watch(settings(srv.Endpoint), log, got.apply, nil)
 	defer w.Stop()
 	got.await(t, 5*time.Second)
 
@@ -200,7 +226,7 @@ func TestWatchKeepsTheSetWhileEtcdIsDownAndResyncs(t *testing.T) {
 	srv.Put(cli, prefix+"b", value("http://127.0.0.1:8002", 1))
 	log, logs := newLog()
 	got := newSets()
-	w := Watch(settings(srv.Endpoint), log, got.apply)
+	w := Watch(settings(srv.Endpoint), log, got.apply, nil)
 	defer w.Stop()
 	got.await(t, 5*time.Second, "http://127.0.0.1:8001=1", "http://127.0.0.1:8002=1")
 	n := got.count()
@@ -233,7 +259,7 @@ func TestWatchStartsWithoutEtcdAndListsWhenItComes(t *testing.T) {
 	got := newSets()
 	e := settings(srv.Endpoint)
 	e.DialTimeout = 300 * time.Millisecond
-	w := Watch(e, log, got.apply)
+	w := Watch(e, log, got.apply, nil)
 	defer w.Stop()
 	time.Sleep(2 * time.Second)
 	if got.count() != 0 {
@@ -272,7 +298,7 @@ func TestWatchListsAgainWhenItsRevisionWasCompacted(t *testing.T) {
 	t.Cleanup(func() { testHookListed = nil })
 	log, logs := newLog()
 	got := newSets()
-	w := Watch(settings(srv.Endpoint), log, got.apply)
+	w := Watch(settings(srv.Endpoint), log, got.apply, nil)
 	defer w.Stop()
 	got.await(t, 5*time.Second, "http://127.0.0.1:8001=1", "http://127.0.0.1:8002=1")
 	if !strings.Contains(logs.String(), "compacted") {
@@ -296,7 +322,7 @@ func TestWatchOffersARefusedSetAgain(t *testing.T) {
 			return errors.New("the CA file cannot be read")
 		}
 		return got.apply(set)
-	})
+	}, nil)
 	defer w.Stop()
 	got.await(t, 5*time.Second, "http://127.0.0.1:8001=1")
 	if refusals.Load() != 3 {

@@ -97,6 +97,8 @@ func StatusText(code int) string {
 		return "Gateway Timeout"
 	case 505:
 		return "HTTP Version Not Supported"
+	case 508:
+		return "Loop Detected"
 	}
 	return "Status " + strconv.Itoa(code)
 }

@@ -17,15 +17,18 @@ import (
 // calls: a client connection that replays one keep-alive request b.N times
 // and an upstream that answers each request it is sent. What remains is
 // parsing both heads, picking, pooling, building the upstream request with
-// X-Forwarded-*, and building the client response.
+// X-Forwarded-* and Via, and building the client response. "via" is a
+// request that came through another proxy: its Via entry is checked for
+// relay's own and forwarded before relay's.
 func BenchmarkRequestPath(b *testing.B) {
-	b.Run("round-robin/3", func(b *testing.B) { benchRequestPath(b, "round-robin", 3) })
-	b.Run("least-conn/3", func(b *testing.B) { benchRequestPath(b, "least-conn", 3) })
-	b.Run("ip-hash/1000", func(b *testing.B) { benchRequestPath(b, "ip-hash", 1000) })
+	b.Run("round-robin/3", func(b *testing.B) { benchRequestPath(b, "round-robin", 3, "") })
+	b.Run("least-conn/3", func(b *testing.B) { benchRequestPath(b, "least-conn", 3, "") })
+	b.Run("ip-hash/1000", func(b *testing.B) { benchRequestPath(b, "ip-hash", 1000, "") })
+	b.Run("round-robin/3/via", func(b *testing.B) { benchRequestPath(b, "round-robin", 3, "Via: 1.1 edge-proxy\r\n") })
 }
 
-func benchRequestPath(b *testing.B, algorithm string, n int) {
-	req := []byte("GET /index.html HTTP/1.1\r\nHost: example.com\r\nUser-Agent: bench/1.0\r\nAccept: */*\r\n\r\n")
+func benchRequestPath(b *testing.B, algorithm string, n int, fields string) {
+	req := []byte("GET /index.html HTTP/1.1\r\nHost: example.com\r\nUser-Agent: bench/1.0\r\nAccept: */*\r\n" + fields + "\r\n")
 	resp := []byte("HTTP/1.1 200 OK\r\nServer: nginx\r\nDate: Sun, 22 Nov 2026 03:00:00 GMT\r\nContent-Type: text/plain\r\nContent-Length: 29\r\nConnection: keep-alive\r\n\r\nHello World from 8001 server\n")
 	var bs []*backend.Backend
 	for i := 0; i < n; i++ {

@@ -65,6 +65,9 @@ type Config struct {
 	// client connection and every upstream connection takes a place in
 	// it (package fds); nil has no bound.
 	Descriptors *fds.Budget
+	// Instance is relay's instance id, which its Via entry carries
+	// (core.Config); "" makes one for this proxy.
+	Instance string
 
 	// restAfter is how long an idle keep-alive connection waits on the
 	// goroutine that served it (clientConn.awaitHead); 0 means
@@ -161,7 +164,7 @@ type Proxy struct {
 func New(cfg Config, bs []*backend.Backend) (*Proxy, error) {
 	ferr := cfg.validate()
 	c := core.New(core.Config{TrustedProxies: cfg.TrustedProxies, AccessLog: cfg.AccessLog, Logger: cfg.Logger,
-		MaxBodyBytes: cfg.MaxBodyBytes, HoldBodyBytes: cfg.BodyBufferBytes, Descriptors: cfg.Descriptors})
+		MaxBodyBytes: cfg.MaxBodyBytes, HoldBodyBytes: cfg.BodyBufferBytes, Descriptors: cfg.Descriptors, Instance: cfg.Instance})
 	if cfg.Pool.Name == "" {
 		cfg.Pool.Name = DefaultPool
 	}

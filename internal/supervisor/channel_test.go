@@ -166,6 +166,11 @@ func TestProcessFollowsTheSupervisor(t *testing.T) {
 		t.Errorf("process got %d ticket keys, want one of %d bytes", len(got.TicketKeys), TicketKeyLen)
 	}
 	got.TicketKeys = nil
+	// And relay's instance id, the same for every process.
+	if len(got.Instance) != 2*instanceBytes || got.Instance != l.config.Instance {
+		t.Errorf("process got instance id %q, want the control's %q", got.Instance, l.config.Instance)
+	}
+	got.Instance = ""
 	if !reflect.DeepEqual(got, src) {
 		t.Fatalf("process got configuration %+v, want %+v", got, src)
 	}

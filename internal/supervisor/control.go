@@ -42,6 +42,9 @@ type Control struct {
 
 	changing sync.Mutex // serialises membership changes (operate.go)
 
+	// own is relay's own addresses, refused as backends (self.go).
+	own own
+
 	mu      sync.Mutex
 	config  ConfigSource
 	members []Member // the pool's membership now
@@ -80,6 +83,7 @@ type link struct {
 // max_ejected_percent.
 func NewControl(config ConfigSource, bs []*backend.Backend, maxEjected int, log *slog.Logger) *Control {
 	config.TicketKeys = nextTicketKeys(nil)
+	config.Instance = newInstance()
 	c := &Control{log: log, config: config, bs: bs, maxEjected: maxEjected, byProc: map[int]*link{},
 		latest: map[*link]*stats.Process{}, ejections: map[string]uint64{}}
 	c.members = make([]Member, len(bs))

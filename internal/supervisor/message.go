@@ -84,6 +84,11 @@ type ConfigSource struct {
 	// TicketKeys are the TLS session-ticket keys every process uses,
 	// newest first (see tickets.go); the control sets them.
 	TicketKeys [][]byte `json:"ticket_keys,omitempty"`
+	// Instance is relay's instance id, the same in every process of one
+	// relay and for its whole life: its Via entry carries it, so a
+	// request that comes back through any of them is known (instance.go).
+	// The control sets it.
+	Instance string `json:"instance,omitempty"`
 }
 
 // Member is one backend of the pool.

@@ -90,11 +90,15 @@ func (l *Control) SetWeight(name string, weight int) error {
 }
 
 // Add adds a backend to the pool in every process; it is checked at once
-// and, with slow start, ramps up. It returns the backend's name.
+// and, with slow start, ramps up. It returns the backend's name. A
+// backend that is relay itself (Self) is ErrInvalid.
 func (l *Control) Add(rawURL string, weight int) (string, error) {
 	u, err := config.BackendURL(rawURL)
 	if err != nil {
 		return "", fmt.Errorf("%w: url: %v", ErrInvalid, err)
+	}
+	if msg, self := l.Self(u); self {
+		return "", fmt.Errorf("%w: url: %s", ErrInvalid, msg)
 	}
 	if weight == 0 {
 		weight = config.DefaultWeight
@@ -142,13 +146,19 @@ func (l *Control) Remove(name string) error {
 
 // Reloaded makes src the configuration of every process (a process
 // started later runs it too), members the pool's membership and
-// maxEjected the bound on breakers. Backends that stay keep their state:
+// maxEjected the bound on breakers; a member that is relay itself
+// (Self) refuses the reload. Backends that stay keep their state:
 // health, breaker, operator state, counters. prepare checks and readies
 // the backends under the new configuration, in place of Prepare; adopt,
 // when every check passed, runs before the steps prepare returned, so the
 // caller can take the configuration with them. A refused reload changes
 // nothing.
 func (l *Control) Reloaded(src ConfigSource, members []Member, maxEjected int, prepare func(*backend.Backend) (func(), error), adopt func()) error {
+	// The file was checked against the addresses it names; relay still
+	// listens where it started, whatever the file says now.
+	if err := l.refuseSelf(members); err != nil {
+		return err
+	}
 	var joined func()
 	return l.commit(func(ms []Member) (next []Member, err error) {
 		next, joined = l.withDiscoveredLocked(members, ms)
@@ -159,6 +169,7 @@ func (l *Control) Reloaded(src ConfigSource, members []Member, maxEjected int, p
 			adopt()
 		}
 		src.TicketKeys = nextTicketKeys(l.config.TicketKeys)
+		src.Instance = l.config.Instance // a reload is the same relay
 		l.config, l.maxEjected = src, maxEjected
 		l.reloads[0]++
 		l.broadcastLocked(Message{Kind: KindConfig, Config: &src})

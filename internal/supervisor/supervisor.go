@@ -123,22 +123,24 @@ func Run(opts Options) error {
 	// One socket per process on each address: cleartext, TLS, or both.
 	var sockets, tlsSockets []*os.File
 	var addrs []any
+	var bound config.Listeners
 	if cfg.Listen != "" {
-		var addr string
-		if sockets, addr, err = reusePortSockets(cfg.Listen, n, cpus); err != nil {
+		if sockets, bound.Listen, err = reusePortSockets(cfg.Listen, n, cpus); err != nil {
 			return err
 		}
-		addrs = append(addrs, "listen", addr)
+		addrs = append(addrs, "listen", bound.Listen)
 	}
 	defer func() { closeFiles(sockets) }()
 	if cfg.TLSListen != "" {
-		var addr string
-		if tlsSockets, addr, err = reusePortSockets(cfg.TLSListen, n, cpus); err != nil {
+		if tlsSockets, bound.TLSListen, err = reusePortSockets(cfg.TLSListen, n, cpus); err != nil {
 			return fmt.Errorf("tls_listen: %w", err)
 		}
-		addrs = append(addrs, "tls_listen", addr)
+		addrs = append(addrs, "tls_listen", bound.TLSListen)
 	}
 	defer func() { closeFiles(tlsSockets) }()
+	// No backend may be relay itself: the control now knows the ports
+	// relay listens on, also where the configuration said 0.
+	opts.Control.SetListeners(bound)
 	if opts.Demo != nil {
 		stop, err := opts.Demo()
 		if err != nil {
