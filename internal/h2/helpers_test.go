@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -161,6 +162,8 @@ type frontOptions struct {
 	// wrap stands in for each accepted connection before relay serves
 	// it, to watch or hold what relay writes.
 	wrap func(net.Conn) net.Conn
+	// log receives the server's log (none if nil).
+	log *slog.Logger
 }
 
 // startFrontOpts is startFrontWith with the changes in o.
@@ -183,7 +186,7 @@ func startFrontOpts(t *testing.T, bt core.BodyTime, lim Limits, o frontOptions, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := NewServer(c, bt, lim, nil)
+	srv := NewServer(c, bt, lim, o.log)
 	var served sync.WaitGroup
 	served.Add(1)
 	go func() {

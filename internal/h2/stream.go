@@ -85,11 +85,13 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		if reset {
 			// relay reset the stream; what the client sent before it
 			// knew is ignored (RFC 9113 5.1).
+			c.spend()
 			return nil
 		}
 		return http2.ConnectionError(http2.ErrCodeProtocol) // streams only go up
 	}
 	c.maxID = id
+	c.ab.opened++
 	if f.HasPriority() && f.Priority.StreamDep == id {
 		c.mu.Unlock()
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
@@ -101,11 +103,10 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		// end of a stream relay has not quite closed.
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
 	}
-	if c.running >= runningPerStream*c.srv.lim.MaxConcurrentStreams {
+	if running := c.running; running >= runningPerStream*c.srv.lim.MaxConcurrentStreams {
 		c.mu.Unlock()
-		c.srv.log.Warn("HTTP/2 client keeps too many cancelled streams running (Rapid Reset); connection closed",
-			"client", c.nc.RemoteAddr().String(), "running", c.running)
-		return http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
+		return calm(c.cutOff("HTTP/2 client keeps too many cancelled streams running (Rapid Reset); connection closed",
+			"running", running))
 	}
 	c.mu.Unlock()
 
@@ -119,7 +120,6 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	c.mu.Lock()
 	c.streams[id] = st
 	c.running++
-	c.opened++
 	st.sendWin = c.peerWin
 	st.remoteDone = f.StreamEnded()
 	if st.remoteDone {
@@ -142,6 +142,7 @@ func (c *conn) onData(f *http2.DataFrame) error {
 	c.recvWin -= n
 	st := c.streams[id]
 	if st == nil || st.remoteDone {
+		c.spend()      // a frame that asks nothing of relay (abuse.go)
 		c.unacked += n // not for anyone: the connection's window comes back
 		switch {
 		case st == nil && id > c.maxID:
@@ -158,6 +159,9 @@ func (c *conn) onData(f *http2.DataFrame) error {
 	}
 	b.recvWin -= n
 	data := f.Data()
+	if len(data) == 0 && !f.StreamEnded() {
+		c.spend() // an empty frame (abuse.go)
+	}
 	b.got += int64(len(data))
 	if b.declared >= 0 && (b.got > b.declared || f.StreamEnded() && b.got != b.declared) {
 		// A body that is not the length declared is malformed (RFC
@@ -189,6 +193,7 @@ func (c *conn) discard(f *http2.DataFrame) error {
 	}
 	c.recvWin -= n
 	c.unacked += n
+	c.spend() // a frame that asks nothing of relay (abuse.go)
 	return nil
 }
 
@@ -260,11 +265,13 @@ func (st *stream) finish() {
 		}
 		c.endStream(st, errStreamClosed)
 	}
-	if st.resetByClient && !st.answered {
-		c.early++
+	if st.resetByClient && !st.answered || st.refuse != 0 {
+		// Cancelled before an answer, or refused by relay itself: a
+		// wasted stream (abuse.go).
+		c.ab.wasted++
 	}
-	abusive := c.opened >= resetMinStreams && 2*c.early > c.opened && !c.closed
-	opened, early := c.opened, c.early
+	abusive := c.wastedTooMuch()
+	opened, wasted := c.ab.opened, c.ab.wasted
 	c.running--
 	last := c.goingAway && c.running == 0 && len(c.streams) == 0
 	credit, _ := c.creditDue(nil)
@@ -277,9 +284,9 @@ func (st *stream) finish() {
 	st.release()
 	switch {
 	case abusive:
-		c.srv.log.Warn("HTTP/2 client cancelled most of its streams before their answers (Rapid Reset); connection closed",
-			"client", c.nc.RemoteAddr().String(), "streams", opened, "cancelled", early)
-		c.goAway(http2.ErrCodeEnhanceYourCalm, false)
+		if c.cutForWaste(opened, wasted) {
+			c.goAway(http2.ErrCodeEnhanceYourCalm, false)
+		}
 	case last:
 		c.closeSoon()
 	}
