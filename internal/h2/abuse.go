@@ -63,6 +63,7 @@ type abuse struct {
 	// goneAway is closed once relay's GOAWAY with an error is out
 	// (goAway): it is sent once.
 	goneAway chan struct{}
+	drain    bool // the reading goroutine is to linger, then close (calmFromStream)
 
 	// The reading goroutine's only.
 	budget    int       // control frames the client may still send
@@ -96,6 +97,39 @@ func calm(first bool) error {
 		return http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
 	}
 	return errConnClosed
+}
+
+// calmFromStream sends GOAWAY ENHANCE_YOUR_CALM for a decision a
+// stream's goroutine took, and has the reading goroutine end the
+// connection: only that goroutine reads, and it lingers before it closes
+// (failed), since closing at once with the client's bytes unread would
+// reset the connection and could lose the GOAWAY.
+func (c *conn) calmFromStream() {
+	c.mu.Lock()
+	if c.ab.goneAway != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.ab.goneAway = make(chan struct{})
+	c.goingAway = true
+	last := c.maxID
+	c.mu.Unlock()
+	c.lockWrite()
+	c.wfr.WriteGoAway(last, http2.ErrCodeEnhanceYourCalm, nil)
+	c.unlockWriteNow()
+	c.mu.Lock()
+	c.ab.drain, c.lingering = true, true
+	c.nc.SetReadDeadline(time.Now()) // wakes the reading goroutine
+	close(c.ab.goneAway)
+	c.mu.Unlock()
+}
+
+// draining reports whether calmFromStream asked the reading goroutine to
+// linger and close.
+func (c *conn) draining() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ab.drain
 }
 
 // wastedTooMuch reports whether the Rapid Reset rule closes the

@@ -240,6 +240,10 @@ func (c *conn) failed(err error) bool {
 		c.goAway(http2.ErrCode(ce), true)
 	case errors.Is(err, http2.ErrFrameTooLarge):
 		c.goAway(http2.ErrCodeFrameSize, true)
+	case c.draining():
+		// A stream's goroutine cut the client off (calmFromStream).
+		c.nc.SetReadDeadline(time.Now().Add(goAwayLinger))
+		io.CopyN(io.Discard, c.br, lingerBytes)
 	default:
 		if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 			c.srv.log.Debug("HTTP/2 connection ended", "client", c.nc.RemoteAddr().String(), "err", err.Error())

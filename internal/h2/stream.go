@@ -285,7 +285,7 @@ func (st *stream) finish() {
 	switch {
 	case abusive:
 		if c.cutForWaste(opened, wasted) {
-			c.goAway(http2.ErrCodeEnhanceYourCalm, false)
+			c.calmFromStream()
 		}
 	case last:
 		c.closeSoon()
