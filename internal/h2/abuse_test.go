@@ -10,6 +10,8 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"relay/internal/core"
+	"relay/internal/logging"
+	"relay/internal/testlog"
 )
 
 // Rapid Reset (CVE-2023-44487): a client that opens streams and cancels
@@ -143,4 +145,147 @@ func TestGoAwayGoesOutBeforeTheConnectionCloses(t *testing.T) {
 			return
 		}
 	}
+}
+
+// Streams relay refuses itself count as wasted for the Rapid Reset rule,
+// as cancelled ones do: a client that pads its cancelled streams with
+// requests relay answers 400 or resets (PROTOCOL_ERROR) to keep the
+// cancelled ones under half is cut off all the same, within the streams
+// the rule allows, and logged once. A client with an occasional refusal
+// or cancel is served on, and so is another client.
+func TestRapidResetPaddedWithRefusedStreamsIsCutOff(t *testing.T) {
+	b := newBackend(t, "a", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/wait" {
+			<-r.Context().Done()
+			return
+		}
+		w.Write([]byte("ok"))
+	})
+	log, logs := testlog.New()
+	f := startFrontOpts(t, testBodyTime, testLimits(), frontOptions{log: log}, b)
+
+	t.Run("padded", func(t *testing.T) {
+		rc := dialRaw(t, f.addr)
+		// Each round: a stream cancelled at once, one answered 400 (a
+		// :path relay will not forward), one reset (a connection-
+		// specific field).
+		r := flood(t, rc, 3*2*resetMinStreams, func(i int) error {
+			id := uint32(2*i + 1)
+			switch i % 3 {
+			case 0:
+				rc.hbuf.Reset()
+				for _, hf := range requestFields("GET", "/wait") {
+					rc.enc.WriteField(hf)
+				}
+				if err := rc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: rc.hbuf.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+					return err
+				}
+				return rc.fr.WriteRSTStream(id, http2.ErrCodeCancel)
+			case 1:
+				return writeRequest(rc, id, request("GET", "bad-path"))
+			default:
+				return writeRequest(rc, id, request("GET", "/", "connection", "close"))
+			}
+		})
+		r.cutOff(t, "cancelled streams padded with refused ones")
+		if max := uint32(2*(2*resetMinStreams+runningPerStream*testLimits().MaxConcurrentStreams) + 1); r.goAway.LastStreamID > max {
+			t.Errorf("relay took streams up to %d before it cut the client off; want at most %d", r.goAway.LastStreamID, max)
+		}
+		lines := warnings(t, logs, "Rapid Reset")
+		if len(lines) != 1 {
+			t.Fatalf("%d warnings for one connection, want 1: %v", len(lines), lines)
+		}
+		t.Logf("%d frames sent; GOAWAY after stream %d; logged %v", r.sent, r.goAway.LastStreamID, lines[0])
+		servesAnother(t, f)
+	})
+
+	t.Run("occasional refusals", func(t *testing.T) {
+		rc := dialRaw(t, f.addr)
+		id := uint32(1)
+		for sent := 0; sent < 2*resetMinStreams; sent += 10 {
+			// Of each ten requests, one is answered 400 by relay and
+			// one is cancelled before its answer.
+			var ids []uint32
+			for k := range 10 {
+				switch k {
+				case 0:
+					rc.get(id, "bad-path")
+				case 1:
+					rc.get(id, "/wait")
+					rc.fr.WriteRSTStream(id, http2.ErrCodeCancel)
+					id += 2
+					continue
+				default:
+					rc.get(id, "/")
+				}
+				ids = append(ids, id)
+				id += 2
+			}
+			for id, r := range rc.responses(ids...) {
+				if r.status == 0 {
+					t.Fatalf("stream %d: reset %v (%v)", id, r.reset, r.code)
+				}
+			}
+		}
+	})
+}
+
+// writeRequest writes a request's header block on stream id, returning
+// the error rather than failing the test: relay may have closed.
+func writeRequest(rc *rawConn, id uint32, fields []string) error {
+	rc.hbuf.Reset()
+	for i := 0; i+1 < len(fields); i += 2 {
+		rc.enc.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]})
+	}
+	return rc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: rc.hbuf.Bytes(), EndStream: true, EndHeaders: true})
+}
+
+// One Rapid Reset connection is logged once, however many of its streams
+// finish after the decision; and the lines of many such connections go
+// through the server's rate limit (abuseLines a second; here, so that
+// the count does not depend on the machine's pace, abuseLines an hour).
+func TestRapidResetIsLoggedOncePerConnectionAndRateLimited(t *testing.T) {
+	b := newBackend(t, "a", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/wait" {
+			<-r.Context().Done()
+			return
+		}
+		w.Write([]byte("ok"))
+	})
+	log, logs := testlog.New()
+	f := startFrontOpts(t, testBodyTime, testLimits(), frontOptions{log: log}, b)
+	rapidReset := func() floodResult {
+		rc := dialRaw(t, f.addr)
+		return flood(t, rc, 4*resetMinStreams, func(i int) error {
+			id := uint32(2*i + 1)
+			if err := writeRequest(rc, id, request("GET", "/wait")); err != nil {
+				return err
+			}
+			return rc.fr.WriteRSTStream(id, http2.ErrCodeCancel)
+		})
+	}
+
+	r := rapidReset()
+	r.cutOff(t, "Rapid Reset")
+	if n := len(warnings(t, logs, "Rapid Reset")); n != 1 {
+		t.Fatalf("%d warnings for one connection, want 1", n)
+	}
+
+	f.srv.abuseLog = logging.NewLimited(log, abuseLines, time.Hour)
+	const conns = 2 * abuseLines
+	start := time.Now()
+	done := make(chan floodResult, conns)
+	for range conns {
+		go func() { done <- rapidReset() }()
+	}
+	for range conns {
+		await(t, done, "a Rapid Reset connection's end").cutOff(t, "Rapid Reset")
+	}
+	took := time.Since(start)
+	lines := warnings(t, logs, "Rapid Reset")[1:]
+	t.Logf("%d connections cut off in %v: %d lines", conns, took, len(lines))
+	if len(lines) != abuseLines {
+		t.Errorf("%d lines for %d connections; want %d", len(lines), conns, abuseLines)
+	}
+	servesAnother(t, f)
 }

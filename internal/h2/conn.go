@@ -39,20 +39,6 @@ const (
 	writeBufferSize = 16384
 )
 
-// resetMinStreams and the rule it belongs to bound Rapid Reset
-// (CVE-2023-44487): a client opens streams and cancels them at once, so
-// relay starts work it never gets to finish. As Envoy does, relay closes
-// a connection on which most streams end before their answer: once a
-// client has opened resetMinStreams streams, if more than half of them
-// were cancelled by the client before relay answered, the connection is
-// closed. Independently, a client whose cancelled streams are still being
-// wound down may not make relay run more than runningPerStream times its
-// stream limit at once.
-const (
-	resetMinStreams  = 500
-	runningPerStream = 4
-)
-
 // lingerBytes bounds what relay reads from a client after a GOAWAY for a
 // protocol error: a flood is cut off, not drained.
 const lingerBytes = 64 << 10
@@ -62,6 +48,7 @@ type conn struct {
 	srv  *Server
 	nc   net.Conn
 	br   *bufio.Reader
+	in   frameReader   // what fr reads from: serve's goroutine only
 	fr   *http2.Framer // reads: serve's goroutine only
 	peer core.Peer
 
@@ -79,6 +66,9 @@ type conn struct {
 	// Signs of life for the idle watch (life): frames read, and writes
 	// the connection took.
 	frames, writes atomic.Uint64
+	// dataSent counts the DATA frames written, which pay for the
+	// client's control frames (abuse.go).
+	dataSent atomic.Uint64
 
 	// Streams and flow control, under mu.
 	mu       sync.Mutex
@@ -90,9 +80,8 @@ type conn struct {
 	unacked  int64 // consumed connection window not yet given back
 	running  int   // stream goroutines that have not returned
 	tails    int64 // response bytes streams hold for the client (tail.go)
-	opened   int   // streams opened, for the Rapid Reset rule
-	early    int   // of those, cancelled by the client before an answer
 	idleFrom time.Time
+	ab       abuse // the bounds on abuse (abuse.go)
 	// maxID is the highest stream the client opened; goAwayID the last
 	// one relay serves after sending GOAWAY.
 	maxID     uint32
@@ -131,7 +120,10 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c.window.L = &c.mu
 	c.fb.init(&s.lim)
 	c.br = bufio.NewReaderSize(countReads{nc, &c.fb.wire}, readBufferSize)
-	c.fr = http2.NewFramer(nil, c.br)
+	// The deadline serve sets for the preface holds until the first
+	// frame is read whole.
+	c.in = frameReader{c: c, r: c.br, armed: s.lim.HeaderTimeout > 0}
+	c.fr = http2.NewFramer(nil, &c.in)
 	c.fr.SetMaxReadFrameSize(maxFrameRead)
 	// The frame reader stops decoding a header list at twice the limit,
 	// so that a list, or a single field, a little over it is still read
@@ -152,6 +144,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	_, isTLS := nc.(*tls.Conn)
 	c.peer = s.core.NewPeer(addr, isTLS)
 	c.idleFrom = time.Now()
+	c.ab.budget, c.ab.refilled = controlBudget, c.idleFrom
 	return c
 }
 
@@ -184,6 +177,9 @@ func (c *conn) serve() {
 				// Bytes no stream will read give the connection's
 				// window back.
 				c.giveBack()
+			}
+			if c.ab.overdrawn {
+				err = c.flood(f.Header().Type)
 			}
 		}
 		if err != nil && !c.failed(err) {
@@ -220,20 +216,39 @@ func (c *conn) failed(err error) bool {
 			// A request refused as it arrived still opened its stream:
 			// later frames for it are on a closed stream.
 			c.maxID = se.StreamID
+			c.ab.opened++
 		}
 		st := c.streams[se.StreamID]
 		if st != nil {
 			c.endStream(st, errStreamClosed)
 		}
 		c.noteReset(se.StreamID)
+		// The client's fault: a wasted stream (abuse.go).
+		c.ab.wasted++
+		abusive := c.wastedTooMuch()
+		opened, wasted := c.ab.opened, c.ab.wasted
 		c.mu.Unlock()
 		c.writeReset(se.StreamID, se.Code)
 		c.giveBack()
+		if abusive {
+			if c.cutForWaste(opened, wasted) {
+				c.goAway(http2.ErrCodeEnhanceYourCalm, true)
+			}
+			return false
+		}
 		return true
+	case errors.Is(err, errFrameTimeout):
+		c.srv.log.Debug("HTTP/2 client left a frame or header block unfinished for the header timeout; connection closed",
+			"client", c.nc.RemoteAddr().String())
+		c.goAway(http2.ErrCodeEnhanceYourCalm, false)
 	case errors.As(err, &ce):
 		c.goAway(http2.ErrCode(ce), true)
 	case errors.Is(err, http2.ErrFrameTooLarge):
 		c.goAway(http2.ErrCodeFrameSize, true)
+	case c.draining():
+		// A stream's goroutine cut the client off (calmFromStream).
+		c.nc.SetReadDeadline(time.Now().Add(goAwayLinger))
+		io.CopyN(io.Discard, c.br, lingerBytes)
 	default:
 		if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 			c.srv.log.Debug("HTTP/2 connection ended", "client", c.nc.RemoteAddr().String(), "err", err.Error())
@@ -250,11 +265,13 @@ func (c *conn) handle(f http2.Frame) error {
 			return http2.ConnectionError(http2.ErrCodeProtocol)
 		}
 		c.sawSettings = true
-		c.mu.Lock()
-		if c.srv.lim.HeaderTimeout > 0 && !c.lingering {
-			c.nc.SetReadDeadline(time.Time{})
-		}
-		c.mu.Unlock()
+	}
+	switch f.(type) {
+	case *http2.MetaHeadersFrame, *http2.DataFrame:
+		// Requests and their bodies: the Rapid Reset rule and onData
+		// count what they cost.
+	default:
+		c.spend()
 	}
 	if mh, ok := f.(*http2.MetaHeadersFrame); ok {
 		// Every header block decoded counts, those of streams past a
@@ -268,6 +285,9 @@ func (c *conn) handle(f http2.Frame) error {
 		// DATA still counts against the connection's window.
 		if d, ok := f.(*http2.DataFrame); ok {
 			return c.discard(d)
+		}
+		if _, ok := f.(*http2.MetaHeadersFrame); ok {
+			c.spend()
 		}
 		return nil
 	}
@@ -568,15 +588,25 @@ func (c *conn) wasReset(id uint32) bool {
 	return false
 }
 
-// goAway sends GOAWAY with code and closes the connection. After a
+// goAway sends GOAWAY with code, once, and closes the connection. After a
 // protocol error it first reads what the client still sends, for up to
 // goAwayLinger and lingerBytes, so that closing with unread bytes does not
 // reset the connection before the client has read the GOAWAY.
 func (c *conn) goAway(code http2.ErrCode, linger bool) {
 	c.mu.Lock()
+	sent := c.ab.goneAway
+	if sent == nil {
+		c.ab.goneAway = make(chan struct{})
+		defer close(c.ab.goneAway)
+	}
 	c.goingAway = true
 	last := c.maxID
 	c.mu.Unlock()
+	if sent != nil {
+		// Another goroutine sends it, and closes the connection.
+		<-sent
+		return
+	}
 	c.lockWrite()
 	c.wfr.WriteGoAway(last, code, nil)
 	c.unlockWriteNow()
@@ -598,7 +628,12 @@ func (c *conn) close() {
 	if c.timer != nil {
 		c.timer.Stop()
 	}
+	sending := c.ab.goneAway
 	c.mu.Unlock()
+	if sending != nil {
+		// A GOAWAY a stream's goroutine sends goes out first.
+		<-sending
+	}
 	c.nc.Close()
 	// The connection is done when the work it started is: its streams'
 	// goroutines see it gone at their next look (core.Responder.Gone).

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -164,6 +165,8 @@ type frontOptions struct {
 	wrap func(net.Conn) net.Conn
 	// descriptors is the core's budget of file descriptors.
 	descriptors *fds.Budget
+	// log receives the server's log (none if nil).
+	log *slog.Logger
 }
 
 // startFrontOpts is startFrontWith with the changes in o.
@@ -186,7 +189,7 @@ func startFrontOpts(t testing.TB, bt core.BodyTime, lim Limits, o frontOptions, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := NewServer(c, bt, lim, nil)
+	srv := NewServer(c, bt, lim, o.log)
 	var served sync.WaitGroup
 	served.Add(1)
 	go func() {

@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"relay/internal/core"
+	"relay/internal/logging"
 )
 
 // Limits bound what one HTTP/2 client may ask of relay.
@@ -52,7 +53,8 @@ type Limits struct {
 	// granting flow-control window, by its streams.
 	IdleTimeout time.Duration
 	// HeaderTimeout bounds the wait for a connection's preface and first
-	// SETTINGS frame.
+	// SETTINGS frame, and for the rest of a frame, or of a header block,
+	// once it has begun to arrive.
 	HeaderTimeout time.Duration
 }
 
@@ -66,6 +68,9 @@ type Server struct {
 	body core.BodyTime
 	lim  Limits
 	log  *slog.Logger
+	// abuseLog is log for the lines a client's abuse causes: at most
+	// abuseLines a second, for all connections together.
+	abuseLog *logging.Limited
 
 	mu       sync.Mutex
 	conns    map[*conn]struct{}
@@ -86,7 +91,8 @@ func NewServer(c *core.Core, bt core.BodyTime, lim Limits, log *slog.Logger) *Se
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{core: c, body: bt, lim: lim, log: log, conns: make(map[*conn]struct{}), ended: make(chan struct{}, 1)}
+	return &Server{core: c, body: bt, lim: lim, log: log, abuseLog: logging.NewLimited(log, abuseLines, time.Second),
+		conns: make(map[*conn]struct{}), ended: make(chan struct{}, 1)}
 }
 
 // ServeConn serves nc, whose TLS handshake (if any) is done, until the

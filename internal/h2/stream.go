@@ -98,22 +98,34 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		if reset {
 			// relay reset the stream; what the client sent before it
 			// knew is ignored (RFC 9113 5.1).
+			c.spend()
 			return nil
 		}
 		return http2.ConnectionError(http2.ErrCodeProtocol) // streams only go up
 	}
 	c.maxID = id
+	c.ab.opened++
 	if f.HasPriority() && f.Priority.StreamDep == id {
 		c.mu.Unlock()
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
 	}
-	if len(c.streams) >= c.srv.lim.MaxConcurrentStreams || c.srv.core.Descriptors().Short() {
+	if len(c.streams) >= c.srv.lim.MaxConcurrentStreams {
 		c.mu.Unlock()
 		// REFUSED_STREAM tells the client nothing was done, so it may
 		// try again: it may not know the limit yet, or have seen the
-		// end of a stream relay has not quite closed; or relay has no
-		// descriptor for a backend connection now (package fds).
+		// end of a stream relay has not quite closed.
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
+	}
+	if c.srv.core.Descriptors().Short() {
+		// relay has no descriptor for a backend connection now (package
+		// fds): refused, for the client to try again, and not counted
+		// against the client as a wasted stream, since it is relay's
+		// shortage.
+		c.ab.opened--
+		c.noteReset(id)
+		c.mu.Unlock()
+		c.writeReset(id, http2.ErrCodeRefusedStream)
+		return nil
 	}
 	size := int64(listSize(f.Fields))
 	if !c.fb.holdFields(size) {
@@ -122,11 +134,10 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		// connection: this one may come again once they end.
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
 	}
-	if c.running >= runningPerStream*c.srv.lim.MaxConcurrentStreams {
+	if running := c.running; running >= runningPerStream*c.srv.lim.MaxConcurrentStreams {
 		c.mu.Unlock()
-		c.srv.log.Warn("HTTP/2 client keeps too many cancelled streams running (Rapid Reset); connection closed",
-			"client", c.nc.RemoteAddr().String(), "running", c.running)
-		return http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
+		return calm(c.cutOff("HTTP/2 client keeps too many cancelled streams running (Rapid Reset); connection closed",
+			"running", running))
 	}
 	c.mu.Unlock()
 
@@ -142,7 +153,6 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	st.headerBytes = size
 	c.fb.held += size
 	c.running++
-	c.opened++
 	st.sendWin = c.peerWin
 	st.remoteDone = f.StreamEnded()
 	if st.remoteDone {
@@ -165,6 +175,7 @@ func (c *conn) onData(f *http2.DataFrame) error {
 	c.recvWin -= n
 	st := c.streams[id]
 	if st == nil || st.remoteDone {
+		c.spend()      // a frame that asks nothing of relay (abuse.go)
 		c.unacked += n // not for anyone: the connection's window comes back
 		switch {
 		case st == nil && id > c.maxID:
@@ -181,6 +192,9 @@ func (c *conn) onData(f *http2.DataFrame) error {
 	}
 	b.recvWin -= n
 	data := f.Data()
+	if len(data) == 0 && !f.StreamEnded() {
+		c.spend() // an empty frame (abuse.go)
+	}
 	b.got += int64(len(data))
 	if b.declared >= 0 && (b.got > b.declared || f.StreamEnded() && b.got != b.declared) {
 		// A body that is not the length declared is malformed (RFC
@@ -212,6 +226,7 @@ func (c *conn) discard(f *http2.DataFrame) error {
 	}
 	c.recvWin -= n
 	c.unacked += n
+	c.spend() // a frame that asks nothing of relay (abuse.go)
 	return nil
 }
 
@@ -284,11 +299,13 @@ func (st *stream) finish() {
 		}
 		c.endStream(st, errStreamClosed)
 	}
-	if st.resetByClient && !st.answered {
-		c.early++
+	if st.resetByClient && !st.answered || st.refuse != 0 {
+		// Cancelled before an answer, or refused by relay itself: a
+		// wasted stream (abuse.go).
+		c.ab.wasted++
 	}
-	abusive := c.opened >= resetMinStreams && 2*c.early > c.opened && !c.closed
-	opened, early := c.opened, c.early
+	abusive := c.wastedTooMuch()
+	opened, wasted := c.ab.opened, c.ab.wasted
 	c.running--
 	c.fb.held -= st.headerBytes
 	last := c.goingAway && c.running == 0 && len(c.streams) == 0
@@ -302,9 +319,9 @@ func (st *stream) finish() {
 	st.release()
 	switch {
 	case abusive:
-		c.srv.log.Warn("HTTP/2 client cancelled most of its streams before their answers (Rapid Reset); connection closed",
-			"client", c.nc.RemoteAddr().String(), "streams", opened, "cancelled", early)
-		c.goAway(http2.ErrCodeEnhanceYourCalm, false)
+		if c.cutForWaste(opened, wasted) {
+			c.calmFromStream()
+		}
 	case last:
 		c.closeSoon()
 	}

@@ -62,6 +62,7 @@ func (c *conn) respond(st *stream, status int, fields []h1.Field, length int64, 
 	c.writeHead(st.id, status, fields, length, end && len(data) == 0)
 	if n > 0 {
 		c.wfr.WriteData(st.id, end && n == len(data), data[:n])
+		c.dataSent.Add(1)
 	}
 	if end && n == len(data) {
 		c.ended(st)
@@ -95,6 +96,7 @@ func (c *conn) writeData(st *stream, p []byte, end bool) error {
 			return err
 		}
 		c.wfr.WriteData(st.id, end && n == len(p), p[:n])
+		c.dataSent.Add(1)
 		if end && n == len(p) {
 			c.ended(st)
 		}
