@@ -146,14 +146,7 @@ func checkNoShortage(t *testing.T, r *relay) {
 // fdsOf counts the descriptors pid and its children hold open.
 func fdsOf(t *testing.T, pid int) int {
 	t.Helper()
-	pids := []int{pid}
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid)); err == nil {
-		for _, f := range strings.Fields(string(b)) {
-			if n, err := strconv.Atoi(f); err == nil {
-				pids = append(pids, n)
-			}
-		}
-	}
+	pids := processTree(pid)
 	total := 0
 	for _, p := range pids {
 		es, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p))

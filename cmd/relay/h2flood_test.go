@@ -21,14 +21,7 @@ import (
 func cpuTicks(t *testing.T, pid int) int {
 	t.Helper()
 	total := 0
-	pids := []int{pid}
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid)); err == nil {
-		for _, f := range strings.Fields(string(b)) {
-			if n, err := strconv.Atoi(f); err == nil {
-				pids = append(pids, n)
-			}
-		}
-	}
+	pids := processTree(pid)
 	for _, p := range pids {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -475,4 +476,17 @@ func writeFileAtomic(path, content string) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// processTree is pid and its children: relay and its serving processes.
+func processTree(pid int) []int {
+	pids := []int{pid}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid)); err == nil {
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, n)
+			}
+		}
+	}
+	return pids
 }

@@ -64,9 +64,11 @@ type Config struct {
 type Core struct {
 	cfg          Config
 	upstreamBufs *h1.BufferPool // read buffers of upstream connections
-	shortLog                    // warnings that descriptors ran out
 	via          via            // relay's Via entries
-	loopState
+	// rare writes the warnings a client can repeat on every request
+	// (loops, descriptors run out): one every rareEvery, the next saying
+	// how many were dropped.
+	rare *logging.Limited
 
 	mu    sync.Mutex
 	pools map[string]*Pool
@@ -80,8 +82,12 @@ func New(cfg Config) *Core {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Core{cfg: cfg, upstreamBufs: h1.NewBufferPool(upstreamBufSize), via: newVia(cfg.Instance), pools: make(map[string]*Pool)}
+	return &Core{cfg: cfg, upstreamBufs: h1.NewBufferPool(upstreamBufSize), via: newVia(cfg.Instance),
+		rare: logging.NewLimited(cfg.Logger, 1, rareEvery), pools: make(map[string]*Pool)}
 }
+
+// rareEvery spaces the warnings of Core.rare.
+const rareEvery = 10 * time.Second
 
 // AddPool creates the pool pc describes over bs. The first pool added is
 // the default pool, which serves every request for now.

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
-	"sync/atomic"
-	"time"
 )
 
 // Via (RFC 9110 section 7.6.3). relay adds its entry to every request it
@@ -115,27 +113,12 @@ func (x *Exchange) appendVia(c *Core, out []byte) []byte {
 	return append(out, '\r', '\n')
 }
 
-// loopLogEvery spaces the log lines about request loops: while a loop is
-// configured every request that comes round is one, and each is counted
-// and in the access log already.
-const loopLogEvery = 10 * time.Second
-
 // loop answers a request that came back to relay: 508, and a log line
-// at most every loopLogEvery saying how many came back since the last
-// (looped_requests).
+// at most every 10 s (Core.rare): while a loop is configured every
+// request that comes round is one, and each is counted and in the access
+// log already.
 func (c *Core) loop(x *Exchange) Outcome {
-	n := c.loops.Add(1)
-	now := time.Now().UnixNano()
-	if last := c.loopLogged.Load(); now-last >= int64(loopLogEvery) && c.loopLogged.CompareAndSwap(last, now) {
-		c.loops.Add(-n)
-		c.cfg.Logger.Warn("request loop: a request came back to relay carrying relay's own Via entry; answered 508 without forwarding it. A backend, or something behind one, sends relay's requests back to it",
-			"client", x.Peer.Addr.Addr().String(), "method", string(x.Req.Method), "looped_requests", n)
-	}
+	c.rare.Warn("request loop: a request came back to relay carrying relay's own Via entry; answered 508 without forwarding it. A backend, or something behind one, sends relay's requests back to it",
+		"client", x.Peer.Addr.Addr().String(), "method", string(x.Req.Method))
 	return c.refuse(x, 508, "the request has passed through this relay already (Via)")
-}
-
-// loopState counts request loops between their log lines.
-type loopState struct {
-	loops      atomic.Int64
-	loopLogged atomic.Int64 // when the last line was written, in Unix nanoseconds
 }

@@ -12,6 +12,7 @@ import (
 
 	"relay/internal/backend"
 	"relay/internal/fds"
+	"relay/internal/logging"
 )
 
 // maxParallel bounds the probes CheckAll runs at once, so a start-up check of
@@ -25,16 +26,17 @@ const maxParallel = 256
 // before serving, then Run; Stop ends it. A Checker runs once: after Stop,
 // build a new one (the health state lives on the backends and carries over).
 type Checker struct {
-	cfg      Config
-	onChange func(b *backend.Backend, healthy bool)
-	probe    Probe // from WithProbe; nil means the built-in probe of cfg.Type
-	clock    Clock
-	randN    func(n int64) int64
-	log      *slog.Logger
-	bufs     *sync.Pool    // answer readers of HTTP probes
-	firsts   chan struct{} // bounds the first probes of added targets to maxParallel
-	fds      *fds.Budget   // the descriptors probes take; nil: no bound
-	short    atomic.Int64  // when a probe last found no descriptor, Unix ns
+	cfg       Config
+	onChange  func(b *backend.Backend, healthy bool)
+	probe     Probe // from WithProbe; nil means the built-in probe of cfg.Type
+	clock     Clock
+	randN     func(n int64) int64
+	log       *slog.Logger
+	bufs      *sync.Pool       // answer readers of HTTP probes
+	firsts    chan struct{}    // bounds the first probes of added targets to maxParallel
+	fds       *fds.Budget      // the descriptors probes take; nil: no bound
+	short     *logging.Limited // warnings that probes found no descriptor (shortLog)
+	shortOnce sync.Once
 
 	mu      sync.Mutex         // guards targets, order, started, stopped and ctx
 	targets map[string]*target // by backend name
