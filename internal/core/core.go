@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"relay/internal/backend"
@@ -61,6 +62,7 @@ type Core struct {
 	cfg          Config
 	upstreamBufs *h1.BufferPool // read buffers of upstream connections
 	shortLog                    // warnings that descriptors ran out
+	pooled       atomic.Int64   // idle upstream connections, in every pool
 
 	mu    sync.Mutex
 	pools map[string]*Pool
@@ -74,7 +76,11 @@ func New(cfg Config) *Core {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Core{cfg: cfg, upstreamBufs: h1.NewBufferPool(upstreamBufSize), pools: make(map[string]*Pool)}
+	c := &Core{cfg: cfg, upstreamBufs: h1.NewBufferPool(upstreamBufSize), pools: make(map[string]*Pool)}
+	if cfg.Descriptors != nil {
+		cfg.Descriptors.SetReclaim(c.reclaimIdle)
+	}
+	return c
 }
 
 // AddPool creates the pool pc describes over bs. The first pool added is
