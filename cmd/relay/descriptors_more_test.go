@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"io"
 	"net"
 	"net/http"
@@ -9,6 +10,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 // More attacks on relay's descriptors under an open-file limit of
@@ -121,4 +125,78 @@ func TestDescriptorFloodsAreRefusedNotFailed(t *testing.T) {
 			checkNoShortage(t, r)
 		})
 	}
+}
+
+// HTTP/2 streams whose request bodies never come hold a backend
+// connection each while they wait: past the budget relay refuses streams
+// (REFUSED_STREAM) or answers 503, and never meets EMFILE.
+func TestDescriptorsHTTP2BodiesThatNeverCome(t *testing.T) {
+	b := newBackend(t, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			io.Copy(io.Discard, req.Body)
+			next.ServeHTTP(w, req)
+		})
+	})
+	r, admin := startLimitedRelay(t, 1, b)
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, h := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "a.example"}, {":path", "/upload"}, {"content-length", "100000000"}} {
+		enc.WriteField(hpack.HeaderField{Name: h[0], Value: h[1]})
+	}
+	f := &flood{got: make(map[string]int), more: make(chan struct{}, 1)}
+	t.Cleanup(f.close)
+	for range attackConns {
+		c, err := net.DialTimeout("tcp", r.addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(30 * time.Second))
+		f.conns = append(f.conns, c)
+		io.WriteString(c, http2.ClientPreface)
+		fr := http2.NewFramer(c, c)
+		fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+		fr.WriteSettings()
+		for i := range attackStreams {
+			id := uint32(2*i + 1)
+			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndHeaders: true})
+			fr.WriteData(id, false, []byte("x"))
+		}
+		f.wg.Add(1)
+		go f.read(fr)
+	}
+	// Streams past the budget are refused at once; the others wait.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		f.mu.Lock()
+		refused := f.got["REFUSED_STREAM"] + f.got["503"]
+		f.mu.Unlock()
+		if refused > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no stream refused in 10s: %v", f.got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	checkServes(t, r, admin)
+	if n := fdsOf(t, r.cmd.Process.Pid); n >= fdLimit {
+		t.Fatalf("relay holds %d descriptors under a limit of %d", n, fdLimit)
+	}
+	f.close()
+	client := newClient(t)
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		code, _ := get(t, client, "http://"+r.addr+"/")
+		if code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the attack relay still answers %d", code)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	f.mu.Lock()
+	t.Logf("%d streams, frames that ended them: %v", attackConns*attackStreams, f.got)
+	f.mu.Unlock()
+	checkNoShortage(t, r)
 }
