@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"relay/internal/backend"
@@ -68,7 +69,8 @@ type Core struct {
 	// rare writes the warnings a client can repeat on every request
 	// (loops, descriptors run out): one every rareEvery, the next saying
 	// how many were dropped.
-	rare *logging.Limited
+	rare   *logging.Limited
+	pooled atomic.Int64 // idle upstream connections, in every pool
 
 	mu    sync.Mutex
 	pools map[string]*Pool
@@ -82,8 +84,12 @@ func New(cfg Config) *Core {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Core{cfg: cfg, upstreamBufs: h1.NewBufferPool(upstreamBufSize), via: newVia(cfg.Instance),
+	c := &Core{cfg: cfg, upstreamBufs: h1.NewBufferPool(upstreamBufSize), via: newVia(cfg.Instance),
 		rare: logging.NewLimited(cfg.Logger, 1, rareEvery), pools: make(map[string]*Pool)}
+	if cfg.Descriptors != nil {
+		cfg.Descriptors.SetReclaim(c.reclaimIdle)
+	}
+	return c
 }
 
 // rareEvery spaces the warnings of Core.rare.

@@ -56,10 +56,13 @@ type upstream struct {
 // and a timer closes those idle for IdleTimeout whether or not traffic
 // comes, so after a load relay's descriptors go back to where they were.
 type conns struct {
-	b      *backend.Backend
-	conf   *atomic.Pointer[settings] // the pool's
-	bufs   *h1.BufferPool
-	fds    *fds.Budget // the process's descriptors; nil: no bound
+	b    *backend.Backend
+	conf *atomic.Pointer[settings] // the pool's
+	bufs *h1.BufferPool
+	fds  *fds.Budget // the process's descriptors; nil: no bound
+	// pooled counts the idle connections of every pool of the core, for
+	// Core.reclaimIdle.
+	pooled *atomic.Int64
 	mu     sync.Mutex
 	idle   []*upstream // oldest first
 	reaper *time.Timer // armed while idle is not empty
@@ -67,8 +70,8 @@ type conns struct {
 	closed bool
 }
 
-func newConns(b *backend.Backend, conf *atomic.Pointer[settings], bufs *h1.BufferPool, budget *fds.Budget) *conns {
-	return &conns{b: b, conf: conf, bufs: bufs, fds: budget}
+func newConns(b *backend.Backend, conf *atomic.Pointer[settings], bufs *h1.BufferPool, budget *fds.Budget, pooled *atomic.Int64) *conns {
+	return &conns{b: b, conf: conf, bufs: bufs, fds: budget, pooled: pooled}
 }
 
 // cfg returns the pool's settings now.
@@ -82,6 +85,7 @@ func (p *conns) get(now time.Time) (u *upstream, reused bool, err error) {
 		u = p.idle[len(p.idle)-1]
 		p.idle[len(p.idle)-1] = nil
 		p.idle = p.idle[:len(p.idle)-1]
+		p.pooled.Add(-1)
 		if now.Sub(u.idleAt) < p.cfg().IdleTimeout {
 			p.mu.Unlock()
 			return u, true, nil
@@ -158,6 +162,7 @@ func (p *conns) put(u *upstream, now time.Time) {
 		return
 	}
 	p.idle = append(p.idle, u)
+	p.pooled.Add(1)
 	if !p.armed {
 		p.armed = true
 		p.arm(p.cfg().IdleTimeout)
@@ -186,6 +191,7 @@ func (p *conns) reap() {
 	expired := append([]*upstream(nil), p.idle[:k]...)
 	p.idle = append(p.idle[:0], p.idle[k:]...)
 	clear(p.idle[len(p.idle):cap(p.idle)])
+	p.pooled.Add(-int64(k))
 	if len(p.idle) > 0 && !p.closed {
 		p.arm(p.idle[0].idleAt.Add(p.cfg().IdleTimeout).Sub(now))
 	} else {
@@ -202,6 +208,7 @@ func (p *conns) close() {
 	p.mu.Lock()
 	idle := p.idle
 	p.idle, p.closed = nil, true
+	p.pooled.Add(-int64(len(idle)))
 	if p.reaper != nil {
 		p.reaper.Stop()
 	}
@@ -209,6 +216,32 @@ func (p *conns) close() {
 	for _, u := range idle {
 		u.close()
 	}
+}
+
+// oldestIdle returns when the longest idle connection was pooled; ok is
+// false when none is.
+func (p *conns) oldestIdle() (at time.Time, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.idle) == 0 {
+		return at, false
+	}
+	return p.idle[0].idleAt, true
+}
+
+// takeOldest removes the longest idle connection from the pool and
+// returns it, or nil if there is none now.
+func (p *conns) takeOldest() *upstream {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.idle) == 0 {
+		return nil
+	}
+	u := p.idle[0]
+	p.idle = append(p.idle[:0], p.idle[1:]...)
+	p.idle[:cap(p.idle)][len(p.idle)] = nil
+	p.pooled.Add(-1)
+	return u
 }
 
 // close closes the connection and gives its descriptor's place back.

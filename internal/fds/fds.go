@@ -24,6 +24,7 @@ type Budget struct {
 	limit   int64
 	used    atomic.Int64
 	refused atomic.Uint64
+	reclaim atomic.Pointer[func() bool] // SetReclaim's
 }
 
 // New returns a budget of limit descriptors; limit <= 0 means none may be
@@ -41,18 +42,41 @@ func Reserve(limit int) int { return min(256, limit/4) }
 // Reserve.
 func ForLimit(limit int) *Budget { return New(limit - Reserve(limit)) }
 
+// SetReclaim gives the budget a way to free a place when none is left:
+// reclaim closes one descriptor relay keeps only in case it is needed
+// again (an idle pooled upstream connection), which gives its place back,
+// and reports whether it found one. Without it a budget spent partly on
+// idle connections would refuse clients while those sit unused, until
+// their idle timeout; nginx reuses its idle connections the same way
+// when it runs out.
+func (b *Budget) SetReclaim(reclaim func() bool) { b.reclaim.Store(&reclaim) }
+
 // Take takes a descriptor's place and reports whether there was one; a
 // caller that got one gives it back with Give when the descriptor closes.
+// With no place left it first has an idle descriptor closed (SetReclaim).
 func (b *Budget) Take() bool {
 	if b == nil {
 		return true
 	}
-	if b.used.Add(1) > b.limit {
+	for {
+		if b.used.Add(1) <= b.limit {
+			return true
+		}
 		b.used.Add(-1)
-		b.refused.Add(1)
-		return false
+		// Each round closes an idle descriptor, of which there are
+		// few, so the loop ends; a place freed may go to another
+		// Take first.
+		if !b.reclaimOne() {
+			b.refused.Add(1)
+			return false
+		}
 	}
-	return true
+}
+
+// reclaimOne has an idle descriptor closed, and reports whether one was.
+func (b *Budget) reclaimOne() bool {
+	f := b.reclaim.Load()
+	return f != nil && (*f)()
 }
 
 // Give gives back a place Take gave.
@@ -63,7 +87,14 @@ func (b *Budget) Give() {
 }
 
 // Short reports whether the budget is spent: the next Take would fail.
-func (b *Budget) Short() bool { return b != nil && b.used.Load() >= b.limit }
+// A budget spent with an idle descriptor to reclaim has that closed, and
+// is not short.
+func (b *Budget) Short() bool {
+	if b == nil || b.used.Load() < b.limit {
+		return false
+	}
+	return !b.reclaimOne() || b.used.Load() >= b.limit
+}
 
 // Used is the number of places taken.
 func (b *Budget) Used() int64 {

@@ -81,3 +81,32 @@ func TestExhaustionErrors(t *testing.T) {
 		t.Error("a refused connection is taken for exhaustion")
 	}
 }
+
+// A spent budget has an idle descriptor closed before it refuses: Take
+// and Short use the place that frees, and refuse once nothing is idle.
+func TestSpentBudgetReclaimsIdleDescriptors(t *testing.T) {
+	b := New(2)
+	idle := 1 // one of the two places is an idle connection
+	b.SetReclaim(func() bool {
+		if idle == 0 {
+			return false
+		}
+		idle--
+		b.Give() // closing it gives its place back
+		return true
+	})
+	b.Take()
+	b.Take()
+	if b.Short() {
+		t.Fatal("a budget with an idle descriptor to close says it is short")
+	}
+	if idle != 0 || b.Used() != 1 {
+		t.Fatalf("idle %d used %d after Short; want the idle one closed", idle, b.Used())
+	}
+	if !b.Take() {
+		t.Fatal("the place an idle descriptor freed cannot be taken")
+	}
+	if b.Take() || !b.Short() || b.Refused() != 1 {
+		t.Fatalf("with nothing idle: refused %d, short %v; want a refusal", b.Refused(), b.Short())
+	}
+}

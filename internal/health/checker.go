@@ -54,9 +54,10 @@ type Checker struct {
 type target struct {
 	probe func(ctx context.Context) error
 	close func() // closes what the probe keeps between runs; may be nil
-	// keeps says the probe keeps its connection between runs, and with it
-	// the place it took in the descriptor budget; place says it holds one.
-	keeps bool
+	// kept reports whether the probe keeps a connection now, and with it
+	// the place it took in the descriptor budget; nil for a probe that
+	// never keeps one. place says the target holds a place.
+	kept  func() bool
 	place atomic.Bool
 
 	mu      sync.Mutex
@@ -116,7 +117,10 @@ func (c *Checker) newTarget(b *backend.Backend) *target {
 		t.probe = func(ctx context.Context) error { return tcpProbe(ctx, b) }
 	default:
 		h := newHTTPCheck(b, c.cfg.Path, c.cfg.ReuseConnection, c.bufs)
-		t.probe, t.close, t.keeps = h.probe, h.closeIdle, c.cfg.ReuseConnection
+		t.probe, t.close = h.probe, h.closeIdle
+		if c.cfg.ReuseConnection {
+			t.kept = h.holds
+		}
 	}
 	return t
 }
@@ -375,7 +379,11 @@ func (c *Checker) check(ctx context.Context, t *target, rise, fall int) {
 	err := t.probe(pctx)
 	took := time.Since(start)
 	cancel()
-	if !t.keeps {
+	if t.kept == nil || !t.kept() {
+		// Nothing kept (a probe that never keeps, a backend that
+		// refused the connection or closed it): no descriptor to hold
+		// a place for. Only this target's loop probes it, so nothing
+		// is kept behind this look's back.
 		c.givePlace(t)
 	}
 	if ctx.Err() != nil {

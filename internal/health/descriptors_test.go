@@ -12,6 +12,7 @@ import (
 
 	"relay/internal/backend"
 	"relay/internal/fds"
+	"relay/internal/testaddr"
 )
 
 // A probe takes its descriptor from the process's budget. With none left
@@ -20,8 +21,9 @@ import (
 func TestProbesTakeTheirDescriptorsFromTheBudget(t *testing.T) {
 	var asked atomic.Int64
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		asked.Add(1)
-		w.WriteHeader(http.StatusServiceUnavailable) // a probe that gets through marks the backend down
+		if asked.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable) // a probe that gets through marks the backend down
+		}
 	}))
 	t.Cleanup(s.Close)
 	b := newBackend(t, s.URL)
@@ -48,6 +50,13 @@ func TestProbesTakeTheirDescriptorsFromTheBudget(t *testing.T) {
 	if asked.Load() != 1 || b.Healthy() {
 		t.Fatalf("with a descriptor: %d probes, healthy %v; want one, answered 503", asked.Load(), b.Healthy())
 	}
+	if budget.Used() != 0 {
+		t.Fatalf("a probe answered 503, whose connection is not kept, holds %d places, want 0", budget.Used())
+	}
+	c.CheckAll(context.Background())
+	if asked.Load() != 2 || !b.Healthy() {
+		t.Fatalf("%d probes, healthy %v; want a second one, answered 200", asked.Load(), b.Healthy())
+	}
 	if budget.Used() != 1 {
 		t.Fatalf("the kept probe connection holds %d places, want 1", budget.Used())
 	}
@@ -72,5 +81,38 @@ func TestDescriptorShortageIsNotTheBackendsFailure(t *testing.T) {
 	c.CheckAll(context.Background())
 	if !b.Healthy() {
 		t.Fatal("the backend was marked down for relay's own EMFILE")
+	}
+}
+
+// A probe that keeps its connection keeps its place only while it has a
+// connection kept: one whose backend refuses connections, or whose answer
+// leaves nothing to keep, gives its place back. Otherwise every backend
+// that is down would hold a place with no descriptor under it, and a few
+// hundred of them would spend the budget, leaving clients refused.
+func TestKeptProbeWithNothingKeptHoldsNoPlace(t *testing.T) {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	t.Cleanup(s.Close)
+	closing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close") // nothing to keep
+	}))
+	t.Cleanup(closing.Close)
+	const dead = 20
+	bs := []*backend.Backend{newBackend(t, s.URL), newBackend(t, closing.URL)}
+	for i := range dead {
+		bs = append(bs, newBackend(t, fmt.Sprintf("http://%s/%d", testaddr.Refused(t), i)))
+	}
+	budget := fds.New(100)
+	c, err := New(Config{Interval: time.Hour, Timeout: 5 * time.Second, Rise: 1, Fall: 1, ReuseConnection: true},
+		bs, nil, WithDescriptors(budget))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	c.CheckAll(context.Background())
+	if !bs[0].Healthy() || !bs[1].Healthy() || bs[2].Healthy() {
+		t.Fatalf("healthy: live %v, closing %v, dead %v; want true, true, false", bs[0].Healthy(), bs[1].Healthy(), bs[2].Healthy())
+	}
+	if n := budget.Used(); n != 1 {
+		t.Fatalf("%d places held with one probe connection kept (and %d backends refusing connections); want 1", n, dead)
 	}
 }

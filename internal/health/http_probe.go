@@ -186,6 +186,9 @@ func (h *httpCheck) keepIdle(c *probeConn) {
 	}
 }
 
+// holds reports whether a connection is kept for the next probe.
+func (h *httpCheck) holds() bool { return h.idle.Load() != nil }
+
 // closeIdle closes the kept connection, if any, and keeps none from now on.
 func (h *httpCheck) closeIdle() {
 	h.closed.Store(true)

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -85,5 +86,56 @@ func TestOwnDescriptorShortageDoesNotTripTheBreaker(t *testing.T) {
 				t.Fatalf("the backend was blamed for relay's shortage: ejected %v, %d failures", b.Ejected(), b.Failures())
 			}
 		})
+	}
+}
+
+// Idle pooled upstream connections are kept only in case they are needed
+// again: with the budget spent, relay closes one to make room rather than
+// refuse a client. After a burst has left idle connections behind, new
+// clients are served, not answered 503 until the pool's idle timeout.
+func TestIdlePooledConnectionsMakeRoomForClients(t *testing.T) {
+	const burst = 4
+	gate := make(chan struct{})
+	var held sync.WaitGroup
+	held.Add(burst)
+	hb := newHTTPBackend(t, "a", 1, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/held" {
+			held.Done()
+			<-gate
+		}
+		io.WriteString(w, "ok")
+	})
+	budget := fds.New(2 * burst)
+	r := startRelay(t, Config{Descriptors: budget}, backendsOf(hb)...)
+	// A burst of burst requests at once: a client connection and an
+	// upstream connection each, the whole budget.
+	var wg sync.WaitGroup
+	for range burst {
+		wg.Go(func() {
+			c, br := dialRelay(t, r)
+			write(t, c, "GET /held HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+			readResponse(t, br, "GET")
+			c.Close()
+		})
+	}
+	held.Wait()
+	close(gate)
+	wg.Wait()
+	eventually(t, "the burst's clients to be gone, its upstream connections pooled", func() bool {
+		return r.p.Connections() == 0 && budget.Used() == burst
+	})
+	// More clients than the places the idle connections leave, each
+	// asking in turn.
+	conns := make([]net.Conn, burst+2)
+	brs := make([]*bufio.Reader, len(conns))
+	for i := range conns {
+		conns[i], brs[i] = dialRelay(t, r)
+	}
+	for i, c := range conns {
+		write(t, c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		if resp, body := readResponse(t, brs[i], "GET"); resp.StatusCode != 200 {
+			t.Fatalf("client %d of %d, with %d idle upstream connections pooled: %d %q; want 200",
+				i+1, len(conns), burst, resp.StatusCode, body)
+		}
 	}
 }

@@ -163,6 +163,11 @@ type Proxy struct {
 // New returns a front door over a core whose default pool holds bs.
 func New(cfg Config, bs []*backend.Backend) (*Proxy, error) {
 	ferr := cfg.validate()
+	if cfg.Logger == nil {
+		// nil discards, as documented: the front door logs too (failed
+		// handshakes, failed accepts), not only the core.
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	c := core.New(core.Config{TrustedProxies: cfg.TrustedProxies, AccessLog: cfg.AccessLog, Logger: cfg.Logger,
 		MaxBodyBytes: cfg.MaxBodyBytes, HoldBodyBytes: cfg.BodyBufferBytes, Descriptors: cfg.Descriptors, Instance: cfg.Instance})
 	if cfg.Pool.Name == "" {

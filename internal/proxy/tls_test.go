@@ -219,3 +219,23 @@ func TestTLSWithoutHTTP2OffersHTTP1Only(t *testing.T) {
 		t.Errorf("%d %q", res.StatusCode, body)
 	}
 }
+
+// A front door built without a Logger discards what it would log, as
+// Config says, rather than crash on the first failed handshake.
+func TestFailedHandshakeWithoutLoggerIsDiscarded(t *testing.T) {
+	hb := newHTTPBackend(t, "a", 1, nil)
+	r := startTLSRelay(t, Config{}, backendsOf(hb)...)
+	c, err := net.Dial("tcp", r.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(ioTimeout))
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n") // not a TLS hello
+	io.Copy(io.Discard, c)
+	tc := r.dial(t, "http/1.1")
+	io.WriteString(tc, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp, _ := readResponse(t, bufio.NewReader(tc), "GET"); resp.StatusCode != 200 {
+		t.Fatalf("after a failed handshake: %d, want 200", resp.StatusCode)
+	}
+}
