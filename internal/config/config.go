@@ -41,6 +41,7 @@ const (
 	DefaultShutdownTimeout        = 30 * time.Second
 	DefaultMaxIdleConnsPerBackend = 256
 	DefaultUpstreamIdleTimeout    = 30 * time.Second
+	DefaultTunnelIdleTimeout      = time.Hour
 	DefaultMaxConnections         = 16384
 	DefaultRetries                = 2
 	DefaultWorkers                = 0
@@ -206,6 +207,9 @@ type Config struct {
 	MaxIdleConnsPerBackend int
 	// UpstreamIdleTimeout closes kept connections to backends idle longer.
 	UpstreamIdleTimeout time.Duration
+	// TunnelIdleTimeout closes a tunnel (WebSocket) in which neither side
+	// sent anything for longer.
+	TunnelIdleTimeout time.Duration
 	// MaxConnections caps concurrent client connections.
 	MaxConnections int
 	// Retries is how many extra attempts, each on another backend, a request
@@ -327,6 +331,7 @@ func Default() *Config {
 		ShutdownTimeout:        DefaultShutdownTimeout,
 		MaxIdleConnsPerBackend: DefaultMaxIdleConnsPerBackend,
 		UpstreamIdleTimeout:    DefaultUpstreamIdleTimeout,
+		TunnelIdleTimeout:      DefaultTunnelIdleTimeout,
 		MaxConnections:         DefaultMaxConnections,
 		Retries:                DefaultRetries,
 		Workers:                DefaultWorkers,

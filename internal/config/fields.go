@@ -101,6 +101,7 @@ var fields = []field{
 	durField("shutdown_timeout", func(c *Config) *time.Duration { return &c.ShutdownTimeout }),
 	intField("max_idle_conns_per_backend", func(c *Config) *int { return &c.MaxIdleConnsPerBackend }),
 	durField("upstream_idle_timeout", func(c *Config) *time.Duration { return &c.UpstreamIdleTimeout }),
+	durField("tunnel_idle_timeout", func(c *Config) *time.Duration { return &c.TunnelIdleTimeout }),
 	intField("max_connections", func(c *Config) *int { return &c.MaxConnections }),
 	intField("retries", func(c *Config) *int { return &c.Retries }),
 	intField("workers", func(c *Config) *int { return &c.Workers }),

@@ -119,6 +119,7 @@ func (c *Config) check(errs *Errors, opts Options) {
 
 	intRange("max_idle_conns_per_backend", c.MaxIdleConnsPerBackend, 0, maxInt)
 	positive("upstream_idle_timeout", c.UpstreamIdleTimeout)
+	positive("tunnel_idle_timeout", c.TunnelIdleTimeout)
 	intRange("max_connections", c.MaxConnections, 1, maxInt)
 	intRange("retries", c.Retries, 0, MaxRetries)
 	intRange("workers", c.Workers, 0, maxInt)

@@ -39,6 +39,9 @@ type Config struct {
 	// connection, any single wait for request body bytes, and any single
 	// wait for the client to take response bytes.
 	IdleTimeout time.Duration
+	// TunnelIdleTimeout closes a tunnel in which neither side sent
+	// anything for that long; 0 means never.
+	TunnelIdleTimeout time.Duration
 	// BodyTimeout bounds the time a client takes to send a request body,
 	// extended by a second for every BodyMinRate bytes it sent; 0 leaves
 	// only IdleTimeout between reads.
@@ -79,17 +82,18 @@ type Config struct {
 // relay's configuration.
 func ConfigFrom(c *config.Config) Config {
 	return Config{
-		Pool:            PoolConfigFrom(c),
-		HeaderTimeout:   c.ClientHeaderTimeout,
-		IdleTimeout:     c.IdleTimeout,
-		BodyTimeout:     c.ClientBodyTimeout,
-		BodyMinRate:     c.ClientBodyMinRate,
-		MaxBodyBytes:    c.MaxBodyBytes,
-		BodyBufferBytes: c.BodyBufferBytes,
-		MaxHeaderBytes:  c.MaxHeaderBytes,
-		MaxConnections:  c.MaxConnections,
-		H2C:             c.H2C,
-		TrustedProxies:  c.TrustedProxies,
+		Pool:              PoolConfigFrom(c),
+		HeaderTimeout:     c.ClientHeaderTimeout,
+		IdleTimeout:       c.IdleTimeout,
+		TunnelIdleTimeout: c.TunnelIdleTimeout,
+		BodyTimeout:       c.ClientBodyTimeout,
+		BodyMinRate:       c.ClientBodyMinRate,
+		MaxBodyBytes:      c.MaxBodyBytes,
+		BodyBufferBytes:   c.BodyBufferBytes,
+		MaxHeaderBytes:    c.MaxHeaderBytes,
+		MaxConnections:    c.MaxConnections,
+		H2C:               c.H2C,
+		TrustedProxies:    c.TrustedProxies,
 	}
 }
 

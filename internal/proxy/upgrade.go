@@ -2,9 +2,12 @@ package proxy
 
 import (
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"relay/internal/h1"
@@ -43,15 +46,66 @@ func (cc *clientConn) Tunnel(resp *h1.Response, up net.Conn, early []byte) int64
 	// client that stops taking bytes is cut off after idle_timeout
 	// (WriteWait), over TLS and in cleartext alike.
 	client := net.Conn(cc.conn)
+	idle := newTunnelIdle(cc.p.cfg.TunnelIdleTimeout)
 	sent := make(chan int64, 1)
 	go func() {
-		n, err := pump(client, up)
+		n, err := pump(client, idle.reader(up))
 		endTunnel(client, up, err)
 		sent <- n
 	}()
-	_, err := pump(up, client)
+	_, err := pump(up, idle.reader(client))
 	endTunnel(up, client, err)
 	return <-sent
+}
+
+// tunnelIdle ends a tunnel in which neither side has sent anything for
+// its timeout (tunnel_idle_timeout, HAProxy's timeout tunnel): each
+// direction reads under a deadline, and one whose deadline passes ends
+// the tunnel unless the other direction moved meanwhile.
+type tunnelIdle struct {
+	timeout time.Duration // 0: never
+	last    atomic.Int64  // when either side last sent bytes, Unix ns
+}
+
+func newTunnelIdle(timeout time.Duration) *tunnelIdle {
+	t := &tunnelIdle{timeout: timeout}
+	t.last.Store(time.Now().UnixNano())
+	return t
+}
+
+// reader reads c under the tunnel's idle rule.
+func (t *tunnelIdle) reader(c net.Conn) io.Reader {
+	if t.timeout <= 0 {
+		return c
+	}
+	return idleReader{c: c, t: t}
+}
+
+// errTunnelIdle ends a tunnel idle for its timeout.
+var errTunnelIdle = errors.New("tunnel idle for tunnel_idle_timeout")
+
+type idleReader struct {
+	c net.Conn
+	t *tunnelIdle
+}
+
+func (r idleReader) Read(p []byte) (int, error) {
+	for {
+		last := time.Unix(0, r.t.last.Load())
+		r.c.SetReadDeadline(last.Add(r.t.timeout))
+		n, err := r.c.Read(p)
+		if n > 0 {
+			r.t.last.Store(time.Now().UnixNano())
+			return n, err
+		}
+		if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+			if time.Since(time.Unix(0, r.t.last.Load())) < r.t.timeout {
+				continue // the other direction moved: wait on
+			}
+			return 0, errTunnelIdle
+		}
+		return n, err
+	}
 }
 
 // endTunnel finishes one direction of a tunnel, from src to dst. A clean

@@ -2,10 +2,12 @@ package proxy
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestExpectContinue plays a client that sends its body only after relay
@@ -130,5 +132,43 @@ func TestUnaskedSwitchIsRefused(t *testing.T) {
 	write(t, c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 	if resp, _ := readResponse(t, br, "GET"); resp.StatusCode != 502 {
 		t.Errorf("status %d, want 502", resp.StatusCode)
+	}
+}
+
+// A tunnel in which neither side sends anything for tunnel_idle_timeout
+// is closed, its two descriptors with it; one that keeps talking is not.
+func TestIdleTunnelIsClosed(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	reqs := make(chan *rawRequest, 4)
+	rb := echoUpgradeBackend(t, reqs)
+	r := startRelay(t, Config{TunnelIdleTimeout: idle}, rb.b)
+	open := func() (net.Conn, *bufio.Reader) {
+		c, br := dialRelay(t, r)
+		write(t, c, "GET /chat HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		if line, _, err := readHead(br); err != nil || !strings.HasPrefix(line, "HTTP/1.1 101 ") {
+			t.Fatalf("status line %q (%v), want 101", line, err)
+		}
+		if got, _ := br.ReadString('\n'); got != "hi\n" {
+			t.Fatalf("greeting %q", got)
+		}
+		return c, br
+	}
+
+	// A talking client keeps its tunnel for many timeouts.
+	c, br := open()
+	for i := range 10 {
+		time.Sleep(idle / 3)
+		msg := fmt.Sprintf("ping %d\n", i)
+		write(t, c, msg)
+		if got, err := br.ReadString('\n'); got != msg {
+			t.Fatalf("after %v of talk: got %q (%v), want the echo", time.Duration(i+1)*idle/3, got, err)
+		}
+	}
+
+	// A silent one is closed once the timeout has passed.
+	start := time.Now()
+	expectClosed(t, c, br)
+	if took := time.Since(start); took < idle || took > idle+2*time.Second {
+		t.Fatalf("a silent tunnel closed after %v, want about %v", took, idle)
 	}
 }
