@@ -22,9 +22,13 @@ import (
 // before relay answered, or relay refuses it for the client's fault: a
 // stream error (PROTOCOL_ERROR, REFUSED_STREAM over the stream limit and
 // the like) or relay's own answer instead of forwarding (400, 405, 431).
-// A backend's answer, 4xx or not, is useful. Independently, a client
-// whose cancelled streams are still being wound down may not make relay
-// run more than runningPerStream times its stream limit at once.
+// A backend's answer, 4xx or not, is useful. A stream refused for a
+// bound of relay's that the client cannot know is not wasted: one refused
+// for want of descriptors costs nothing, one refused for the header memory
+// of the connection's open streams (budget.go) a frame of the control
+// budget. Independently, a client whose cancelled streams are still being
+// wound down may not make relay run more than runningPerStream times its
+// stream limit at once.
 const (
 	resetMinStreams  = 500
 	runningPerStream = 4

@@ -46,7 +46,9 @@ const (
 // MaxConcurrentStreams in all (800 KiB with relay's 100), or 8 times
 // MaxHeaderBytes if that is more; a stream that would take them past it
 // is refused with REFUSED_STREAM (the client may send it again) until
-// others end. A stream arriving when none holds any is always taken, so a
+// others end. The refusal is not a wasted stream under the Rapid Reset
+// rule, since the request is within what relay advertises; it costs one
+// frame of the control budget (abuse.go). A stream arriving when none holds any is always taken, so a
 // single request of any size the other limits allow is served.
 const heldPerStream = 8 << 10
 

@@ -129,10 +129,19 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	}
 	size := int64(listSize(f.Fields))
 	if !c.fb.holdFields(size) {
-		c.mu.Unlock()
 		// Other streams hold the header lists relay keeps for one
-		// connection: this one may come again once they end.
-		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
+		// connection: this one may come again once they end. The bound
+		// is relay's, which the client cannot know (its request is
+		// within SETTINGS_MAX_HEADER_LIST_SIZE), so the refusal is not
+		// a wasted stream, nor an opened one that earns control
+		// frames: it costs one from the control budget, which bounds a
+		// client that sends such streams without end (abuse.go).
+		c.ab.opened--
+		c.noteReset(id)
+		c.mu.Unlock()
+		c.spend()
+		c.writeReset(id, http2.ErrCodeRefusedStream)
+		return nil
 	}
 	if running := c.running; running >= runningPerStream*c.srv.lim.MaxConcurrentStreams {
 		c.mu.Unlock()
