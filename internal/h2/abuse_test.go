@@ -266,7 +266,7 @@ func TestRapidResetIsLoggedOncePerConnectionAndRateLimited(t *testing.T) {
 	}
 
 	r := rapidReset()
-	r.cutOff(t, "Rapid Reset")
+	r.closedOrCalmed(t, "Rapid Reset")
 	if n := len(warnings(t, logs, "Rapid Reset")); n != 1 {
 		t.Fatalf("%d warnings for one connection, want 1", n)
 	}
@@ -279,7 +279,7 @@ func TestRapidResetIsLoggedOncePerConnectionAndRateLimited(t *testing.T) {
 		go func() { done <- rapidReset() }()
 	}
 	for range conns {
-		await(t, done, "a Rapid Reset connection's end").cutOff(t, "Rapid Reset")
+		await(t, done, "a Rapid Reset connection's end").closedOrCalmed(t, "Rapid Reset")
 	}
 	took := time.Since(start)
 	lines := warnings(t, logs, "Rapid Reset")[1:]
