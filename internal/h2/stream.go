@@ -118,29 +118,16 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	}
 	if c.srv.core.Descriptors().Short() {
 		// relay has no descriptor for a backend connection now (package
-		// fds): refused, for the client to try again, and not counted
-		// against the client as a wasted stream, since it is relay's
-		// shortage.
-		c.ab.opened--
-		c.noteReset(id)
-		c.mu.Unlock()
-		c.writeReset(id, http2.ErrCodeRefusedStream)
+		// fds): the client may try again (refuseForRelay).
+		c.refuseForRelay(id)
 		return nil
 	}
 	size := int64(listSize(f.Fields))
 	if !c.fb.holdFields(size) {
 		// Other streams hold the header lists relay keeps for one
-		// connection: this one may come again once they end. The bound
-		// is relay's, which the client cannot know (its request is
-		// within SETTINGS_MAX_HEADER_LIST_SIZE), so the refusal is not
-		// a wasted stream, nor an opened one that earns control
-		// frames: it costs one from the control budget, which bounds a
-		// client that sends such streams without end (abuse.go).
-		c.ab.opened--
-		c.noteReset(id)
-		c.mu.Unlock()
-		c.spend()
-		c.writeReset(id, http2.ErrCodeRefusedStream)
+		// connection: this one may come again once they end
+		// (refuseForRelay).
+		c.refuseForRelay(id)
 		return nil
 	}
 	if running := c.running; running >= runningPerStream*c.srv.lim.MaxConcurrentStreams {
@@ -170,6 +157,21 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	c.mu.Unlock()
 	go st.run()
 	return nil
+}
+
+// refuseForRelay refuses stream id with REFUSED_STREAM for a bound of
+// relay's own that the client cannot know (descriptors, the header lists
+// a connection may hold; its request is within what relay advertises):
+// not a wasted stream under the Rapid Reset rule, nor an opened one that
+// earns control frames. It costs one frame of the control budget, which
+// bounds a client that sends such streams without end (abuse.go). mu is
+// held, and released.
+func (c *conn) refuseForRelay(id uint32) {
+	c.ab.opened--
+	c.noteReset(id)
+	c.mu.Unlock()
+	c.spend()
+	c.writeReset(id, http2.ErrCodeRefusedStream)
 }
 
 // onData takes a stream's body bytes.
