@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"relay/internal/admin"
@@ -46,6 +47,7 @@ func startControl(f *flags, cfg *config.Config, src supervisor.ConfigSource, lg 
 	}
 	ctl.SetTargets(checks.Set)
 	r := &reloader{f: f, ctl: ctl, up: up, running: cfg, name: src.Name, logs: lg, log: log, builtIn: f.demo && f.config == ""}
+	r.applied.Store(cfg)
 	rotation, stopRotation := time.NewTicker(supervisor.TicketKeyRotation), make(chan struct{})
 	go func() {
 		for {
@@ -62,7 +64,7 @@ func startControl(f *flags, cfg *config.Config, src supervisor.ConfigSource, lg 
 	if cfg.AdminListen != "" {
 		c.admin, err = admin.Start(cfg.AdminListen, admin.Options{
 			Control: ctl, Token: cfg.AdminToken, AllowedHosts: cfg.AdminAllowedHosts, Reload: r.reload,
-			Pool: "default", Algorithm: cfg.Algorithm, Log: log,
+			Pool: "default", Algorithm: func() string { return r.applied.Load().Algorithm }, Log: log,
 		})
 		if err != nil {
 			stopChecks()
@@ -96,6 +98,9 @@ type reloader struct {
 	up      *upstreams
 	disc    *discoverer
 	running *config.Config // what relay started with: restart-only settings
+	// applied is the configuration last applied, at start or by a
+	// reload, for what the admin API shows of it (the algorithm).
+	applied atomic.Pointer[config.Config]
 	name    string
 	builtIn bool
 	logs    *logs
@@ -156,6 +161,7 @@ func (r *reloader) reload() (uint64, error) {
 		r.ctl.ReloadRefused()
 		return 0, err
 	}
+	r.applied.Store(cfg)
 	r.logs.setLevel(cfg)
 	r.disc.reload(cfg)
 	r.log.Info("configuration reloaded", "file", r.name, "generation", src.Generation, "backends", len(cfg.Backends))

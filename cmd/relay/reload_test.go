@@ -192,7 +192,11 @@ func TestReloadAppliesPoolSettingsAndNamesTheRest(t *testing.T) {
 	t.Parallel()
 	bs := newBackends(t, 3)
 	file := writeFile(t, t.TempDir(), "relay.yml", "listen: 127.0.0.1:0\naccess_log: false\n"+backendsYAML(urlsOf(bs)))
-	r, _ := startRelay(t, "", "-config", file)
+	r, started := startRelay(t, "", "-config", file)
+	admin := adminOf(t, started)
+	if _, v := adminCall(t, admin, "GET", "/api/backends", ""); v["algorithm"] != "round-robin" {
+		t.Fatalf("the admin API names the algorithm %v, want round-robin", v["algorithm"])
+	}
 	c := newClient(t)
 	if got := sequence(t, c, r, 6); got[0] == got[1] {
 		t.Fatalf("round robin answered %v", got)
@@ -225,6 +229,10 @@ func TestReloadAppliesPoolSettingsAndNamesTheRest(t *testing.T) {
 			t.Fatalf("after the reload to ip-hash one client still spreads: %v", got)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	// The admin API and the dashboard name the algorithm relay now runs.
+	if _, v := adminCall(t, admin, "GET", "/api/backends", ""); v["algorithm"] != "ip-hash" {
+		t.Fatalf("after the reload the admin API names the algorithm %v, want ip-hash", v["algorithm"])
 	}
 	r.stop()
 }

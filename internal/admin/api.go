@@ -150,7 +150,7 @@ func (a *api) status(r *http.Request) *supervisor.Status {
 }
 
 func (a *api) listing(s *supervisor.Status) *listing {
-	l := &listing{Pool: a.o.Pool, Algorithm: a.o.Algorithm, Generation: s.Generation, Processes: s.Processes, Time: s.Time}
+	l := &listing{Pool: a.o.Pool, Algorithm: a.o.Algorithm(), Generation: s.Generation, Processes: s.Processes, Time: s.Time}
 	byName := make(map[string]*stats.Backend, len(s.Stats.Backends))
 	for i := range s.Stats.Backends {
 		byName[s.Stats.Backends[i].Name] = &s.Stats.Backends[i]

@@ -53,7 +53,8 @@ func newAdmin(t *testing.T, o Options) *testAdmin {
 	}
 	a := &testAdmin{}
 	a.ctl = supervisor.NewControl(supervisor.ConfigSource{Generation: 1}, bs, 50, slog.New(slog.DiscardHandler))
-	o.Control, o.Pool, o.Algorithm, o.Log = a.ctl, "default", "round-robin", slog.New(slog.DiscardHandler)
+	o.Control, o.Pool, o.Log = a.ctl, "default", slog.New(slog.DiscardHandler)
+	o.Algorithm = func() string { return "round-robin" }
 	o.Reload = func() (uint64, error) {
 		a.reloads.Add(1)
 		return 2, nil

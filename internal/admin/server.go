@@ -36,8 +36,10 @@ type Options struct {
 	// returns the new generation, or why the file was refused (a
 	// *config.Errors lists every problem).
 	Reload func() (uint64, error)
-	// Pool and Algorithm name the pool shown.
-	Pool, Algorithm string
+	// Pool names the pool shown.
+	Pool string
+	// Algorithm names the pool's algorithm now: a reload may change it.
+	Algorithm func() string
 	// Log receives the admin listener's own errors.
 	Log *slog.Logger
 
