@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -297,5 +298,25 @@ func TestValidateBuiltInCode(t *testing.T) {
 		if !found {
 			t.Errorf("missing %q in\n%v", w, &Errors{ps})
 		}
+	}
+}
+
+// A file that sets only health_check_interval, shorter than the default
+// timeout, loads with the timeout following the interval; a timeout the
+// file sets is still held to the interval.
+func TestHealthCheckTimeoutFollowsTheInterval(t *testing.T) {
+	c, err := Parse([]byte("health_check_interval: 2s\nbackends:\n  - http://127.0.0.1:8001\n"), "relay.yml", Options{})
+	if err != nil {
+		t.Fatalf("a file setting only health_check_interval: 2s: %v", err)
+	}
+	if c.HealthCheck.Timeout != time.Second {
+		t.Fatalf("health_check_timeout %v, want 1s (half the interval)", c.HealthCheck.Timeout)
+	}
+	if c, err := Parse([]byte("health_check_interval: 10s\nbackends:\n  - http://127.0.0.1:8001\n"), "relay.yml", Options{}); err != nil || c.HealthCheck.Timeout != DefaultHealthCheckTimeout {
+		t.Fatalf("an interval longer than the default timeout: timeout %v (%v), want the default %v", c.HealthCheck.Timeout, err, DefaultHealthCheckTimeout)
+	}
+	_, err = Parse([]byte("health_check_interval: 2s\nhealth_check_timeout: 2s\nbackends:\n  - http://127.0.0.1:8001\n"), "relay.yml", Options{})
+	if err == nil || !strings.Contains(err.Error(), "relay.yml:2") || !strings.Contains(err.Error(), "must be shorter than health_check_interval") {
+		t.Fatalf("a timeout the file sets equal to the interval: %v; want relay.yml:2 saying it must be shorter", err)
 	}
 }

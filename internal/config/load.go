@@ -55,6 +55,7 @@ func parse(data []byte, path string, o Overlay, opts Options) (*Config, error) {
 		c.Listen = ":" + strconv.Itoa(c.Port)
 	}
 	c.overlay(o, &errs)
+	c.followInterval()
 	c.check(&errs, opts)
 	if err := errs.err(); err != nil {
 		return nil, err
@@ -126,4 +127,17 @@ func trimYAMLPrefix(s string) string {
 // the configuration its supervisor loaded.
 func ParseOverlay(data []byte, path string, o Overlay, opts Options) (*Config, error) {
 	return parse(data, path, o, opts)
+}
+
+// followInterval makes the default health_check_timeout follow a
+// health_check_interval the file set shorter than it: half the interval,
+// so that a file setting only health_check_interval: 2s (HAProxy's inter)
+// loads. A timeout the file or a flag set is held to the interval as it is.
+func (c *Config) followInterval() {
+	_, set := c.lines["health_check_timeout"]
+	_, flagged := c.flags["health_check_timeout"]
+	hc := &c.HealthCheck
+	if !set && !flagged && hc.Interval > 0 && hc.Timeout >= hc.Interval {
+		hc.Timeout = hc.Interval / 2
+	}
 }
