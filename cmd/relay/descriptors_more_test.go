@@ -109,19 +109,7 @@ func TestDescriptorFloodsAreRefusedNotFailed(t *testing.T) {
 			if got["HTTP/1.1 503 Service Unavailable"] == 0 {
 				t.Fatalf("answers %v; want some refused for want of descriptors", got)
 			}
-			client := newClient(t)
-			deadline = time.Now().Add(10 * time.Second)
-			for {
-				code, _ := get(t, client, "http://"+r.addr+"/")
-				if code == 200 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("after the attack relay still answers %d", code)
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
-			client.CloseIdleConnections()
+			servesAgain(t, r)
 			checkNoShortage(t, r)
 		})
 	}
@@ -183,18 +171,7 @@ func TestDescriptorsHTTP2BodiesThatNeverCome(t *testing.T) {
 		t.Fatalf("relay holds %d descriptors under a limit of %d", n, fdLimit)
 	}
 	f.close()
-	client := newClient(t)
-	deadline = time.Now().Add(10 * time.Second)
-	for {
-		code, _ := get(t, client, "http://"+r.addr+"/")
-		if code == 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the attack relay still answers %d", code)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	servesAgain(t, r)
 	f.mu.Lock()
 	t.Logf("%d streams, frames that ended them: %v", attackConns*attackStreams, f.got)
 	f.mu.Unlock()

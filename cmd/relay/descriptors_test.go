@@ -94,18 +94,7 @@ func TestDescriptorsRunningShortRefuseWorkNotListeners(t *testing.T) {
 			t.Fatalf("a new client during the attack got %q; want an answer", got)
 		}
 		attack.close()
-		client := newClient(t)
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			code, _ := get(t, client, "http://"+r.addr+"/")
-			if code == 200 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("after the attack relay still answers %d", code)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		servesAgain(t, r)
 		checkNoShortage(t, r)
 	})
 }
@@ -128,6 +117,25 @@ func checkServes(t *testing.T, r *relay, admin string) {
 	code, _ := get(t, newClient(t), admin+"/healthz")
 	if code != 200 {
 		t.Fatalf("the admin listener answered %d during the attack", code)
+	}
+}
+
+// servesAgain waits up to 10 s for relay to answer a new client 200
+// once an attack has ended.
+func servesAgain(t *testing.T, r *relay) {
+	t.Helper()
+	client := newClient(t)
+	defer client.CloseIdleConnections()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, _ := get(t, client, "http://"+r.addr+"/")
+		if code == 200 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the attack relay still answers %d", code)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
