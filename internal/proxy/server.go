@@ -4,13 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"relay/internal/core"
 	"relay/internal/fds"
 	"relay/internal/stats"
 )
@@ -142,9 +140,7 @@ func (s *server) release() {
 
 // refused503 is the whole answer to a client connection relay has no
 // descriptor for.
-const refused503 = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n" +
-	"Retry-After: " + core.RetryAfter + "\r\nConnection: close\r\nContent-Length: 34\r\n\r\n" +
-	"relay is out of file descriptors\r\n"
+var refused503 = appendError(nil, 503, fds.ErrSpent.Error(), true)
 
 // refuse ends a connection accepted while the process's descriptor budget
 // is spent, so that accepting never fails for want of one (EMFILE) and the
@@ -154,7 +150,7 @@ func (p *Proxy) refuse(c net.Conn, isTLS bool) {
 	p.core.ShortOfDescriptors(fds.ErrSpent)
 	if !isTLS {
 		c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-		io.WriteString(c, refused503)
+		c.Write(refused503)
 	}
 	c.Close()
 }
