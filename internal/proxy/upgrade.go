@@ -78,29 +78,38 @@ func (t *tunnelIdle) reader(c net.Conn) io.Reader {
 	if t.timeout <= 0 {
 		return c
 	}
-	return idleReader{c: c, t: t}
+	return &idleReader{c: c, t: t}
 }
 
 // errTunnelIdle ends a tunnel idle for its timeout.
 var errTunnelIdle = errors.New("tunnel idle for tunnel_idle_timeout")
 
+// idleReader reads under a deadline set from the tunnel's last activity.
+// It is moved only when it passes, not on every read: a deadline that
+// passes while the tunnel moved is set again from the latest activity.
 type idleReader struct {
-	c net.Conn
-	t *tunnelIdle
+	c     net.Conn
+	t     *tunnelIdle
+	armed bool
 }
 
-func (r idleReader) Read(p []byte) (int, error) {
+func (r *idleReader) Read(p []byte) (int, error) {
+	if !r.armed {
+		r.c.SetReadDeadline(time.Unix(0, r.t.last.Load()).Add(r.t.timeout))
+		r.armed = true
+	}
 	for {
-		last := time.Unix(0, r.t.last.Load())
-		r.c.SetReadDeadline(last.Add(r.t.timeout))
 		n, err := r.c.Read(p)
 		if n > 0 {
 			r.t.last.Store(time.Now().UnixNano())
 			return n, err
 		}
 		if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-			if time.Since(time.Unix(0, r.t.last.Load())) < r.t.timeout {
-				continue // the other direction moved: wait on
+			last := time.Unix(0, r.t.last.Load())
+			if time.Since(last) < r.t.timeout {
+				// One side moved: wait on from its latest bytes.
+				r.c.SetReadDeadline(last.Add(r.t.timeout))
+				continue
 			}
 			return 0, errTunnelIdle
 		}
