@@ -72,6 +72,9 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	if id%2 == 0 {
 		return http2.ConnectionError(http2.ErrCodeProtocol) // clients open odd streams
 	}
+	// Asked before the connection's lock: with the budget spent, Short
+	// closes an idle upstream connection, which takes the core's locks.
+	short := c.srv.core.Descriptors().Short()
 	c.mu.Lock()
 	if st := c.streams[id]; st != nil {
 		defer c.mu.Unlock()
@@ -116,7 +119,7 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		// end of a stream relay has not quite closed.
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
 	}
-	if c.srv.core.Descriptors().Short() {
+	if short {
 		// relay has no descriptor for a backend connection now (package
 		// fds): the client may try again (refuseForRelay).
 		c.refuseForRelay(id)
