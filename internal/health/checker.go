@@ -26,17 +26,16 @@ const maxParallel = 256
 // before serving, then Run; Stop ends it. A Checker runs once: after Stop,
 // build a new one (the health state lives on the backends and carries over).
 type Checker struct {
-	cfg       Config
-	onChange  func(b *backend.Backend, healthy bool)
-	probe     Probe // from WithProbe; nil means the built-in probe of cfg.Type
-	clock     Clock
-	randN     func(n int64) int64
-	log       *slog.Logger
-	bufs      *sync.Pool       // answer readers of HTTP probes
-	firsts    chan struct{}    // bounds the first probes of added targets to maxParallel
-	fds       *fds.Budget      // the descriptors probes take; nil: no bound
-	short     *logging.Limited // warnings that probes found no descriptor (shortLog)
-	shortOnce sync.Once
+	cfg      Config
+	onChange func(b *backend.Backend, healthy bool)
+	probe    Probe // from WithProbe; nil means the built-in probe of cfg.Type
+	clock    Clock
+	randN    func(n int64) int64
+	log      *slog.Logger
+	bufs     *sync.Pool       // answer readers of HTTP probes
+	firsts   chan struct{}    // bounds the first probes of added targets to maxParallel
+	fds      *fds.Budget      // the descriptors probes take; nil: no bound
+	short    *logging.Limited // warnings that probes found no descriptor
 
 	mu      sync.Mutex         // guards targets, order, started, stopped and ctx
 	targets map[string]*target // by backend name
@@ -93,6 +92,7 @@ func New(cfg Config, bs []*backend.Backend, onChange func(b *backend.Backend, he
 	for _, o := range opts {
 		o(c)
 	}
+	c.short = logging.NewLimited(c.log, 1, shortLogEvery)
 	if c.probe == nil && cfg.Type == TypeHTTP {
 		c.bufs = newReadBufs()
 	}

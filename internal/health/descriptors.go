@@ -4,18 +4,10 @@ import (
 	"time"
 
 	"relay/internal/fds"
-	"relay/internal/logging"
 )
 
 // shortLogEvery spaces the warnings that probes found no descriptor.
 const shortLogEvery = 10 * time.Second
-
-// shortLog returns the limiter of those warnings, made at first use so
-// that it writes to the logger WithLogger set.
-func (c *Checker) shortLog() *logging.Limited {
-	c.shortOnce.Do(func() { c.short = logging.NewLimited(c.log, 1, shortLogEvery) })
-	return c.short
-}
 
 // takePlace gives t's probe a place in the descriptor budget, unless it
 // holds one already (a probe that keeps its connection keeps its place),
@@ -44,6 +36,6 @@ func (c *Checker) givePlace(t *target) {
 // noPlace notes a probe skipped for want of a descriptor: the backend
 // keeps its state, and a warning goes out at most every shortLogEvery.
 func (c *Checker) noPlace(t *target, err error) {
-	c.shortLog().Warn("health check skipped: relay is out of file descriptors; the backend keeps its state",
+	c.short.Warn("health check skipped: relay is out of file descriptors; the backend keeps its state",
 		"backend", t.backend().Name, "err", err.Error())
 }
