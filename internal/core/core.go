@@ -66,11 +66,11 @@ type Core struct {
 	cfg          Config
 	upstreamBufs *h1.BufferPool // read buffers of upstream connections
 	via          via            // relay's Via entries
-	// rare writes the warnings a client can repeat on every request
-	// (loops, descriptors run out): one every rareEvery, the next saying
-	// how many were dropped.
-	rare   *logging.Limited
-	pooled atomic.Int64 // idle upstream connections, in every pool
+	// loopLog and shortLog write the warnings a client can repeat on
+	// every request, about loops and about descriptors run out: one of
+	// each every rareEvery, the next saying how many were dropped.
+	loopLog, shortLog *logging.Limited
+	pooled            atomic.Int64 // idle upstream connections, in every pool
 
 	mu    sync.Mutex
 	pools map[string]*Pool
@@ -85,14 +85,15 @@ func New(cfg Config) *Core {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	c := &Core{cfg: cfg, upstreamBufs: h1.NewBufferPool(upstreamBufSize), via: newVia(cfg.Instance),
-		rare: logging.NewLimited(cfg.Logger, 1, rareEvery), pools: make(map[string]*Pool)}
+		loopLog: logging.NewLimited(cfg.Logger, 1, rareEvery), shortLog: logging.NewLimited(cfg.Logger, 1, rareEvery),
+		pools: make(map[string]*Pool)}
 	if cfg.Descriptors != nil {
 		cfg.Descriptors.SetReclaim(c.reclaimIdle)
 	}
 	return c
 }
 
-// rareEvery spaces the warnings of Core.rare.
+// rareEvery spaces the warnings of Core.loopLog and Core.shortLog.
 const rareEvery = 10 * time.Second
 
 // AddPool creates the pool pc describes over bs. The first pool added is

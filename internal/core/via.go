@@ -114,11 +114,11 @@ func (x *Exchange) appendVia(c *Core, out []byte) []byte {
 }
 
 // loop answers a request that came back to relay: 508, and a log line
-// at most every 10 s (Core.rare): while a loop is configured every
+// at most every 10 s (Core.loopLog): while a loop is configured every
 // request that comes round is one, and each is counted and in the access
 // log already.
 func (c *Core) loop(x *Exchange) Outcome {
-	c.rare.Warn("request loop: a request came back to relay carrying relay's own Via entry; answered 508 without forwarding it. A backend, or something behind one, sends relay's requests back to it",
+	c.loopLog.Warn("request loop: a request came back to relay carrying relay's own Via entry; answered 508 without forwarding it. A backend, or something behind one, sends relay's requests back to it",
 		"client", x.Peer.Addr.Addr().String(), "method", string(x.Req.Method))
 	return c.refuse(x, 508, "the request has passed through this relay already (Via)")
 }
