@@ -213,8 +213,9 @@ func supervise(f *flags, cfg *config.Config, src supervisor.ConfigSource, args [
 	defer lg.close()
 	log, out := lg.log, lg.out
 	// The supervisor's own descriptors: health checks, the admin
-	// listener, etcd.
-	budget := supervisor.RaiseFileLimit(log, cfg.MaxConnections)
+	// listener, etcd. It takes no client connections, so the serving
+	// processes warn about max_connections, not it.
+	budget := supervisor.RaiseFileLimit(log, 0)
 	c, err := startControl(f, cfg, src, lg, config.Listeners{}, budget)
 	if err != nil {
 		return err

@@ -132,12 +132,12 @@ func ParseOverlay(data []byte, path string, o Overlay, opts Options) (*Config, e
 // followInterval makes the default health_check_timeout follow a
 // health_check_interval the file set shorter than it: half the interval,
 // so that a file setting only health_check_interval: 2s (HAProxy's inter)
-// loads. A timeout the file or a flag set is held to the interval as it is.
+// loads. A timeout the file set is held to the interval as it is (no flag
+// sets it).
 func (c *Config) followInterval() {
 	_, set := c.lines["health_check_timeout"]
-	_, flagged := c.flags["health_check_timeout"]
 	hc := &c.HealthCheck
-	if !set && !flagged && hc.Interval > 0 && hc.Timeout >= hc.Interval {
+	if !set && hc.Interval > 0 && hc.Timeout >= hc.Interval {
 		hc.Timeout = hc.Interval / 2
 	}
 }
