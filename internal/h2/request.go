@@ -15,14 +15,14 @@ import (
 // view fills the stream's request view, which the core reads, from the
 // request's decoded fields. A malformed request (RFC 9113 8.1.1, 8.2 and
 // 8.3) gets the stream error it returns; one relay will not serve is
-// answered with st.refuse.
-func (st *stream) view(f *http2.MetaHeadersFrame) http2.ErrCode {
+// answered with st.refuse. size is the list's size (listSize).
+func (st *stream) view(f *http2.MetaHeadersFrame, size int64) http2.ErrCode {
 	c := st.c
 	req := &st.req
 	*req = h1.Request{Fields: req.Fields[:0], Minor: 1}
 	st.fields = f.Fields
 	st.head = f.PseudoValue("method") == "HEAD"
-	if f.Truncated || listSize(f.Fields) > c.srv.lim.MaxHeaderBytes {
+	if f.Truncated || size > int64(c.srv.lim.MaxHeaderBytes) {
 		st.refuse, st.refuseText = 431, "request header fields too large"
 		return http2.ErrCodeNo
 	}

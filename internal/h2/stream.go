@@ -142,7 +142,7 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 
 	st := streams.Get().(*stream)
 	st.open(c, id)
-	if code := st.view(f); code != http2.ErrCodeNo {
+	if code := st.view(f, size); code != http2.ErrCodeNo {
 		st.release()
 		return http2.StreamError{StreamID: id, Code: code}
 	}
