@@ -25,13 +25,21 @@ import (
 // false, "not known to be quiet", so the caller opens a new connection
 // rather than risk one that may be closed.
 func Quiet(c net.Conn) bool {
+	sc, ok := socketOf(c)
+	return ok && peekQuiet(sc)
+}
+
+// socketOf unwraps c to the socket underneath (a crypto/tls.Conn through
+// its NetConn method, and anything else that offers one); ok is false when
+// there is none.
+func socketOf(c net.Conn) (syscall.Conn, bool) {
 	for {
 		if sc, ok := c.(syscall.Conn); ok {
-			return peekQuiet(sc)
+			return sc, true
 		}
 		w, ok := c.(interface{ NetConn() net.Conn })
 		if !ok {
-			return false
+			return nil, false
 		}
 		c = w.NetConn()
 	}
@@ -45,17 +53,12 @@ func Quiet(c net.Conn) bool {
 // that only shut down its sending side; like nginx, relay takes that as
 // the client having given up.
 func PeerGone(c net.Conn) bool {
-	for {
-		if sc, ok := c.(syscall.Conn); ok {
-			n, ok, err := peek(sc)
-			return ok && ((n == 0 && err == nil) || (err != nil && err != syscall.EAGAIN && err != syscall.EINTR))
-		}
-		w, ok := c.(interface{ NetConn() net.Conn })
-		if !ok {
-			return false
-		}
-		c = w.NetConn()
+	sc, ok := socketOf(c)
+	if !ok {
+		return false
 	}
+	n, ok, err := peek(sc)
+	return ok && ((n == 0 && err == nil) || (err != nil && err != syscall.EAGAIN && err != syscall.EINTR))
 }
 
 // peeker is the state of one peek. Its callback is bound once and peekers
