@@ -74,7 +74,9 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	}
 	// Asked before the connection's lock: with the budget spent, Short
 	// closes an idle upstream connection, which takes the core's locks.
-	short := c.srv.core.Descriptors().Short()
+	// Only for a stream that would open: maxID changes on this goroutine
+	// alone, so it may be read here without the lock.
+	short := id > c.maxID && c.srv.core.Descriptors().Short()
 	c.mu.Lock()
 	if st := c.streams[id]; st != nil {
 		defer c.mu.Unlock()
