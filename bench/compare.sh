@@ -8,8 +8,8 @@
 #   wrk -t2 -cC -dDURATION --latency http://127.0.0.1:8080/
 # and records requests per second, p50 and p99 latency, errors, the
 # balancer's CPU time per request and its peak memory. The whole set repeats
-# --rounds times in a rotated order; the table shows medians over rounds, and
-# the ratios against nginx and HAProxy are taken within each round first.
+# --rounds times in a rotated order; the table shows medians over rounds and
+# the ratios of those medians against nginx and HAProxy.
 #
 # Usage: bench/compare.sh [options]
 #   --rounds N           rounds of the whole set (default 3)
@@ -297,8 +297,11 @@ $(tail -n 20 "$log")"
 # ------------------------------------------------------------------ summary
 
 # summarize reads raw.tsv and writes medians.tsv: for each balancer and
-# concurrency, the median over rounds of every figure, and the medians of the
-# per-round ratios to nginx and HAProxy (same round, same concurrency).
+# concurrency, the median over rounds of every figure; the ratios to nginx,
+# HAProxy and relay are those of the medians (so they agree with the figures
+# beside them), and the *_rounds columns give the range of the same ratio
+# taken within each round (same round, same concurrency), which shows how
+# much the machine's background load moved it.
 summarize() {
   awk -F'\t' -v OFS='\t' "$AWK_ROUNDS"'
     NR == 1 { next }
@@ -312,27 +315,25 @@ summarize() {
     }
     END {
       print "peer", "conns", "threads", "rounds", "rps", "p50_ms", "p99_ms", "errors", "cpu_us_per_req", "rss_mb",
-            "rps_vs_nginx", "rps_vs_haproxy", "cpu_vs_nginx", "cpu_vs_haproxy", "rps_vs_relay"
+            "rps_vs_nginx", "rps_vs_haproxy", "cpu_vs_nginx", "cpu_vs_haproxy", "rps_vs_relay",
+            "rps_vs_nginx_rounds", "rps_vs_haproxy_rounds"
+      for (i = 1; i <= n; i++) {
+        k = order[i]; mrps[k] = median(list["rps" SUBSEP k]); mcpu[k] = median(list["cpu" SUBSEP k])
+      }
       for (i = 1; i <= n; i++) {
         k = order[i]; split(k, kc, SUBSEP); name = kc[1]; c = kc[2]
+        ng = "nginx" SUBSEP c; hp = "haproxy" SUBSEP c; rl = "relay" SUBSEP c
         for (r in rounds) {
           if (!((r, name, c) in rps)) continue
-          if ((r, "nginx", c) in rps) {
-            keep("rn" SUBSEP k, ratio(rps[r, name, c], rps[r, "nginx", c]))
-            keep("cn" SUBSEP k, ratio(cpu[r, name, c], cpu[r, "nginx", c]))
-          }
-          if ((r, "haproxy", c) in rps) {
-            keep("rh" SUBSEP k, ratio(rps[r, name, c], rps[r, "haproxy", c]))
-            keep("ch" SUBSEP k, ratio(cpu[r, name, c], cpu[r, "haproxy", c]))
-          }
-          if ((r, "relay", c) in rps) keep("rr" SUBSEP k, ratio(rps[r, name, c], rps[r, "relay", c]))
+          if ((r, "nginx", c) in rps) keep("rn" SUBSEP k, ratio(rps[r, name, c], rps[r, "nginx", c]))
+          if ((r, "haproxy", c) in rps) keep("rh" SUBSEP k, ratio(rps[r, name, c], rps[r, "haproxy", c]))
         }
-        print name, c, threads[k], runs[k], fmt(median(list["rps" SUBSEP k]), "%.0f"),
+        print name, c, threads[k], runs[k], fmt(mrps[k], "%.0f"),
           fmt(median(list["p50" SUBSEP k]), "%.3f"), fmt(median(list["p99" SUBSEP k]), "%.3f"), errors[k],
-          fmt(median(list["cpu" SUBSEP k]), "%.1f"), fmt(median(list["rss" SUBSEP k]), "%.1f"),
-          fmt(median(list["rn" SUBSEP k]), "%.2f"), fmt(median(list["rh" SUBSEP k]), "%.2f"),
-          fmt(median(list["cn" SUBSEP k]), "%.2f"), fmt(median(list["ch" SUBSEP k]), "%.2f"),
-          fmt(median(list["rr" SUBSEP k]), "%.2f")
+          fmt(mcpu[k], "%.1f"), fmt(median(list["rss" SUBSEP k]), "%.1f"),
+          fmt(ratio(mrps[k], mrps[ng]), "%.2f"), fmt(ratio(mrps[k], mrps[hp]), "%.2f"),
+          fmt(ratio(mcpu[k], mcpu[ng]), "%.2f"), fmt(ratio(mcpu[k], mcpu[hp]), "%.2f"),
+          fmt(ratio(mrps[k], mrps[rl]), "%.2f"), span(list["rn" SUBSEP k]), span(list["rh" SUBSEP k])
       }
     }' "$RAW" >"$MEDIANS"
 }
@@ -408,8 +409,8 @@ cat <<EOF
 Medians over $ROUNDS round(s) of ${DURATION_S}s wrk runs (-t$WRK_THREADS) on one $NCPU-core machine; everything shares its cores.
 threads: worker processes or threads the balancer runs with. errors: socket errors + non-2xx, summed over rounds.
 us/req: the balancer's CPU time (user + system, whole process group) per completed request. rss MB: its peak RSS.
-x nginx, x haproxy: req/s relative to nginx and HAProxy; cpu/ng, cpu/hap: us/req relative to them; each ratio is
-taken within one round and concurrency, then the median is shown.
+x nginx, x haproxy: the median req/s divided by nginx's and HAProxy's median req/s; cpu/ng, cpu/hap: the same for
+us/req. medians.tsv also gives the range of the req/s ratios taken within each round (*_rounds).
 Raw rows: $RAW
 Medians:  $MEDIANS
 EOF

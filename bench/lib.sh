@@ -379,6 +379,7 @@ wrk_fields() {
 #   keep(K, X)   appends X to list[K] unless X is NA or empty
 #   median(L)    the median of the space-separated numbers in L, or NA
 #   ratio(A, B)  A / B to three places; NA when either is NA or B is 0
+#   span(L)      "MIN-MAX" of the space-separated numbers in L to two places, or NA
 #   fmt(X, F)    X printed with format F; NA stays NA
 # shellcheck disable=SC2034 # used by the scripts that source this file
 AWK_ROUNDS='
@@ -391,4 +392,11 @@ AWK_ROUNDS='
     function keep(k, x) { if (x != "NA" && x != "") list[k] = list[k] " " x }
     function ratio(a, b) { return (a != "NA" && b != "NA" && b + 0 > 0) ? sprintf("%.3f", a / b) : "NA" }
     function fmt(x, f) { return x == "NA" ? x : sprintf(f, x) }
+    function span(list,   v, n, i, lo, hi) {
+      n = split(list, v, " ")
+      if (n == 0) return "NA"
+      lo = hi = v[1] + 0
+      for (i = 2; i <= n; i++) { if (v[i] + 0 < lo) lo = v[i] + 0; if (v[i] + 0 > hi) hi = v[i] + 0 }
+      return sprintf("%.2f-%.2f", lo, hi)
+    }
 '

@@ -19,8 +19,8 @@
 # and records requests per second, errors, the balancer's CPU time per
 # request (user + system over its whole process group, from /proc) and its
 # peak memory. The whole set repeats --rounds times, each round starting one
-# balancer further down the list; the table shows medians over rounds, and
-# the ratios against nginx and HAProxy are taken within each round first.
+# balancer further down the list; the table shows medians over rounds and
+# the ratios of those medians against nginx and HAProxy.
 #
 # Session resumption: wrk resumes TLS sessions. Each wrk connection keeps
 # one SSL object for its whole life; on reconnecting it calls SSL_shutdown
@@ -402,9 +402,10 @@ $(tail -n 20 "$log")"
 # ------------------------------------------------------------------ summary
 
 # summarize reads raw.tsv and writes medians.tsv: for each balancer and test,
-# the median over rounds of every figure, resumptions summed over rounds, and
-# the medians of the per-round ratios to nginx and HAProxy (same round, same
-# test).
+# the median over rounds of every figure and resumptions summed over rounds;
+# the ratios to nginx and HAProxy are those of the medians (so they agree
+# with the figures beside them), and the *_rounds columns give the range of
+# the req/s ratio taken within each round (same round, same test).
 summarize() {
   awk -F'\t' -v OFS='\t' "$AWK_ROUNDS"'
     NR == 1 { next }
@@ -419,26 +420,25 @@ summarize() {
     }
     END {
       print "peer", "test", "rounds", "rps", "p50_ms", "p99_ms", "errors", "cpu_us_per_req", "rss_mb", "resumed_pct",
-            "rps_vs_nginx", "rps_vs_haproxy", "cpu_vs_nginx", "cpu_vs_haproxy"
+            "rps_vs_nginx", "rps_vs_haproxy", "cpu_vs_nginx", "cpu_vs_haproxy", "rps_vs_nginx_rounds", "rps_vs_haproxy_rounds"
+      for (i = 1; i <= n; i++) {
+        k = order[i]; mrps[k] = median(list["rps" SUBSEP k]); mcpu[k] = median(list["cpu" SUBSEP k])
+      }
       for (i = 1; i <= n; i++) {
         k = order[i]; split(k, kt, SUBSEP); name = kt[1]; t = kt[2]
+        ng = "nginx" SUBSEP t; hp = "haproxy" SUBSEP t
         for (r in rounds) {
           if (!((r, name, t) in rps)) continue
-          if ((r, "nginx", t) in rps) {
-            keep("rn" SUBSEP k, ratio(rps[r, name, t], rps[r, "nginx", t]))
-            keep("cn" SUBSEP k, ratio(cpu[r, name, t], cpu[r, "nginx", t]))
-          }
-          if ((r, "haproxy", t) in rps) {
-            keep("rh" SUBSEP k, ratio(rps[r, name, t], rps[r, "haproxy", t]))
-            keep("ch" SUBSEP k, ratio(cpu[r, name, t], cpu[r, "haproxy", t]))
-          }
+          if ((r, "nginx", t) in rps) keep("rn" SUBSEP k, ratio(rps[r, name, t], rps[r, "nginx", t]))
+          if ((r, "haproxy", t) in rps) keep("rh" SUBSEP k, ratio(rps[r, name, t], rps[r, "haproxy", t]))
         }
-        print name, t, runs[k], fmt(median(list["rps" SUBSEP k]), "%.0f"),
+        print name, t, runs[k], fmt(mrps[k], "%.0f"),
           fmt(median(list["p50" SUBSEP k]), "%.3f"), fmt(median(list["p99" SUBSEP k]), "%.3f"), errors[k],
-          fmt(median(list["cpu" SUBSEP k]), "%.1f"), fmt(median(list["rss" SUBSEP k]), "%.1f"),
+          fmt(mcpu[k], "%.1f"), fmt(median(list["rss" SUBSEP k]), "%.1f"),
           (probes[k] > 0 ? sprintf("%.0f", 100 * resumed[k] / probes[k]) : "NA"),
-          fmt(median(list["rn" SUBSEP k]), "%.2f"), fmt(median(list["rh" SUBSEP k]), "%.2f"),
-          fmt(median(list["cn" SUBSEP k]), "%.2f"), fmt(median(list["ch" SUBSEP k]), "%.2f")
+          fmt(ratio(mrps[k], mrps[ng]), "%.2f"), fmt(ratio(mrps[k], mrps[hp]), "%.2f"),
+          fmt(ratio(mcpu[k], mcpu[ng]), "%.2f"), fmt(ratio(mcpu[k], mcpu[hp]), "%.2f"),
+          span(list["rn" SUBSEP k]), span(list["rh" SUBSEP k])
       }
     }' "$RAW" >"$MEDIANS"
 }
@@ -447,13 +447,13 @@ summarize() {
 # within a test nginx, HAProxy, relay.
 print_table() {
   {
-    printf '%-8s %-8s %9s %6s %6s %6s %7s %7s %9s %6s %7s\n' \
-      test balancer "req/s" errors "us/req" "rss MB" resumed "x nginx" "x haproxy" "cpu/ng" "cpu/hap"
+    printf '%-8s %-8s %9s %7s %6s %6s %6s %7s %7s %9s %6s %7s\n' \
+      test balancer "req/s" "p99 ms" errors "us/req" "rss MB" resumed "x nginx" "x haproxy" "cpu/ng" "cpu/hap"
     awk -F'\t' -v tests="${TEST_LIST[*]}" '
       BEGIN { n = split(tests, tl, " "); for (i = 1; i <= n; i++) to[tl[i]] = i; po["nginx"] = 1; po["haproxy"] = 2; po["relay"] = 3 }
       NR > 1 { printf "%d %d\t%s\n", to[$2], po[$1], $0 }' "$MEDIANS" | sort -k1,1n -k2,2n | cut -f2- |
-      awk -F'\t' '{ printf "%-8s %-8s %9s %6s %6s %6s %7s %7s %9s %6s %7s\n",
-                    $2, $1, $4, $7, $8, $9, ($10 == "NA" ? "-" : $10 "%"), $11, $12, $13, $14 }'
+      awk -F'\t' '{ printf "%-8s %-8s %9s %7s %6s %6s %6s %7s %7s %9s %6s %7s\n",
+                    $2, $1, $4, $6, $7, $8, $9, ($10 == "NA" ? "-" : $10 "%"), $11, $12, $13, $14 }'
   } | tee "$TABLE"
 }
 
@@ -534,8 +534,8 @@ us/req: the balancer's CPU time (user + system, whole process group) per complet
 resumed: share of the probe's reconnections (openssl s_client, each offering the previous session) that resumed;
 wrk reconnects the same way. nginx's workers, HAProxy's threads and relay's processes each share one set of
 session-ticket keys, so a reconnection resumes whichever of them takes it.
-x nginx, x haproxy: req/s relative to nginx and HAProxy; cpu/ng, cpu/hap: us/req relative to them; each ratio is
-taken within one round and test, then the median is shown.
+x nginx, x haproxy: the median req/s divided by nginx's and HAProxy's median req/s; cpu/ng, cpu/hap: the same for
+us/req. medians.tsv also gives the range of the req/s ratios taken within each round (*_rounds).
 Raw rows: $RAW
 Medians:  $MEDIANS
 EOF
