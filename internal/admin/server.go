@@ -80,7 +80,7 @@ func Handler(o Options) http.Handler {
 	mux.Handle("GET /{$}", ui.Handler())
 	mux.Handle("GET /ui/", ui.Handler())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "no admin endpoint "+r.Method+" "+r.URL.Path+"; see README, Operations")
+		writeError(w, http.StatusNotFound, "no admin endpoint "+r.Method+" "+r.URL.Path+"; see docs/operations.md")
 	})
 	return browserGuard(newHostRules(o.AllowedHosts, o.addr), tokenGuard(o.Token, mux))
 }

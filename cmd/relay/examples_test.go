@@ -1,0 +1,100 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"relay/internal/testcert"
+)
+
+// examplesNotChecked are the examples/*.yml files TestExamplesPassCheck
+// leaves out, each with the reason.
+var examplesNotChecked = map[string]string{
+	// It sets access_log_file, which this relay does not read yet, and
+	// names log directories of a production machine.
+	"production.yml": "names a production machine's files and access_log_file",
+}
+
+// etcRelay matches the files the examples name under /etc/relay.
+var etcRelay = regexp.MustCompile(`/etc/relay/[A-Za-z0-9._-]+`)
+
+// TestExamplesPassCheck runs relay -check on every example configuration,
+// as a reader would before using one. Certificate, key and CA files the
+// examples name under /etc/relay are made for the test in a directory of
+// its own, and the file is checked with that directory in their place;
+// every other line is checked as written.
+func TestExamplesPassCheck(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("../../examples/*.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 4 {
+		t.Fatalf("found %d examples, want at least config, original, production and tls: %v", len(files), files)
+	}
+	for _, file := range files {
+		name := filepath.Base(file)
+		if why, skip := examplesNotChecked[name]; skip {
+			t.Logf("%s: not checked: %s", name, why)
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			text := string(data)
+			if etcRelay.MatchString(text) {
+				text = withTestFiles(t, text)
+			}
+			path := writeFile(t, t.TempDir(), name, text)
+			code, stdout, stderr := runRelay(t, "-check", "-config", path)
+			if code != 0 || !strings.HasPrefix(stdout, path+": ok") {
+				t.Fatalf("relay -check %s: exit %d\nstdout: %s\nstderr: %s", name, code, stdout, stderr)
+			}
+		})
+	}
+}
+
+// withTestFiles makes the PEM files text names under /etc/relay (NAME.crt
+// with NAME.key: a certificate for NAME and its key; NAME.pem: a CA) in a
+// temporary directory and returns text naming them there.
+func withTestFiles(t *testing.T, text string) string {
+	t.Helper()
+	dir := t.TempDir()
+	ca := testcert.NewCA(t)
+	for _, f := range etcRelay.FindAllString(text, -1) {
+		base := filepath.Base(f)
+		dst := filepath.Join(dir, base)
+		if _, err := os.Stat(dst); err == nil {
+			continue
+		}
+		stem := strings.TrimSuffix(strings.TrimSuffix(base, ".crt"), ".key")
+		switch filepath.Ext(base) {
+		case ".crt", ".key":
+			p := ca.Server(t, testcert.ECDSA, stem)
+			copyFile(t, p.CertFile, filepath.Join(dir, stem+".crt"))
+			copyFile(t, p.KeyFile, filepath.Join(dir, stem+".key"))
+		case ".pem":
+			copyFile(t, ca.File, dst)
+		default:
+			t.Fatalf("an example names %s, and the test does not know what to put there", f)
+		}
+	}
+	return strings.ReplaceAll(text, "/etc/relay/", dir+"/")
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
