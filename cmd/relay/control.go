@@ -65,6 +65,7 @@ func startControl(f *flags, cfg *config.Config, src supervisor.ConfigSource, lg 
 		c.admin, err = admin.Start(cfg.AdminListen, admin.Options{
 			Control: ctl, Token: cfg.AdminToken, AllowedHosts: cfg.AdminAllowedHosts, Reload: r.reload,
 			Pool: "default", Algorithm: func() string { return r.applied.Load().Algorithm }, Log: log,
+			IgnoringWeights: configOptions().IgnoringWeights,
 		})
 		if err != nil {
 			stopChecks()
@@ -165,6 +166,7 @@ func (r *reloader) reload() (uint64, error) {
 	r.logs.setLevel(cfg)
 	r.disc.reload(cfg)
 	r.log.Info("configuration reloaded", "file", r.name, "generation", src.Generation, "backends", len(cfg.Backends))
+	logWarnings(r.log, cfg)
 	return src.Generation, nil
 }
 
