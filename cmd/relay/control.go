@@ -65,6 +65,7 @@ func startControl(f *flags, cfg *config.Config, src supervisor.ConfigSource, lg 
 		c.admin, err = admin.Start(cfg.AdminListen, admin.Options{
 			Control: ctl, Token: cfg.AdminToken, AllowedHosts: cfg.AdminAllowedHosts, Reload: r.reload,
 			Pool: "default", Algorithm: func() string { return r.applied.Load().Algorithm }, Log: log,
+			IgnoringWeights: configOptions().IgnoringWeights,
 		})
 		if err != nil {
 			stopChecks()
@@ -156,15 +157,19 @@ func (r *reloader) reload() (uint64, error) {
 	// Backends' TLS files are read under the new configuration, which
 	// the upstream settings adopt only if every backend builds.
 	adopt := func() { r.up.reload(cfg) }
-	if err := r.ctl.Reloaded(src, membersOf(cfg), cfg.MaxEjectedPercent, r.up.planUnder(cfg), adopt); err != nil {
+	changes, err := r.ctl.Reloaded(src, membersOf(cfg), cfg.MaxEjectedPercent, r.up.planUnder(cfg), adopt)
+	if err != nil {
 		r.log.Error("reload refused", "err", err.Error())
 		r.ctl.ReloadRefused()
 		return 0, err
 	}
-	r.applied.Store(cfg)
+	before := r.applied.Swap(cfg)
 	r.logs.setLevel(cfg)
 	r.disc.reload(cfg)
-	r.log.Info("configuration reloaded", "file", r.name, "generation", src.Generation, "backends", len(cfg.Backends))
+	// One line per reload, from the control, however many processes serve.
+	r.log.Info("configuration reloaded", append([]any{"file", r.name, "generation", src.Generation, "backends", len(cfg.Backends)},
+		reloadAttrs(changes, before, cfg)...)...)
+	logWarnings(r.log, cfg)
 	return src.Generation, nil
 }
 

@@ -133,12 +133,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if f.check {
-		name := cfg.Path
-		if name == "" {
-			name = "configuration"
-		}
-		fmt.Fprintf(stdout, "%s: ok (%d backends, %s)\n", name, len(cfg.Backends), cfg.Algorithm)
-		return 0
+		return report(cfg, stdout, stderr)
 	}
 	if sp == nil && supervisor.ProcessCount(cfg) > 1 {
 		err = supervise(f, cfg, src, args, stdout, stderr)
@@ -149,6 +144,30 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "relay:", err)
 		return 1
 	}
+	return 0
+}
+
+// report is relay -check's verdict on a valid configuration: "ok" on
+// stdout, and each warning on stderr, which leave the exit status 0: a
+// warning names a likely mistake that relay can run with.
+func report(cfg *config.Config, stdout, stderr io.Writer) int {
+	name := cfg.Path
+	if name == "" {
+		name = "configuration"
+	}
+	ws := cfg.Warnings(configOptions())
+	for _, w := range ws {
+		fmt.Fprintln(stderr, w.Warning())
+	}
+	var note string
+	switch len(ws) {
+	case 0:
+	case 1:
+		note = ", 1 warning"
+	default:
+		note = fmt.Sprintf(", %d warnings", len(ws))
+	}
+	fmt.Fprintf(stdout, "%s: ok (%d backends, %s)%s\n", name, len(cfg.Backends), cfg.Algorithm, note)
 	return 0
 }
 
@@ -177,12 +196,26 @@ func readSource(f *flags) (supervisor.ConfigSource, error) {
 
 // parseConfig parses src and lays the flags over it.
 func parseConfig(f *flags, src supervisor.ConfigSource) (*config.Config, error) {
-	opts := config.Options{Algorithms: balance.Names()}
+	opts := configOptions()
 	if src.Name == "" {
 		cfg := config.Default()
 		return cfg, cfg.Apply(f.overlay, opts)
 	}
 	return config.ParseOverlay(src.Data, src.Name, f.overlay, opts)
+}
+
+// configOptions are what the configuration is checked against: the
+// algorithms relay has, and those that ignore weights.
+func configOptions() config.Options {
+	return config.Options{Algorithms: balance.Names(), IgnoringWeights: balance.IgnoringWeights()}
+}
+
+// logWarnings logs what in a valid configuration is likely not what was
+// meant (config.Warnings), one line each.
+func logWarnings(log *slog.Logger, cfg *config.Config) {
+	for _, w := range cfg.Warnings(configOptions()) {
+		log.Warn("configuration warning", "warning", w.Warning())
+	}
 }
 
 // buildBackends makes the configured backends, all healthy until checked.
@@ -228,7 +261,7 @@ func supervise(f *flags, cfg *config.Config, src supervisor.ConfigSource, args [
 		Reload:   func() { c.reload() },
 		Control:  c.ctl,
 		Admin:    c.adminAddr(),
-		Started:  c.disc.announce,
+		Started:  func() { logWarnings(log, cfg); c.disc.announce() },
 		Stopping: c.disc.withdraw,
 	}
 	if f.demo {
@@ -417,6 +450,7 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 		if cfg.CPUAffinity { // processes: 0 on a single core
 			log.Warn("cpu_affinity ignored: it binds serving processes to cores, and there is one process")
 		}
+		logWarnings(log, cfg)
 		c.disc.announce()
 	}
 

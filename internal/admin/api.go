@@ -21,14 +21,18 @@ type api struct {
 
 // listing is GET /api/backends.
 type listing struct {
-	Pool       string        `json:"pool"`
-	Algorithm  string        `json:"algorithm"`
-	Generation uint64        `json:"generation"`
-	Processes  int           `json:"processes"`
-	Queued     int64         `json:"queued"`
-	Time       time.Time     `json:"time"`
-	Totals     totals        `json:"totals"`
-	Backends   []backendView `json:"backends"`
+	Pool      string `json:"pool"`
+	Algorithm string `json:"algorithm"`
+	// WeightsIgnored says the members' weights differ and the algorithm
+	// gives each the same share anyway; Warnings says so in words.
+	WeightsIgnored bool          `json:"weights_ignored"`
+	Warnings       []string      `json:"warnings"`
+	Generation     uint64        `json:"generation"`
+	Processes      int           `json:"processes"`
+	Queued         int64         `json:"queued"`
+	Time           time.Time     `json:"time"`
+	Totals         totals        `json:"totals"`
+	Backends       []backendView `json:"backends"`
 }
 
 // counts is a stats.Counts as the API shows it.
@@ -173,6 +177,14 @@ func (a *api) listing(s *supervisor.Status) *listing {
 	}
 	l.Totals.counts = countsOf(&sum)
 	l.Totals.ConnectionsOpen, l.Totals.ConnectionsAccepted = s.Stats.ConnsOpen, s.Stats.ConnsAccepted
+	l.Warnings = []string{}
+	weights := make([]int, len(s.Members))
+	for i, m := range s.Members {
+		weights[i] = m.Weight
+	}
+	if w := config.WeightsIgnored(l.Algorithm, weights, config.Options{IgnoringWeights: a.o.IgnoringWeights}); w != "" {
+		l.WeightsIgnored, l.Warnings = true, append(l.Warnings, w)
+	}
 	return l
 }
 

@@ -40,6 +40,10 @@ type Options struct {
 	Pool string
 	// Algorithm names the pool's algorithm now: a reload may change it.
 	Algorithm func() string
+	// IgnoringWeights names the algorithms that ignore weights
+	// (config.Options.IgnoringWeights), so the listing can say when the
+	// members' weights count for nothing.
+	IgnoringWeights []string
 	// Log receives the admin listener's own errors.
 	Log *slog.Logger
 

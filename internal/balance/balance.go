@@ -108,10 +108,13 @@ type Algorithm struct {
 	// (HashAddr); other algorithms ignore the key, so callers need not
 	// compute it.
 	HashesClient bool
+	// IgnoresWeights says every backend gets the same share whatever its
+	// weight, so relay can warn when the configured weights differ.
+	IgnoresWeights bool
 }
 
 var (
-	roundRobinAlg = Algorithm{Name: "round-robin", New: NewRoundRobin}
+	roundRobinAlg = Algorithm{Name: "round-robin", New: NewRoundRobin, IgnoresWeights: true}
 	leastConnAlg  = Algorithm{Name: "least-conn", New: NewLeastConn}
 )
 
@@ -121,7 +124,7 @@ var registry = map[string]Algorithm{
 	"round-robin":          roundRobinAlg,
 	"roundrobin":           roundRobinAlg,
 	"weighted-round-robin": {Name: "weighted-round-robin", New: NewWeightedRoundRobin},
-	"random":               {Name: "random", New: NewRandom},
+	"random":               {Name: "random", New: NewRandom, IgnoresWeights: true},
 	"least-conn":           leastConnAlg,
 	"leastconn":            leastConnAlg,
 	"ip-hash":              {Name: "ip-hash", New: NewIPHash, HashesClient: true},
@@ -145,6 +148,18 @@ func Names() []string {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	return names
+}
+
+// IgnoringWeights lists the registered names, aliases included, of the
+// algorithms that ignore weights, sorted.
+func IgnoringWeights() []string {
+	var names []string
+	for _, n := range Names() {
+		if registry[n].IgnoresWeights {
+			names = append(names, n)
+		}
+	}
 	return names
 }
 

@@ -76,6 +76,11 @@ func decodeBackends(d *decoder, c *Config, v *yaml.Node) {
 			c.backendProblems++
 			continue
 		}
+		if msg := urlShape(s); msg != "" {
+			d.problem(raw.Line, prefix+".url", "%s", msg)
+			c.backendProblems++
+			continue
+		}
 		u, msg := parseBackendURL(s)
 		if msg != "" {
 			d.problem(raw.Line, prefix+".url", "%s", msg)

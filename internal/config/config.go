@@ -299,6 +299,10 @@ type Options struct {
 	// Algorithms lists the accepted algorithm names, aliases included. When
 	// it is empty any non-empty name is accepted.
 	Algorithms []string
+	// IgnoringWeights lists the algorithm names, aliases included, that
+	// give every backend the same share whatever its weight; Warnings
+	// names weights set for nothing under them.
+	IgnoringWeights []string
 }
 
 // Default returns a configuration holding every default and no backends; it

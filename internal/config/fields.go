@@ -66,7 +66,7 @@ var fields = []field{
 	intField("port", func(c *Config) *int { return &c.Port }),
 	strField("tls_listen", func(c *Config) *string { return &c.TLSListen }),
 	{"tls_certificates", decodeCertificates},
-	strField("tls_min_version", func(c *Config) *string { return &c.TLSMinVersion }),
+	{"tls_min_version", decodeTLSMinVersion},
 	boolField("h2c", func(c *Config) *bool { return &c.H2C }),
 	strField("algorithm", func(c *Config) *string { return &c.Algorithm }),
 	{"backends", decodeBackends},
@@ -154,16 +154,19 @@ func (d *decoder) mapping(m *yaml.Node, prefix string, known []string, visit fun
 		}
 		seen[name] = k.Line
 		if !slices.Contains(known, name) {
-			d.problem(k.Line, prefix+shown, "%s", unknownKey(name, k, known))
+			d.problem(k.Line, prefix+shown, "%s", unknownKey(name, prefix, k, known))
 			continue
 		}
 		visit(name, k, v)
 	}
 }
 
-func unknownKey(name string, k *yaml.Node, known []string) string {
+func unknownKey(name, prefix string, k *yaml.Node, known []string) string {
 	if k.ShortTag() == "!!merge" {
 		return "merge keys (<<) are not supported; write the settings out"
+	}
+	if msg := misplacedKey(name, prefix); msg != "" {
+		return msg
 	}
 	if s := suggest(name, known); s != "" {
 		return fmt.Sprintf("unknown key; did you mean %q?", s)

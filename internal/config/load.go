@@ -74,7 +74,7 @@ func (d *decoder) document(data []byte, c *Config) bool {
 		if errors.Is(err, io.EOF) {
 			return true // an empty file: defaults, and "no backends" later
 		}
-		d.syntax(err)
+		d.syntax(err, data)
 		return false
 	}
 	var extra yaml.Node
@@ -84,7 +84,7 @@ func (d *decoder) document(data []byte, c *Config) bool {
 			d.problem(extra.Line, "", "the file holds more than one YAML document (---); relay reads exactly one")
 		}
 	case !errors.Is(err, io.EOF):
-		d.syntax(err)
+		d.syntax(err, data)
 		return false
 	}
 	if len(doc.Content) == 0 {
@@ -105,16 +105,44 @@ func (d *decoder) document(data []byte, c *Config) bool {
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
 // syntax records a YAML parse error, lifting the line number the library
-// buries in its message into the problem's Line.
-func (d *decoder) syntax(err error) {
-	msg := err.Error()
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		if line, aerr := strconv.Atoi(m[1]); aerr == nil {
-			d.problem(line, "", "invalid YAML: %s", m[2])
-			return
+// buries in its message into the problem's Line. The parser names the line
+// where it stopped, which is often not the one to fix, so the text is read
+// for the likely mistake (shapeHint) and the problem put on its line.
+func (d *decoder) syntax(err error, data []byte) {
+	msg, line := trimYAMLPrefix(err.Error()), 0
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		if n, aerr := strconv.Atoi(m[1]); aerr == nil {
+			msg, line = m[2], n
 		}
 	}
-	d.problem(0, "", "invalid YAML: %s", trimYAMLPrefix(msg))
+	switch h, ok := shapeHint(data); {
+	case ok && h.line == line:
+		d.problem(line, h.key, "invalid YAML: %s; %s", msg, h.msg)
+	case ok:
+		d.problem(h.line, h.key, "invalid YAML: %s (the YAML parser stopped at line %d: %s)", h.msg, line, msg)
+	case shapeMessage(msg):
+		d.problem(line, "", "invalid YAML: %s; %s", msg, shapeRules)
+	default:
+		d.problem(line, "", "invalid YAML: %s", msg)
+	}
+}
+
+// shapeRules is what to look for when the parser's message is about the
+// file's shape and the mistake was not found.
+const shapeRules = "look at the indentation here and above: the \"- \" items of one list stand in one column, " +
+	"the keys of one mapping (of one list item too) stand in one column, a key needs a space after its colon " +
+	"(key: value), and a value holding \": \" or \" #\" must be quoted"
+
+// shapeMessage reports whether the parser's message says the file's
+// indentation or keys are not what it expected.
+func shapeMessage(msg string) bool {
+	for _, s := range []string{"did not find expected key", "did not find expected '-' indicator",
+		"could not find expected ':'", "mapping values are not allowed", "block sequence entries are not allowed"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 func trimYAMLPrefix(s string) string {

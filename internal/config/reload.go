@@ -37,6 +37,21 @@ func RestartOnly(running, next *Config) []string {
 	return keys
 }
 
+// Changed lists the keys, in the order examples/config.yml shows them,
+// whose values differ between two configurations, backends left out: the
+// reload line names the backends that changed one by one.
+func Changed(before, after *Config) []string {
+	changed := map[string]bool{}
+	diff(reflect.ValueOf(*before), reflect.ValueOf(*after), "", changed)
+	var keys []string
+	for _, k := range Keys() {
+		if changed[k] && k != "backends" {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
 // diff marks the key of every exported field that differs between a and
 // b; the fields of a nested struct (HealthCheck) take its name as a prefix,
 // unless the struct is a section of its own (discovery).

@@ -90,7 +90,7 @@ func (c *Config) checkTLS(bad func(key, format string, args ...any)) {
 		}
 	}
 	if _, ok := tlsVersions[c.TLSMinVersion]; !ok {
-		bad("tls_min_version", `must be "1.2" or "1.3", got %s`, quote(c.TLSMinVersion))
+		bad("tls_min_version", `must be "1.2" or "1.3", got %s%s`, quote(c.TLSMinVersion), didYouMean(c.TLSMinVersion, []string{"1.2", "1.3"}))
 	}
 }
 
@@ -135,4 +135,16 @@ func LoadCertificate(cert Certificate) (tls.Certificate, error) {
 		msg = fmt.Sprintf("%s holds no PEM private key", quote(cert.KeyFile))
 	}
 	return tls.Certificate{}, fmt.Errorf("certificate %s with key %s: %s", quote(cert.CertFile), quote(cert.KeyFile), msg)
+}
+
+// decodeTLSMinVersion reads tls_min_version. Written without quotes, 1.2
+// and 1.3 are YAML numbers; their text is the version.
+func decodeTLSMinVersion(d *decoder, c *Config, v *yaml.Node) {
+	if v.Kind == yaml.ScalarNode && v.ShortTag() == "!!float" {
+		c.TLSMinVersion = v.Value
+		return
+	}
+	if s, ok := d.str(v, "tls_min_version"); ok {
+		c.TLSMinVersion = s
+	}
 }

@@ -66,13 +66,18 @@ func (c *Config) check(errs *Errors, opts Options) {
 	case c.Algorithm == "":
 		bad("algorithm", "must not be empty")
 	case len(opts.Algorithms) > 0 && !slices.Contains(opts.Algorithms, c.Algorithm):
-		bad("algorithm", "unknown algorithm %s; known: %s", quote(c.Algorithm), strings.Join(opts.Algorithms, ", "))
+		known := strings.Join(opts.Algorithms, ", ")
+		if s := closest(c.Algorithm, opts.Algorithms); s != "" {
+			bad("algorithm", "unknown algorithm %s; did you mean %q? known: %s", quote(c.Algorithm), s, known)
+		} else {
+			bad("algorithm", "unknown algorithm %s; known: %s", quote(c.Algorithm), known)
+		}
 	}
 	c.checkBackends(errs)
 
 	hc := c.HealthCheck
 	if hc.Type != "http" && hc.Type != "tcp" {
-		bad("health_check_type", `must be "http" or "tcp", got %s`, quote(hc.Type))
+		bad("health_check_type", `must be "http" or "tcp", got %s%s`, quote(hc.Type), didYouMean(hc.Type, []string{"http", "tcp"}))
 	}
 	if msg := checkHealthPath(hc.Path); msg != "" {
 		bad("health_check_path", "%s", msg)
@@ -98,7 +103,7 @@ func (c *Config) check(errs *Errors, opts Options) {
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
-		bad("log_level", "must be one of debug, info, warn, error; got %s", quote(c.LogLevel))
+		bad("log_level", "must be one of debug, info, warn, error; got %s%s", quote(c.LogLevel), didYouMean(c.LogLevel, []string{"debug", "info", "warn", "error"}))
 	}
 
 	positive("connect_timeout", c.ConnectTimeout)

@@ -54,7 +54,9 @@ func TestDiscoveredMembersJoinBesideTheFile(t *testing.T) {
 	if err := l.Remove("http://127.0.0.1:8004"); err == nil || !errors.Is(err, ErrConflict) {
 		t.Fatalf("removing an etcd member through the API: %v, want a conflict naming its key", err)
 	}
-	must(l.Reloaded(ConfigSource{Generation: 2}, []Member{{URL: "http://127.0.0.1:8005", Weight: 1}}, 100, nil, nil))
+	if _, err := l.Reloaded(ConfigSource{Generation: 2}, []Member{{URL: "http://127.0.0.1:8005", Weight: 1}}, 100, nil, nil); err != nil {
+		t.Fatal(err)
+	}
 	expect("8005=1/file 8003=4/etcd 8004=3/etcd ")
 	must(l.Discovered([]Member{etcd("http://127.0.0.1:8004", 3)}))
 	expect("8005=1/file 8004=3/etcd ")
@@ -83,7 +85,7 @@ func TestADiscoveredMemberLeftOutComesBack(t *testing.T) {
 		t.Fatal("the API added a URL etcd's member has")
 	}
 	// The file drops 8001: etcd's 8001 takes its place.
-	if err := l.Reloaded(ConfigSource{Generation: 2}, nil, 100, nil, nil); err != nil {
+	if _, err := l.Reloaded(ConfigSource{Generation: 2}, nil, 100, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]Member{}
@@ -104,13 +106,13 @@ func TestADiscoveredMemberLeftOutComesBack(t *testing.T) {
 		t.Fatalf("the operator's weight 9 became %d on an etcd change that did not touch %s", w, a.URL)
 	}
 	// The file takes it back: the clash is logged again.
-	if err := l.Reloaded(ConfigSource{Generation: 3}, []Member{{URL: a.URL, Weight: 1}}, 100, nil, nil); err != nil {
+	if _, err := l.Reloaded(ConfigSource{Generation: 3}, []Member{{URL: a.URL, Weight: 1}}, 100, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if n := logs.Count("left out"); n != 2 {
 		t.Errorf("%d clash lines after the file took %s back, want 2:\n%s", n, a.URL, logs.String())
 	}
-	if err := l.Reloaded(ConfigSource{Generation: 4}, nil, 100, nil, nil); err != nil {
+	if _, err := l.Reloaded(ConfigSource{Generation: 4}, nil, 100, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 

@@ -152,16 +152,19 @@ func (l *Control) Remove(name string) error {
 // the backends under the new configuration, in place of Prepare; adopt,
 // when every check passed, runs before the steps prepare returned, so the
 // caller can take the configuration with them. A refused reload changes
-// nothing.
-func (l *Control) Reloaded(src ConfigSource, members []Member, maxEjected int, prepare func(*backend.Backend) (func(), error), adopt func()) error {
+// nothing. It returns what the reload did to the membership, discovered
+// and operator-added members included.
+func (l *Control) Reloaded(src ConfigSource, members []Member, maxEjected int, prepare func(*backend.Backend) (func(), error), adopt func()) (Changes, error) {
 	// The file was checked against the addresses it names; relay still
 	// listens where it started, whatever the file says now.
 	if err := l.refuseSelf(members); err != nil {
-		return err
+		return Changes{}, err
 	}
 	var joined func()
-	return l.commit(func(ms []Member) (next []Member, err error) {
+	var changes Changes
+	err := l.commit(func(ms []Member) (next []Member, err error) {
 		next, joined = l.withDiscoveredLocked(members, ms)
+		changes = changesOf(ms, next)
 		return next, nil
 	}, prepare, func() {
 		joined()
@@ -174,6 +177,10 @@ func (l *Control) Reloaded(src ConfigSource, members []Member, maxEjected int, p
 		l.reloads[0]++
 		l.broadcastLocked(Message{Kind: KindConfig, Config: &src})
 	})
+	if err != nil {
+		return Changes{}, err
+	}
+	return changes, nil
 }
 
 // ReloadRefused counts a reload whose configuration was invalid.

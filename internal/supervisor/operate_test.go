@@ -65,7 +65,7 @@ func TestReloadChangingMaxRequestsKeepsTheBackend(t *testing.T) {
 	x.Eject(time.Now().Add(time.Minute))
 	x.Checks.Observe(false, time.Millisecond)
 	ms := []Member{{URL: x.Name, Weight: 1, MaxRequests: 10}, {URL: bs[1].Name, Weight: 1}}
-	if err := l.Reloaded(ConfigSource{Generation: 2}, ms, 100, nil, nil); err != nil {
+	if _, err := l.Reloaded(ConfigSource{Generation: 2}, ms, 100, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if len(targets) != 2 || targets[0] != x {

@@ -26,7 +26,7 @@ func TestRefusedReloadLeavesStayingBackendsAlone(t *testing.T) {
 	ms := []Member{{URL: x.Name, Weight: 7, MaxRequests: 10}, {URL: bs[1].Name, Weight: 1}}
 	adopted := 0
 	adopt := func() { adopted++ }
-	if err := l.Reloaded(ConfigSource{Generation: 2}, ms, 100, nil, adopt); !errors.Is(err, ErrInvalid) {
+	if _, err := l.Reloaded(ConfigSource{Generation: 2}, ms, 100, nil, adopt); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("reload: %v, want it refused as invalid", err)
 	}
 	if l.Generation() != 1 {
@@ -37,7 +37,7 @@ func TestRefusedReloadLeavesStayingBackendsAlone(t *testing.T) {
 			x.Name, x.MaxRequests(), x.EffectiveWeight(), readied[x.Name], adopted)
 	}
 	// The same change without the failing backend goes through whole.
-	if err := l.Reloaded(ConfigSource{Generation: 2}, ms[:1], 100, nil, adopt); err != nil {
+	if _, err := l.Reloaded(ConfigSource{Generation: 2}, ms[:1], 100, nil, adopt); err != nil {
 		t.Fatal(err)
 	}
 	if x.MaxRequests() != 10 || x.EffectiveWeight() != 7 || readied[x.Name] != 1 || l.Generation() != 2 || adopted != 1 {

@@ -30,7 +30,7 @@ func TestControlRefusesItselfAsBackend(t *testing.T) {
 		}
 	}
 	ms := []Member{{URL: "http://127.0.0.1:8001", Weight: 1}, {URL: "http://127.0.0.1:18081", Weight: 1}}
-	if err := l.Reloaded(ConfigSource{Generation: 2}, ms, 50, nil, nil); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "http://127.0.0.1:18081") {
+	if _, err := l.Reloaded(ConfigSource{Generation: 2}, ms, 50, nil, nil); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "http://127.0.0.1:18081") {
 		t.Errorf("a reload naming relay itself: %v; want ErrInvalid naming the backend", err)
 	}
 	if len(l.members) != 2 || l.Generation() != 1 {
@@ -46,7 +46,7 @@ func TestInstanceIDIsKept(t *testing.T) {
 	if len(id) != 2*instanceBytes {
 		t.Fatalf("instance id %q, want %d hex digits", id, 2*instanceBytes)
 	}
-	if err := l.Reloaded(ConfigSource{Generation: 2}, []Member{{URL: "http://127.0.0.1:8001", Weight: 1}}, 50, nil, nil); err != nil {
+	if _, err := l.Reloaded(ConfigSource{Generation: 2}, []Member{{URL: "http://127.0.0.1:8001", Weight: 1}}, 50, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := attachProcess(t, l, 1).Config; got.Generation != 2 || got.Instance != id {

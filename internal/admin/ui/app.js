@@ -445,10 +445,11 @@ function render(cur, ref) {
   // Header.
   const meta = [];
   if (data.pool) meta.push("pool " + data.pool);
-  if (data.algorithm) meta.push(data.algorithm);
+  if (data.algorithm) meta.push(data.weights_ignored ? data.algorithm + " (ignores the weights)" : data.algorithm);
   if (data.processes != null) meta.push(plural(data.processes, "process", "processes"));
   if (data.generation != null) meta.push("configuration " + data.generation);
   setText($("meta"), meta.join(" · "));
+  $("meta").title = (data.warnings || []).join("\n");
 
   // Totals.
   const t = data.totals || {};

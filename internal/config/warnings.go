@@ -1,0 +1,87 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Warnings lists what in a valid c is likely not what was meant, located
+// as problems are. None of them stops relay: relay -check prints them
+// and still succeeds, and relay logs them when it starts and reloads.
+func (c *Config) Warnings(opts Options) []Problem {
+	var ws []Problem
+	if p, ok := c.weightsIgnored(opts); ok {
+		ws = append(ws, p)
+	}
+	return ws
+}
+
+// WeightsIgnored is the warning for members whose weights differ under
+// an algorithm that ignores weights, for a membership known only at run
+// time (the admin API, etcd); weights are the members' weights. It
+// returns "" when the weights count or are all the same.
+func WeightsIgnored(algorithm string, weights []int, opts Options) string {
+	if !differ(weights) || !slices.Contains(opts.IgnoringWeights, algorithm) {
+		return ""
+	}
+	return "backend weights differ, but " + ignores("algorithm "+algorithm)
+}
+
+// ignores says that alg ignores weights and what to do about it.
+func ignores(alg string) string {
+	return alg + " ignores them: every backend gets the same share; set algorithm: weighted-round-robin " +
+		"for weights to count (least-conn, p2c and ip-hash weigh backends too)"
+}
+
+func differ(weights []int) bool {
+	for _, w := range weights {
+		if w != weights[0] {
+			return true
+		}
+	}
+	return false
+}
+
+// weightsIgnored is the weights warning for the file's backends, on the
+// first backend whose weight differs from the first one's.
+func (c *Config) weightsIgnored(opts Options) (Problem, bool) {
+	if !slices.Contains(opts.IgnoringWeights, c.Algorithm) {
+		return Problem{}, false
+	}
+	for i, b := range c.Backends {
+		if b.Weight == c.Backends[0].Weight {
+			continue
+		}
+		line := b.weightLine
+		if line == 0 {
+			line = b.Line
+		}
+		alg := "algorithm " + c.Algorithm
+		if _, set := c.lines["algorithm"]; !set && c.flags["algorithm"] == "" {
+			alg += " (the default)"
+		}
+		p := c.backendAt(i, "weight", line)
+		p.Msg = fmt.Sprintf("weight %d differs from the first backend's (%d), but %s", b.Weight, c.Backends[0].Weight, ignores(alg))
+		return p, true
+	}
+	return Problem{}, false
+}
+
+// Warning formats p as a warning: "FILE:LINE: warning: key: message".
+func (p Problem) Warning() string {
+	var b strings.Builder
+	switch {
+	case p.File != "" && p.Line > 0:
+		b.WriteString(p.File + ":" + strconv.Itoa(p.Line) + ": ")
+	case p.File != "":
+		b.WriteString(p.File + ": ")
+	}
+	b.WriteString("warning: ")
+	if p.Key != "" {
+		b.WriteString(p.Key + ": ")
+	}
+	b.WriteString(p.Msg)
+	return b.String()
+}

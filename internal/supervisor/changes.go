@@ -1,0 +1,42 @@
+package supervisor
+
+// Changes is what a reload did to the pool's membership, for the line
+// that reports it.
+type Changes struct {
+	// Added and Removed are the members that came and went, in
+	// membership order.
+	Added, Removed []Member
+	// Changed pairs a member that stayed with what it was before, for
+	// those whose weight or request cap changed.
+	Changed []MemberChange
+}
+
+// MemberChange is one member that stayed, before and after a change.
+type MemberChange struct {
+	Before, After Member
+}
+
+// changesOf compares two memberships by URL.
+func changesOf(before, after []Member) Changes {
+	var c Changes
+	old := make(map[string]Member, len(before))
+	for _, m := range before {
+		old[m.URL] = m
+	}
+	now := urlsOf(after)
+	for _, m := range after {
+		was, stayed := old[m.URL]
+		switch {
+		case !stayed:
+			c.Added = append(c.Added, m)
+		case was.Weight != m.Weight || was.MaxRequests != m.MaxRequests:
+			c.Changed = append(c.Changed, MemberChange{Before: was, After: m})
+		}
+	}
+	for _, m := range before {
+		if !now[m.URL] {
+			c.Removed = append(c.Removed, m)
+		}
+	}
+	return c
+}
