@@ -164,3 +164,87 @@ func responseTrailers(t *testing.T, processes int) {
 		}
 	}
 }
+
+// An HTTP/2 client's request trailers, a HEADERS frame after its DATA
+// frames, reach the HTTP/1.1 backend after the last chunk of the body,
+// without the fields no trailer may carry; over HTTP/1.1 they pass as
+// before. A body of declared length goes with its Content-Length and has
+// no place for trailers.
+func TestRequestTrailersReachTheBackend(t *testing.T) {
+	ca := testcert.NewCA(t)
+	r, tlsAddr := startTrailerRelay(t, ca, 1, trailerBackend(t))
+	for proto, cl := range trailerClients(t, r, tlsAddr, ca) {
+		for _, size := range []int{5, 300 << 10} {
+			for _, declared := range []bool{false, true} {
+				name := fmt.Sprintf("%s/size=%d/declared=%v", proto, size, declared)
+				body := strings.Repeat("x", size)
+				req, err := http.NewRequest("POST", cl.base+"/echo", io.NopCloser(strings.NewReader(body)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if declared {
+					req.ContentLength = int64(size)
+				}
+				req.Header.Set("Te", "trailers")
+				req.Trailer = http.Header{"X-Sum": nil, "Grpc-Timeout": nil, "Authorization": nil, "Set-Cookie": nil}
+				req.Body = &trailingBody{r: strings.NewReader(body), set: func() {
+					req.Trailer.Set("X-Sum", strconv.Itoa(size))
+					req.Trailer.Set("Grpc-Timeout", "1S")
+					req.Trailer.Set("Authorization", "Basic eDp5")
+					req.Trailer.Set("Set-Cookie", "a=1")
+				}}
+				res, err := cl.c.Do(req)
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				if res.StatusCode != 200 {
+					t.Fatalf("%s: status %d", name, res.StatusCode)
+				}
+				t.Logf("%s: the backend got TE %q", name, res.Header.Get("Got-Te"))
+				if declared && proto != "http/1.1" {
+					if v := res.Header.Get("Got-X-Sum"); v != "" {
+						t.Errorf("%s: a body of declared length carried trailer X-Sum %q", name, v)
+					}
+					continue
+				}
+				if declared {
+					continue // Go's HTTP/1.1 client sends it chunked or not as it likes
+				}
+				if got := res.Header.Get("Got-X-Sum"); got != strconv.Itoa(size) {
+					t.Errorf("%s: the backend got trailer X-Sum %q, want %d (head %v)", name, got, size, res.Header)
+				}
+				if got := res.Header.Get("Got-Grpc-Timeout"); got != "1S" {
+					t.Errorf("%s: the backend got trailer Grpc-Timeout %q, want 1S", name, got)
+				}
+				if proto == "http/1.1" {
+					continue // the HTTP/1.1 door passes the section as it came
+				}
+				for _, f := range []string{"Authorization", "Set-Cookie"} {
+					if v := res.Header.Get("Got-" + f); v != "" {
+						t.Errorf("%s: the backend got trailer %s %q", name, f, v)
+					}
+				}
+			}
+		}
+	}
+}
+
+// trailingBody is a request body that sets the request's trailer values
+// once it has been read to its end, as a streaming sender would.
+type trailingBody struct {
+	r   io.Reader
+	set func()
+}
+
+func (b *trailingBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err == io.EOF && b.set != nil {
+		b.set()
+		b.set = nil
+	}
+	return n, err
+}
+
+func (b *trailingBody) Close() error { return nil }

@@ -108,3 +108,19 @@ func namedInConnection(head []h1.Field, name []byte) bool {
 	}
 	return false
 }
+
+// appendTrailers appends a client's trailer fields that may pass, as
+// HTTP/1.1 trailer lines, to dst. The frame reader and checkTrailers have
+// already refused names and values HTTP/1.1 could read another way.
+func appendTrailers(dst []byte, fields []hpack.HeaderField) []byte {
+	for _, hf := range fields {
+		if forbiddenTrailer(hf.Name) {
+			continue
+		}
+		dst = append(dst, hf.Name...)
+		dst = append(dst, ':', ' ')
+		dst = append(dst, hf.Value...)
+		dst = append(dst, '\r', '\n')
+	}
+	return dst
+}
