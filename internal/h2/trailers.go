@@ -2,6 +2,7 @@ package h2
 
 import (
 	"bytes"
+	"strings"
 
 	"golang.org/x/net/http2/hpack"
 
@@ -26,8 +27,11 @@ import (
 // forbiddenTrailer reports whether a trailer field named name, in lower
 // case, stays behind.
 func forbiddenTrailer(name string) bool {
-	if len(name) > 6 && name[:6] == "proxy-" {
-		return true // Proxy-Authorization, Proxy-Authenticate, Proxy-Connection...
+	if strings.HasPrefix(name, "proxy-") || strings.HasPrefix(name, "if-") {
+		// Proxy-Authorization, Proxy-Authenticate, Proxy-Connection...;
+		// conditionals (If-Match, If-None-Match...), which modify a
+		// request before any content.
+		return true
 	}
 	switch name {
 	case

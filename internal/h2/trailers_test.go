@@ -20,7 +20,7 @@ func TestResponseTrailersEndTheStream(t *testing.T) {
 	b := rawBackend(t, func(w *bufio.Writer, req *http.Request) {
 		w.WriteString("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: X-Hop\r\n\r\n5\r\nhello\r\n")
 		if req.URL.Path == "/trailers" {
-			w.WriteString("0\r\nGrpc-Status: 0\r\nX-Sum:  42 \r\nX-Hop: 1\r\nContent-Length: 9\r\nSet-Cookie: a=1\r\nProxy-Foo: 1\r\n\r\n")
+			w.WriteString("0\r\nGrpc-Status: 0\r\nX-Sum:  42 \r\nX-Hop: 1\r\nContent-Length: 9\r\nSet-Cookie: a=1\r\nProxy-Foo: 1\r\nIf-Match: *\r\n\r\n")
 		} else if req.URL.Path == "/forbidden-only" {
 			w.WriteString("0\r\nContent-Length: 9\r\nTE: trailers\r\n\r\n")
 		} else {
