@@ -9,6 +9,10 @@ import (
 // keepBodyBytes is the most a recycled stream keeps of its body buffer.
 const keepBodyBytes = 64 << 10
 
+// keepTrailerBytes is the most a recycled stream keeps of its trailers'
+// buffer.
+const keepTrailerBytes = 4 << 10
+
 // reqBody is a stream's request body as the core reads it (core.Body):
 // the bytes of the client's DATA frames, held until read. Reading gives
 // the flow-control window back, and each wait for the client is bounded
@@ -26,6 +30,9 @@ type reqBody struct {
 	unacked  int64 // read, not yet given back as stream window
 	got      int64 // bytes received
 	declared int64 // Content-Length; -1: none
+	// trailers are the client's trailer fields as HTTP/1.1 lines, set
+	// before the end (err io.EOF) and read after it.
+	trailers []byte
 
 	// The stream's goroutine only.
 	start time.Time // when the request's head arrived
@@ -38,7 +45,10 @@ func (b *reqBody) reset() {
 	if cap(b.buf) > keepBodyBytes {
 		b.buf = nil
 	}
-	b.buf, b.off, b.err = b.buf[:0], 0, nil
+	if cap(b.trailers) > keepTrailerBytes {
+		b.trailers = nil
+	}
+	b.buf, b.off, b.err, b.trailers = b.buf[:0], 0, nil, b.trailers[:0]
 	b.recvWin, b.unacked, b.got, b.declared = streamWindow, 0, 0, -1
 	b.read, b.done = 0, false
 	select {
@@ -147,7 +157,7 @@ func (b *reqBody) stop() {
 
 func (b *reqBody) Prefix() []byte   { return nil }
 func (b *reqBody) Done() bool       { return b.done }
-func (b *reqBody) Trailers() []byte { return nil }
+func (b *reqBody) Trailers() []byte { return b.trailers }
 
 // creditDue takes the window to give back now: the connection's, and
 // b's stream's (b may be nil), each once windowUpdateAt bytes of it are

@@ -71,7 +71,12 @@ func (st *stream) Respond(resp *h1.Response, rb *core.ResponseBody) (n int64, re
 		return n, rerr, werr // the stream is reset (finish)
 	}
 	if !st.ended {
-		werr = c.writeData(st, nil, true)
+		if tr := rb.Trailers(); len(tr) > 0 {
+			// A chunked body's trailer section ends the stream.
+			werr = c.endWithTrailers(st, tr, resp.Fields)
+		} else {
+			werr = c.writeData(st, nil, true)
+		}
 	}
 	return n, nil, werr
 }

@@ -41,9 +41,9 @@ func connectionSpecific(name, v string) bool {
 // checkTrailers reports what is wrong with a request's trailer section:
 // PROTOCOL_ERROR for a malformed one (RFC 9113 8.1: pseudo-fields belong
 // only to the header section; 8.2.1 and 8.2.2 as for headers), NO_ERROR
-// for a well-formed one. relay does not forward trailers, but a malformed
-// request is not forwarded at all: its stream is reset, and the backend
-// sees its body cut short.
+// for a well-formed one. A malformed section resets its stream: the
+// backend sees the body cut short, not complete without its trailers
+// (trailers.go).
 func checkTrailers(fields []hpack.HeaderField) http2.ErrCode {
 	for _, hf := range fields {
 		if hf.IsPseudo() || connectionSpecific(hf.Name, hf.Value) || untrimmed(hf.Value) {

@@ -134,11 +134,14 @@ type rawResponse struct {
 	interim []int // informational statuses, in order
 	status  int
 	fields  []hpack.HeaderField // the final response's, pseudo-fields left out
-	body    []byte
-	frames  []http2.FrameType // the stream's frames, in order
-	ended   bool              // END_STREAM arrived
-	reset   bool              // RST_STREAM arrived
-	code    http2.ErrCode     // its code
+	// trailers are the fields of a HEADERS frame after the final
+	// response's.
+	trailers []hpack.HeaderField
+	body     []byte
+	frames   []http2.FrameType // the stream's frames, in order
+	ended    bool              // END_STREAM arrived
+	reset    bool              // RST_STREAM arrived
+	code     http2.ErrCode     // its code
 }
 
 // get returns the values of the field named name (lower case).
@@ -175,9 +178,12 @@ func (rc *rawConn) responses(ids ...uint32) map[uint32]*rawResponse {
 		switch f := f.(type) {
 		case *http2.MetaHeadersFrame:
 			status, _ := strconv.Atoi(f.PseudoValue("status"))
-			if status < 200 && r.status == 0 {
+			switch {
+			case r.status != 0:
+				r.trailers = f.RegularFields()
+			case status < 200:
 				r.interim = append(r.interim, status)
-			} else if r.status == 0 {
+			default:
 				r.status = status
 				r.fields = f.RegularFields()
 			}

@@ -90,12 +90,26 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		if code := checkTrailers(f.Fields); code != http2.ErrCodeNo {
 			return http2.StreamError{StreamID: id, Code: code}
 		}
-		// Trailers are not forwarded: the body ends here.
-		if b := &st.body; b.declared >= 0 && b.got != b.declared {
+		b := &st.body
+		if b.declared >= 0 && b.got != b.declared {
 			return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
 		}
+		if st.req.Chunked {
+			// The body goes to the backend chunked: the trailers
+			// follow its last chunk. One of known length has nowhere
+			// to carry them, and they stay behind.
+			size := int64(listSize(f.Fields))
+			if f.Truncated || size > int64(c.srv.lim.MaxHeaderBytes) {
+				// Too large to pass on whole: the backend must not
+				// take the body for complete without them.
+				return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+			}
+			b.trailers = appendTrailers(b.trailers[:0], f.Fields)
+			st.headerBytes += size
+			c.fb.held += size
+		}
 		st.remoteDone = true
-		return st.body.end()
+		return b.end()
 	}
 	if id <= c.maxID {
 		reset := c.wasReset(id)

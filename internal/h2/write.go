@@ -206,6 +206,12 @@ func (c *conn) writeHead(id uint32, status int, fields []h1.Field, length int64,
 		c.lower = strconv.AppendInt(c.lower[:0], length, 10)
 		c.enc.WriteField(hpack.HeaderField{Name: "content-length", Value: stringOf(c.lower)})
 	}
+	c.writeBlock(id, end)
+}
+
+// writeBlock writes the header block in hbuf as a HEADERS frame and, if
+// it is larger than a frame, CONTINUATION frames. wmu is held.
+func (c *conn) writeBlock(id uint32, end bool) {
 	block := c.hbuf.Bytes()
 	max := int(c.peerFrame.Load())
 	frag := block[:min(len(block), max)]

@@ -1,0 +1,130 @@
+package h2
+
+import (
+	"bytes"
+	"strings"
+
+	"golang.org/x/net/http2/hpack"
+
+	"relay/internal/h1"
+)
+
+// Trailer fields travel both ways. A backend's chunked response ends in
+// a trailer section that relay's HTTP/1.1 engine reads (and bounds, at
+// 16 KiB) with the body; relay sends it on as a last HEADERS frame with
+// END_STREAM after the last DATA frame (RFC 9113 8.1). A client's
+// trailer section, a HEADERS frame after its DATA frames, goes to the
+// backend after the last chunk of a chunked request body.
+//
+// Only fields that may follow the content pass, either way: those a
+// recipient must act on before the content (framing, routing,
+// authentication, request modifiers, response controls, the content's
+// format: RFC 9110 6.5.1) and those of one connection (RFC 9113 8.2.2)
+// are dropped, as are fields the response's Connection field names.
+// Everything else, such as gRPC's grpc-status and grpc-message or a
+// checksum, passes as it came, its name in lower case.
+
+// forbiddenTrailer reports whether a trailer field named name, in lower
+// case, stays behind.
+func forbiddenTrailer(name string) bool {
+	if strings.HasPrefix(name, "proxy-") || strings.HasPrefix(name, "if-") {
+		// Proxy-Authorization, Proxy-Authenticate, Proxy-Connection...;
+		// conditionals (If-Match, If-None-Match...), which modify a
+		// request before any content.
+		return true
+	}
+	switch name {
+	case
+		// connection management and framing
+		"connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade", "content-length",
+		// routing and request modifiers
+		"host", "expect", "max-forwards", "range",
+		// authentication
+		"authorization", "www-authenticate",
+		// response controls and the content's format and coding
+		"cache-control", "pragma", "set-cookie", "content-type", "content-encoding", "content-range":
+		return true
+	}
+	return false
+}
+
+// endWithTrailers ends st's response with raw, a backend's trailer section
+// as h1 read it (lines "name: value", each ending in CRLF), as a HEADERS
+// frame with END_STREAM. head is the response's header section, whose
+// Connection field may name fields that end at relay. When no field is
+// left to send, the stream ends with an empty DATA frame, as a response
+// without trailers does.
+func (c *conn) endWithTrailers(st *stream, raw []byte, head []h1.Field) error {
+	if err := c.lockFor(st, 0); err != nil {
+		return err
+	}
+	c.hbuf.Reset()
+	for len(raw) > 0 {
+		line := raw
+		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+			line, raw = bytes.TrimSuffix(raw[:i], []byte{'\r'}), raw[i+1:]
+		} else {
+			raw = nil
+		}
+		colon := bytes.IndexByte(line, ':')
+		if colon <= 0 {
+			continue // h1 refuses such a line; nothing to send if one came
+		}
+		c.lower = appendLower(c.lower[:0], line[:colon])
+		name := stringOf(c.lower)
+		if forbiddenTrailer(name) || namedInConnection(head, c.lower) {
+			continue
+		}
+		value := bytes.Trim(line[colon+1:], " \t")
+		c.enc.WriteField(hpack.HeaderField{Name: name, Value: stringOf(value)})
+	}
+	if c.hbuf.Len() == 0 {
+		c.wfr.WriteData(st.id, true, nil)
+		c.dataSent.Add(1)
+	} else {
+		c.writeBlock(st.id, true)
+	}
+	c.ended(st)
+	err := c.werr
+	c.unlockWrite()
+	return err
+}
+
+// namedInConnection reports whether a Connection field of head names the
+// field name (lower case): such a field is for the hop from the backend
+// only, in the trailers as in the head.
+func namedInConnection(head []h1.Field, name []byte) bool {
+	for i := range head {
+		if !head[i].Is("connection") {
+			continue
+		}
+		for list := head[i].Value; len(list) > 0; {
+			tok := list
+			if j := bytes.IndexByte(list, ','); j >= 0 {
+				tok, list = list[:j], list[j+1:]
+			} else {
+				list = nil
+			}
+			if bytes.EqualFold(bytes.Trim(tok, " \t"), name) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// appendTrailers appends a client's trailer fields that may pass, as
+// HTTP/1.1 trailer lines, to dst. The frame reader and checkTrailers have
+// already refused names and values HTTP/1.1 could read another way.
+func appendTrailers(dst []byte, fields []hpack.HeaderField) []byte {
+	for _, hf := range fields {
+		if forbiddenTrailer(hf.Name) {
+			continue
+		}
+		dst = append(dst, hf.Name...)
+		dst = append(dst, ':', ' ')
+		dst = append(dst, hf.Value...)
+		dst = append(dst, '\r', '\n')
+	}
+	return dst
+}

@@ -1,0 +1,119 @@
+package h2
+
+import (
+	"bufio"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/net/http2"
+)
+
+// A chunked response's trailer section leaves as a HEADERS frame with
+// END_STREAM after DATA frames that do not end the stream: names in lower
+// case, values trimmed, without fields no trailer may carry or that the
+// response's Connection field names. A chunked response without trailers
+// ends on its last DATA frame, with no HEADERS after it.
+func TestResponseTrailersEndTheStream(t *testing.T) {
+	b := rawBackend(t, func(w *bufio.Writer, req *http.Request) {
+		w.WriteString("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: X-Hop\r\n\r\n5\r\nhello\r\n")
+		if req.URL.Path == "/trailers" {
+			w.WriteString("0\r\nGrpc-Status: 0\r\nX-Sum:  42 \r\nX-Hop: 1\r\nContent-Length: 9\r\nSet-Cookie: a=1\r\nProxy-Foo: 1\r\nIf-Match: *\r\n\r\n")
+		} else if req.URL.Path == "/forbidden-only" {
+			w.WriteString("0\r\nContent-Length: 9\r\nTE: trailers\r\n\r\n")
+		} else {
+			w.WriteString("0\r\n\r\n")
+		}
+	})
+	f := startFront(t, b)
+	rc := dialRaw(t, f.addr)
+	rc.get(1, "/trailers")
+	r := rc.response(1)
+	if r.status != 200 || string(r.body) != "hello" || !r.ended {
+		t.Fatalf("status %d, body %q, ended %v", r.status, r.body, r.ended)
+	}
+	if last := r.frames[len(r.frames)-1]; last != http2.FrameHeaders {
+		t.Errorf("frames %v: the stream did not end with HEADERS", r.frames)
+	}
+	var got []string
+	for _, hf := range r.trailers {
+		got = append(got, hf.Name+"="+hf.Value)
+	}
+	if want := []string{"grpc-status=0", "x-sum=42"}; !slices.Equal(got, want) {
+		t.Errorf("trailers %q, want %q", got, want)
+	}
+
+	for i, path := range []string{"/none", "/forbidden-only"} {
+		id := uint32(2*i + 3)
+		rc.get(id, path)
+		r = rc.response(id)
+		if r.status != 200 || string(r.body) != "hello" || !r.ended {
+			t.Fatalf("%s: status %d, body %q, ended %v", path, r.status, r.body, r.ended)
+		}
+		heads := 0
+		for _, ft := range r.frames {
+			if ft == http2.FrameHeaders {
+				heads++
+			}
+		}
+		if heads != 1 || r.frames[len(r.frames)-1] != http2.FrameData {
+			t.Errorf("%s: frames %v, want one HEADERS and the end on DATA", path, r.frames)
+		}
+	}
+}
+
+// A backend's malformed trailer section breaks the response off: the
+// client sees its stream reset, not a complete response.
+func TestMalformedResponseTrailersResetTheStream(t *testing.T) {
+	b := rawBackend(t, func(w *bufio.Writer, req *http.Request) {
+		w.WriteString("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nBad Name: 1\r\n\r\n")
+	})
+	f := startFront(t, b)
+	rc := dialRaw(t, f.addr)
+	rc.get(1, "/")
+	if r := rc.response(1); !r.reset || r.ended {
+		t.Errorf("frames %v, reset %v (%v): want the stream reset", r.frames, r.reset, r.code)
+	}
+}
+
+// A client's trailer section larger than max_header_bytes resets its
+// stream, and the backend sees the body cut short; one within it follows
+// the last chunk.
+func TestRequestTrailersAreBounded(t *testing.T) {
+	started, got := make(chan struct{}, 2), make(chan string, 2)
+	b := newBackend(t, "b", func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			got <- "cut short"
+			return
+		}
+		got <- "X-Sum " + r.Trailer.Get("X-Sum")
+	})
+	lim := testLimits()
+	lim.MaxHeaderBytes = 4096
+	f := startFrontWith(t, testBodyTime, lim, b)
+	rc := dialRaw(t, f.addr)
+	for i, value := range []string{"7", strings.Repeat("v", 4096)} {
+		id := uint32(2*i + 1)
+		rc.writeHeaders(id, false, request("POST", "/")...)
+		if err := rc.fr.WriteData(id, false, []byte("body")); err != nil {
+			t.Fatal(err)
+		}
+		// The backend is reading the body when the trailers come.
+		await(t, started, "the backend's request")
+		rc.writeHeaders(id, true, "x-sum", value)
+		r := rc.response(id)
+		backendGot := await(t, got, "the end of the backend's request")
+		if i == 0 {
+			if r.status != 200 || backendGot != "X-Sum 7" {
+				t.Errorf("status %d, backend got %q; want 200 and X-Sum 7", r.status, backendGot)
+			}
+			continue
+		}
+		if !r.reset || r.code != http2.ErrCodeProtocol || backendGot != "cut short" {
+			t.Errorf("oversized trailers: reset %v (%v), backend got %q; want PROTOCOL_ERROR and the body cut short", r.reset, r.code, backendGot)
+		}
+	}
+}
