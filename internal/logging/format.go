@@ -192,6 +192,11 @@ func appendJSONString[S string | []byte](b []byte, s S) []byte {
 	b = append(b, '"')
 	clean := 0 // s[clean:i] needs no escaping and is not yet copied
 	for i := 0; i < len(s); {
+		if i+8 <= len(s) && plain8(uint64(s[i])|uint64(s[i+1])<<8|uint64(s[i+2])<<16|uint64(s[i+3])<<24|
+			uint64(s[i+4])<<32|uint64(s[i+5])<<40|uint64(s[i+6])<<48|uint64(s[i+7])<<56) {
+			i += 8
+			continue
+		}
 		c := s[i]
 		if jsonPlain[c] {
 			i++
@@ -226,6 +231,22 @@ func appendJSONString[S string | []byte](b []byte, s S) []byte {
 }
 
 const hexDigits = "0123456789abcdef"
+
+// plain8 reports whether all eight bytes packed in v go into a JSON
+// string as they are (jsonPlain), testing them at once: most of a line's
+// strings (paths, user agents, ids) need no escaping, and a byte at a
+// time is the dearest part of formatting them.
+func plain8(v uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	// Any byte >= 0x80; with none, (v - 0x20 each) borrows into a byte's
+	// high bit exactly where a byte is below 0x20; and a byte equal to
+	// the quote or the backslash is a zero byte after the XOR.
+	below := (v - 0x20*ones) &^ v
+	quote, slash := v^('"'*ones), v^('\\'*ones)
+	quote = (quote - ones) &^ quote
+	slash = (slash - ones) &^ slash
+	return (v|below|quote|slash)&highs == 0
+}
 
 // jsonPlain marks the bytes that go into a JSON string as they are: printable
 // ASCII other than the quote and the backslash. Everything else takes the

@@ -245,3 +245,39 @@ func FuzzAppendEntry(f *testing.F) {
 		}
 	})
 }
+
+// TestPlain8 checks the eight-byte test against jsonPlain for every byte
+// value in every position, beside plain bytes and beside each other.
+func TestPlain8(t *testing.T) {
+	pack := func(b [8]byte) uint64 {
+		var v uint64
+		for i := range b {
+			v |= uint64(b[i]) << (8 * i)
+		}
+		return v
+	}
+	for c := range 256 {
+		for pos := range 8 {
+			for _, fill := range []byte{'a', ' ', '~', 0x7f, '!', '[', ']'} {
+				var b [8]byte
+				for i := range b {
+					b[i] = fill
+				}
+				b[pos] = byte(c)
+				if got, want := plain8(pack(b)), jsonPlain[c]; got != want {
+					t.Fatalf("plain8(%q) = %v, want %v", b, got, want)
+				}
+			}
+		}
+	}
+	// Pairs of bytes, so that a borrow from one byte's test cannot hide
+	// or fake another's.
+	for c := range 256 {
+		for d := range 256 {
+			b := [8]byte{'x', byte(c), byte(d), 'x', 'x', 'x', 'x', byte(d)}
+			if got, want := plain8(pack(b)), jsonPlain[c] && jsonPlain[d]; got != want {
+				t.Fatalf("plain8(%q) = %v, want %v", b, got, want)
+			}
+		}
+	}
+}
