@@ -91,7 +91,12 @@ func TestAccessLogOff(t *testing.T) {
 // lines, and waits until it listens.
 func fileLogRelay(t *testing.T, b *backendServer, extra string) (r *relay, logFile string) {
 	t.Helper()
-	dir := t.TempDir()
+	return fileLogRelayIn(t, t.TempDir(), b, extra)
+}
+
+// fileLogRelayIn is fileLogRelay with the files in dir.
+func fileLogRelayIn(t *testing.T, dir string, b *backendServer, extra string) (r *relay, logFile string) {
+	t.Helper()
 	logFile = filepath.Join(dir, "lb.log")
 	port := freePort(t)
 	cfg := writeFile(t, dir, "relay.yml", "listen: 127.0.0.1:"+port+"\nlog_file: "+logFile+
@@ -223,8 +228,27 @@ func readFile(t *testing.T, path string) string {
 // file is rotated.
 func TestProcessesAppendAndRotateOneLogFile(t *testing.T) {
 	t.Parallel()
+	testProcessesAppendAndRotate(t, false)
+}
+
+// TestProcessesAppendAndRotateAccessLogFile: the same with access lines
+// in access_log_file, which the supervisor rotates by size as it rotates
+// log_file; log_file gets none of them.
+func TestProcessesAppendAndRotateAccessLogFile(t *testing.T) {
+	t.Parallel()
+	testProcessesAppendAndRotate(t, true)
+}
+
+func testProcessesAppendAndRotate(t *testing.T, accessFile bool) {
 	b := newBackend(t, nil)
-	r, logFile := fileLogRelay(t, b, "processes: 2\nlog_max_size_mb: 1\nlog_max_backups: 0\n")
+	dir := t.TempDir()
+	extra := "processes: 2\nlog_max_size_mb: 1\nlog_max_backups: 0\n"
+	glob := filepath.Join(dir, "lb*.log")
+	if accessFile {
+		extra += "access_log_file: " + filepath.Join(dir, "access.log") + "\n"
+		glob = filepath.Join(dir, "access*.log")
+	}
+	r, logFile := fileLogRelayIn(t, dir, b, extra)
 	const clients, each = 20, 300 // about 1.6 MB of access lines
 	var wg sync.WaitGroup
 	for c := range clients {
@@ -247,9 +271,14 @@ func TestProcessesAppendAndRotateOneLogFile(t *testing.T) {
 	// Let the size check see the last lines, then stop: every line is out.
 	time.Sleep(logging.RotateCheckEvery + 500*time.Millisecond)
 	r.stop()
-	files, _ := filepath.Glob(filepath.Join(filepath.Dir(logFile), "lb*.log"))
+	files, _ := filepath.Glob(glob)
 	if len(files) < 2 {
 		t.Fatalf("log files %v: want the file rotated at 1 MB", files)
+	}
+	if accessFile {
+		if text := readFile(t, logFile); strings.Contains(text, `"msg":"access"`) {
+			t.Errorf("%s holds access lines though access_log_file is set", logFile)
+		}
 	}
 	seen := map[string]bool{}
 	for _, f := range files {

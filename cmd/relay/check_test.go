@@ -174,6 +174,7 @@ func TestCheckFindsAnUnusableListenHostAndLogFile(t *testing.T) {
 		{"unresolvable listen host", "listen: no-such-host.invalid:8080\n" + one, `:1: listen: host "no-such-host.invalid" does not resolve`},
 		{"log_file in a missing directory", "log_file: " + filepath.Join(dir, "nope", "relay.log") + "\n" + one, ":1: log_file: cannot write"},
 		{"log_file is a directory", "log_file: " + dir + "\n" + one, "it is a directory"},
+		{"access_log_file in a missing directory", "access_log_file: " + filepath.Join(dir, "nope", "access.log") + "\n" + one, ":1: access_log_file: cannot write"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

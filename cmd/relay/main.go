@@ -7,7 +7,7 @@
 //
 // Flags override the file. SIGINT and SIGTERM drain in-flight requests and
 // exit; SIGHUP reloads the configuration file; SIGUSR1 reopens (rotates)
-// the log file. With processes: N relay runs
+// the log file and the access log file. With processes: N relay runs
 // N serving processes under a supervisor (internal/supervisor).
 package main
 
@@ -249,15 +249,40 @@ func supervise(f *flags, cfg *config.Config, src supervisor.ConfigSource, args [
 	// listener, etcd. It takes no client connections, so the serving
 	// processes warn about max_connections, not it.
 	budget := supervisor.RaiseFileLimit(log, 0)
+	access, err := sharedAccessFile(cfg)
+	if err != nil {
+		return err
+	}
+	// The files the processes append to and this process rotates for
+	// them: log_file, access_log_file.
+	var shared []*logging.Shared
+	if lg.shared != nil {
+		shared = append(shared, lg.shared)
+	}
+	if access != nil {
+		defer access.Close()
+		shared = append(shared, access)
+	}
 	c, err := startControl(f, cfg, src, lg, config.Listeners{}, budget)
 	if err != nil {
 		return err
 	}
 	defer c.stop()
+	rotate := func(s *logging.Shared) {
+		if err := s.Rotate(); err != nil {
+			log.Error("log rotation failed", "err", err)
+		}
+	}
 	opts := supervisor.Options{
 		Config: cfg, Source: src, Args: args,
 		Log: log, Out: out, ErrOut: &supervisor.LockedWriter{W: stderr},
-		Rotate:   func() { lg.reopen(); c.ctl.Reopen() },
+		Rotate: func() {
+			lg.reopen()
+			if access != nil {
+				rotate(access)
+			}
+			c.ctl.Reopen()
+		},
 		Reload:   func() { c.reload() },
 		Control:  c.ctl,
 		Admin:    c.adminAddr(),
@@ -267,9 +292,10 @@ func supervise(f *flags, cfg *config.Config, src supervisor.ConfigSource, args [
 	if f.demo {
 		opts.Demo = func() (func(), error) { return startDemoBackends(log) }
 	}
-	if lg.shared != nil {
-		// The processes append to the file beside the supervisor, so its
-		// size is watched here and the rotation announced to them all.
+	if len(shared) > 0 {
+		// The processes append to the files beside the supervisor, so
+		// their sizes are watched here and a rotation announced to them
+		// all: each reopens its file, rotated or not.
 		stop := make(chan struct{})
 		defer close(stop)
 		go func() {
@@ -280,8 +306,15 @@ func supervise(f *flags, cfg *config.Config, src supervisor.ConfigSource, args [
 				case <-stop:
 					return
 				case <-t.C:
-					if lg.shared.Due() {
-						opts.Rotate()
+					due := false
+					for _, s := range shared {
+						if s.Due() {
+							rotate(s)
+							due = true
+						}
+					}
+					if due {
+						c.ctl.Reopen()
 					}
 				}
 			}
@@ -357,24 +390,13 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 	if err != nil {
 		return err
 	}
-	var access *logging.AccessLog
-	var appender *logging.Appender // with several processes, the shared log file
-	if cfg.AccessLog {
-		accessOut := out
-		if c == nil && cfg.LogFile != "" {
-			// Access lines go straight to the file, appended whole, as
-			// nginx's workers write theirs; the supervisor rotates it.
-			if appender, err = logging.OpenAppend(cfg.LogFile); err != nil {
-				return err
-			}
-			defer appender.Close()
-			accessOut = appender
-		}
-		access = logging.NewAccessLog(accessOut)
-		defer access.Close()
+	access, err := openAccessLog(cfg, c != nil, out)
+	if err != nil {
+		return err
 	}
+	defer access.stop()
 	pcfg := proxy.ConfigFrom(cfg)
-	pcfg.AccessLog, pcfg.Logger, pcfg.Descriptors = access, log, budget
+	pcfg.AccessLog, pcfg.Logger, pcfg.Descriptors = access.log, log, budget
 	// Every process of this relay carries the control's id in its Via
 	// entry, so a request that comes back to any of them is known.
 	pcfg.Instance = sp.Config.Instance
@@ -421,15 +443,7 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 		},
 		Stats:   p.Stats,
 		Tickets: d.setTicketKeys,
-		Reopen: func() {
-			if appender != nil {
-				// After Close (the process is stopping) there is
-				// nothing to reopen.
-				if err := appender.Reopen(); err != nil && !errors.Is(err, os.ErrClosed) {
-					log.Error("reopening the log file failed", "err", err)
-				}
-			}
-		},
+		Reopen:  func() { access.reopenFile(log) },
 		Ended: func(err error) {
 			log.Error("channel from the supervisor ended; stopping so that it restarts this process", "err", err)
 			syscall.Kill(os.Getpid(), syscall.SIGTERM)
@@ -465,6 +479,7 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 			switch {
 			case sig == syscall.SIGUSR1 && c != nil:
 				lg.reopen()
+				access.reopenFile(log)
 				continue
 			case sig == syscall.SIGHUP && c != nil:
 				c.reload()

@@ -34,6 +34,8 @@ const (
 	DefaultLogMaxAgeDays          = 0
 	DefaultLogLevel               = "info"
 	DefaultAccessLog              = true
+	DefaultAccessLogFormat        = "json"
+	DefaultRequestID              = true
 	DefaultConnectTimeout         = 5 * time.Second
 	DefaultResponseTimeout        = 60 * time.Second
 	DefaultClientHeaderTimeout    = 10 * time.Second
@@ -189,6 +191,17 @@ type Config struct {
 	LogLevel string
 	// AccessLog turns the per-request log line on or off.
 	AccessLog bool
+	// AccessLogFile is where access lines go, rotated as LogFile is (by
+	// LogMaxSizeMB, LogMaxBackups and LogMaxAgeDays, and on SIGUSR1); ""
+	// sends them where LogFile's lines go.
+	AccessLogFile string
+	// AccessLogFormat is the access lines' form: "json" or "combined"
+	// (nginx's combined format followed by relay's fields).
+	AccessLogFormat string
+	// RequestID gives every request an X-Request-Id, kept from a trusted
+	// proxy or made by relay, sent to the backend and back to the client
+	// and written in the access log.
+	RequestID bool
 	// ConnectTimeout bounds dialing a backend; exceeding it is a 502.
 	ConnectTimeout time.Duration
 	// ResponseTimeout bounds the wait for a backend's response head once the
@@ -328,6 +341,8 @@ func Default() *Config {
 		LogMaxAgeDays:          DefaultLogMaxAgeDays,
 		LogLevel:               DefaultLogLevel,
 		AccessLog:              DefaultAccessLog,
+		AccessLogFormat:        DefaultAccessLogFormat,
+		RequestID:              DefaultRequestID,
 		ConnectTimeout:         DefaultConnectTimeout,
 		ResponseTimeout:        DefaultResponseTimeout,
 		ClientHeaderTimeout:    DefaultClientHeaderTimeout,

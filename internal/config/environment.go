@@ -20,11 +20,12 @@ const resolveTimeout = 3 * time.Second
 // would stop relay at start: a listen host that does not resolve, a
 // backend that is relay itself (SelfAddress: relay's own listen,
 // tls_listen or admin_listen address, which takes this machine's
-// addresses and names' resolution to tell), and a log_file that cannot be
-// written (or rotated, which renames it in its directory). It is separate from Validate because it asks the system, and
-// its answer can change while the file does not; relay -check and start
-// both run it. It creates nothing: a log_file that does not exist yet
-// stays that way.
+// addresses and names' resolution to tell), and a log_file or
+// access_log_file that cannot be written (or rotated, which renames it in
+// its directory). It is separate from Validate because it asks the
+// system, and its answer can change while the file does not; relay -check
+// and start both run it. It creates nothing: a log file that does not
+// exist yet stays that way.
 func (c *Config) CheckEnvironment() error {
 	var errs Errors
 	if host, _, err := net.SplitHostPort(c.Listen); err == nil && host != "" {
@@ -40,10 +41,13 @@ func (c *Config) CheckEnvironment() error {
 		}
 	}
 	c.checkSelf(&errs, SelfAddress(ListenersOf(c)))
-	if c.LogFile != "" {
-		if err := writable(c.LogFile); err != nil {
-			p := c.at("log_file")
-			p.Msg = fmt.Sprintf("cannot write %s: %v", quote(c.LogFile), err)
+	for _, f := range []struct{ key, path string }{{"log_file", c.LogFile}, {"access_log_file", c.AccessLogFile}} {
+		if f.path == "" {
+			continue
+		}
+		if err := writable(f.path); err != nil {
+			p := c.at(f.key)
+			p.Msg = fmt.Sprintf("cannot write %s: %v", quote(f.path), err)
 			errs.add(p)
 		}
 	}

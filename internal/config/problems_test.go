@@ -130,6 +130,10 @@ func TestProblems(t *testing.T) {
 		// Logging and the rest.
 		{"bad log level", y("log_level: verbose", "backends:", b1), 1, "log_level", `must be one of debug, info, warn, error; got "verbose"`},
 		{"access log not a bool", y("access_log: yes", "backends:", b1), 1, "access_log", `must be true or false, got "yes"`},
+		{"access log format unknown", y("access_log_format: clf", "backends:", b1), 1, "access_log_format", `must be "json" or "combined", got "clf"`},
+		{"access log file with access log off", y("access_log: false", "access_log_file: /tmp/a.log", "backends:", b1), 2, "access_log_file", "access_log is false, so nothing would be written to it"},
+		{"access log file is the log file", y("log_file: /tmp/relay.log", "access_log_file: /tmp/./relay.log", "backends:", b1), 2, "access_log_file", `is log_file ("/tmp/relay.log"); leave access_log_file empty`},
+		{"request id not a bool", y("request_id: on", "backends:", b1), 1, "request_id", `must be true or false, got "on"`},
 		{"cpu affinity with one process", y("cpu_affinity: true", "backends:", b1), 1, "cpu_affinity", "needs processes other than 1"},
 		{"reuse not a bool", y("health_check_reuse_connection: 1", "backends:", b1), 1, "health_check_reuse_connection", `must be true or false, got "1"`},
 		{"log file not a string", y("log_file: {a: 1}", "backends:", b1), 1, "log_file", "must be a string, got a mapping"},

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -100,6 +101,18 @@ func (c *Config) check(errs *Errors, opts Options) {
 	intRange("log_max_size_mb", c.LogMaxSizeMB, 1, maxInt)
 	intRange("log_max_backups", c.LogMaxBackups, 0, maxInt)
 	intRange("log_max_age_days", c.LogMaxAgeDays, 0, maxInt)
+	switch c.AccessLogFormat {
+	case "json", "combined":
+	default:
+		bad("access_log_format", `must be "json" or "combined", got %s`, quote(c.AccessLogFormat))
+	}
+	switch {
+	case c.AccessLogFile == "":
+	case !c.AccessLog:
+		bad("access_log_file", "is set but access_log is false, so nothing would be written to it; remove one of them")
+	case c.LogFile != "" && filepath.Clean(c.AccessLogFile) == filepath.Clean(c.LogFile):
+		bad("access_log_file", "is log_file (%s); leave access_log_file empty to write access lines to log_file", quote(c.LogFile))
+	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:

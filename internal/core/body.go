@@ -145,7 +145,7 @@ func (x *Exchange) releaseBody() {
 // connection that has gone idle: its next request allocates the memory
 // again. Call it between requests only.
 func (x *Exchange) Shed() {
-	x.head, x.logLine, x.detached = nil, nil, nil
+	x.head, x.logLine, x.detached, x.rid = nil, nil, nil, nil
 	x.held = heldBody{}
 	x.resp = h1.Response{}
 	x.respBody = ResponseBody{} // the last upstream and its reader

@@ -42,6 +42,9 @@ type Config struct {
 	TrustedProxies []netip.Prefix
 	// AccessLog receives one entry per request; nil turns access logs off.
 	AccessLog *logging.AccessLog
+	// RequestID gives every request an id, sent to the backend and back
+	// to the client as X-Request-Id (requestid.go).
+	RequestID bool
 	// Logger receives errors and events; nil discards them.
 	Logger *slog.Logger
 	// MaxBodyBytes caps a request body; 0 means no cap. A longer
@@ -66,6 +69,7 @@ type Core struct {
 	cfg          Config
 	upstreamBufs *h1.BufferPool // read buffers of upstream connections
 	via          via            // relay's Via entries
+	ids          *requestIDs    // makes request ids (requestid.go)
 	// loopLog and shortLog write the warnings a client can repeat on
 	// every request, about loops and about descriptors run out: one of
 	// each every rareEvery, the next saying how many were dropped.
@@ -84,7 +88,7 @@ func New(cfg Config) *Core {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	c := &Core{cfg: cfg, upstreamBufs: h1.NewBufferPool(upstreamBufSize), via: newVia(cfg.Instance),
+	c := &Core{cfg: cfg, upstreamBufs: h1.NewBufferPool(upstreamBufSize), via: newVia(cfg.Instance), ids: newRequestIDs(),
 		loopLog: logging.NewLimited(cfg.Logger, 1, rareEvery), shortLog: logging.NewLimited(cfg.Logger, 1, rareEvery),
 		pools: make(map[string]*Pool)}
 	if cfg.Descriptors != nil {
@@ -152,11 +156,12 @@ func (c *Core) route(*Exchange) *Pool { return c.def }
 func (c *Core) Forward(x *Exchange) Outcome {
 	start := time.Now()
 	n := len(x.Req.Method)
-	// The head's bytes may be overwritten once body bytes are read.
 	method := stats.MethodIndex(x.Req.Method)
-	if c.cfg.AccessLog != nil {
-		x.logLine = append(append(x.logLine[:0], x.Req.Method...), x.Req.Target...)
+	if c.cfg.AccessLog != nil || c.cfg.RequestID {
+		x.readHead(c)
 	}
+	// The upstream times are measured only for the access log.
+	x.timed, x.connect, x.response = c.cfg.AccessLog != nil, -1, -1
 	p := c.route(x)
 	var o Outcome
 	if x.looped(c) {
@@ -179,14 +184,17 @@ func (c *Core) Forward(x *Exchange) Outcome {
 	}
 	if c.cfg.AccessLog != nil {
 		e := logging.Entry{
-			Time: start, Client: x.Peer.Addr, Method: x.logLine[:n], Path: x.logLine[n:], Proto: x.Proto, TLS: x.Peer.TLS,
+			Time: start, Client: x.Peer.Addr, Method: x.logLine[:n], Path: x.logLine[n:x.logAgent], Proto: x.Proto, TLS: x.Peer.TLS,
 			Status: o.Status, Duration: took, BytesIn: o.In, BytesOut: o.Out,
+			UserAgent: x.logLine[x.logAgent:x.logReferer], Referer: x.logLine[x.logReferer:], RequestID: x.rid,
+			UpstreamConnect: x.connect, UpstreamResponse: x.response,
 		}
 		if o.Backend != nil {
 			e.Backend = o.Backend.Name
 		}
 		c.cfg.AccessLog.Log(&e)
 	}
+	x.rid = x.rid[:0] // no request of this exchange is being forwarded now
 	return o
 }
 
@@ -196,5 +204,6 @@ func (c *Core) LogRejected(peer *Peer, status int) {
 	if c.cfg.AccessLog == nil {
 		return
 	}
-	c.cfg.AccessLog.Log(&logging.Entry{Time: time.Now(), Client: peer.Addr, TLS: peer.TLS, Status: status})
+	c.cfg.AccessLog.Log(&logging.Entry{Time: time.Now(), Client: peer.Addr, TLS: peer.TLS, Status: status,
+		UpstreamConnect: -1, UpstreamResponse: -1})
 }

@@ -3,6 +3,7 @@ package core
 import (
 	"net"
 	"net/netip"
+	"time"
 
 	"relay/internal/backend"
 	"relay/internal/h1"
@@ -39,10 +40,17 @@ type Exchange struct {
 	streamed bool   // body bytes were read from the client: no replay
 	resp     h1.Response
 	respBody ResponseBody
-	logLine  []byte      // method and target, for the access log
-	held     heldBody    // a small body read whole (body.go)
-	limited  limitedBody // a chunked body under MaxBodyBytes
-	detached []byte      // the request head's bytes while a body is held
+	// For the access log: method, target, User-Agent and Referer, one
+	// after the other (readHead); the agent starts at logAgent, the
+	// referer at logReferer.
+	logLine              []byte
+	logAgent, logReferer int
+	rid                  []byte        // the request's id; empty when ids are off (requestid.go)
+	timed                bool          // measure the upstream times below
+	connect, response    time.Duration // the answering attempt's (logging.Entry); -1: none
+	held                 heldBody      // a small body read whole (body.go)
+	limited              limitedBody   // a chunked body under MaxBodyBytes
+	detached             []byte        // the request head's bytes while a body is held
 	// probe is the backend whose half-open breaker this attempt probes,
 	// until its response head judges the probe (breaker.go).
 	probe *backend.Backend

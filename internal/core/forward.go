@@ -267,7 +267,16 @@ func (p *Pool) fail(x *Exchange, a attempt, b *backend.Backend) Outcome {
 // request can be sent again. now is the time the attempt starts.
 func (p *Pool) try(snap *snapshot, b *backend.Backend, x *Exchange, now time.Time) attempt {
 	cs := snap.conns[b]
+	x.response = -1
 	u, reused, err := cs.get(now)
+	if x.timed {
+		// A pooled connection took no time to get: 0, without reading
+		// the clock. A dial is timed from the attempt's start.
+		x.connect = 0
+		if !reused {
+			x.connect = time.Since(now)
+		}
+	}
 	if err != nil {
 		return p.unreachable(b, x, err)
 	}
@@ -276,7 +285,7 @@ func (p *Pool) try(snap *snapshot, b *backend.Backend, x *Exchange, now time.Tim
 		// A request that cannot be sent twice must not go out on a
 		// connection the backend has already closed.
 		u.close()
-		if u, err = cs.dial(); err != nil {
+		if u, err = x.dial(cs); err != nil {
 			return p.unreachable(b, x, err)
 		}
 		reused = false
@@ -290,7 +299,7 @@ func (p *Pool) try(snap *snapshot, b *backend.Backend, x *Exchange, now time.Tim
 	// idempotent requests are sent again.
 	if end == staleConn && reused && idempotent && x.replayable() {
 		u.close()
-		if u, err = cs.dial(); err != nil {
+		if u, err = x.dial(cs); err != nil {
 			return p.unreachable(b, x, err)
 		}
 		a, end = p.exchange(b, u, x, time.Now())
@@ -301,6 +310,18 @@ func (p *Pool) try(snap *snapshot, b *backend.Backend, x *Exchange, now time.Tim
 		u.close()
 	}
 	return a
+}
+
+// dial dials a new connection in place of a pooled one that was lost,
+// timing it for the access log.
+func (x *Exchange) dial(cs *conns) (*upstream, error) {
+	if !x.timed {
+		return cs.dial()
+	}
+	start := time.Now()
+	u, err := cs.dial()
+	x.connect = time.Since(start)
+	return u, err
 }
 
 // unreachable records a failed dial to b. Nothing was sent, so the request
@@ -325,10 +346,16 @@ func (p *Pool) exchange(b *backend.Backend, u *upstream, x *Exchange, now time.T
 	req := x.Req
 	u.wait(now, p.cfg().ResponseTimeout, x.Door)
 	in, err := x.send(u)
+	var sent time.Time // when the request was sent, for the access log
 	if x.streamed {
 		// The wait for the answer starts once the body is sent: an
 		// upload may take longer than response_timeout.
-		u.wait(time.Now(), p.cfg().ResponseTimeout, x.Door)
+		sent = time.Now()
+		u.wait(sent, p.cfg().ResponseTimeout, x.Door)
+	} else if x.timed {
+		// A request whose head and body are in x.head goes out with
+		// the first read of the response.
+		sent = time.Now()
 	}
 	if err != nil {
 		if errors.Is(err, errClientBody) {
@@ -356,6 +383,9 @@ func (p *Pool) exchange(b *backend.Backend, u *upstream, x *Exchange, now time.T
 			return a, end
 		}
 		if resp.Status >= 200 || resp.Status == 101 {
+			if x.timed {
+				x.response = time.Since(sent)
+			}
 			break
 		}
 		// 100 Continue was answered by relay itself; other informational
@@ -366,6 +396,9 @@ func (p *Pool) exchange(b *backend.Backend, u *upstream, x *Exchange, now time.T
 			}
 			interim = true
 		}
+	}
+	if len(x.rid) > 0 {
+		x.answerWithID(resp)
 	}
 	if resp.Status == 101 {
 		if !req.Upgrade {

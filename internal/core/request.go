@@ -26,6 +26,9 @@ func (x *Exchange) prepare(c *Core, b *backend.Backend) {
 	}
 	out = x.appendForwarded(c, out)
 	out = x.appendVia(c, out)
+	if len(x.rid) > 0 {
+		out = h1.AppendField(out, requestIDField, x.rid)
+	}
 	out = h1.AppendForwardFields(out, req.Fields)
 	if req.Upgrade {
 		out = append(out, "Connection: Upgrade\r\n"...)

@@ -118,6 +118,7 @@ var (
 		{Name: []byte("content-type"), Value: []byte("text/plain; charset=utf-8")},
 		{Name: []byte("retry-after"), Value: []byte(core.RetryAfter)},
 	}
+	requestIDName = []byte("x-request-id")
 )
 
 // Error answers with relay's own error response, worded as the HTTP/1.1
@@ -126,6 +127,9 @@ func (st *stream) Error(status int, msg string) (int64, error) {
 	fields := errorFields
 	if status == 503 {
 		fields = errorFields503
+	}
+	if id := st.x.RequestID(); id != nil {
+		fields = append(fields[:len(fields):len(fields)], h1.Field{Name: requestIDName, Value: id})
 	}
 	text := core.AppendErrorBody(nil, status, msg)
 	if st.head {

@@ -167,13 +167,19 @@ type frontOptions struct {
 	descriptors *fds.Budget
 	// log receives the server's log (none if nil).
 	log *slog.Logger
+	// core changes the core's configuration.
+	core func(*core.Config)
 }
 
 // startFrontOpts is startFrontWith with the changes in o.
 func startFrontOpts(t testing.TB, bt core.BodyTime, lim Limits, o frontOptions, bs ...*backend.Backend) *front {
 	t.Helper()
 	d := config.Default()
-	c := core.New(core.Config{Descriptors: o.descriptors})
+	cc := core.Config{Descriptors: o.descriptors}
+	if o.core != nil {
+		o.core(&cc)
+	}
+	c := core.New(cc)
 	pc := core.PoolConfig{
 		Name: "default", Algorithm: "round-robin", Retries: d.Retries,
 		ConnectTimeout: d.ConnectTimeout, ResponseTimeout: d.ResponseTimeout,

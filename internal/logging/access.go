@@ -36,6 +36,41 @@ type Entry struct {
 	BytesIn int64
 	// BytesOut counts response body bytes sent to the client.
 	BytesOut int64
+	// UserAgent and Referer are the client's User-Agent and Referer field
+	// values, empty when it sent none. They may alias a connection buffer
+	// and are copied by Log, at most MaxValueBytes of each (a longer one
+	// is cut there and marked), so that a client cannot make a line huge.
+	UserAgent, Referer []byte
+	// RequestID is the request's id, sent to the backend and back to the
+	// client as X-Request-Id; empty when relay gives requests no id. It is
+	// copied by Log.
+	RequestID []byte
+	// UpstreamConnect is how long getting a connection to the backend
+	// took for the attempt that answered: the dial (and TLS handshake) for
+	// a new connection, 0 for a pooled one. Negative when no backend was
+	// tried; a line leaves it out then.
+	UpstreamConnect time.Duration
+	// UpstreamResponse is how long the backend took to answer: from the
+	// request (head and body) being sent to the final response head
+	// arriving. Negative when no response head arrived; a line leaves it
+	// out then.
+	UpstreamResponse time.Duration
+}
+
+// MaxValueBytes bounds how much of a client's header value (Entry's
+// UserAgent and Referer) a line holds; a longer value is cut here and
+// followed by TruncatedMark.
+const MaxValueBytes = 1024
+
+// TruncatedMark follows a value cut at MaxValueBytes.
+const TruncatedMark = "...[truncated]"
+
+// bounded returns at most MaxValueBytes of v and whether it was cut.
+func bounded(v []byte) ([]byte, bool) {
+	if len(v) > MaxValueBytes {
+		return v[:MaxValueBytes], true
+	}
+	return v, false
 }
 
 // Defaults for NewAccessLog.
@@ -51,13 +86,14 @@ const (
 	DefaultMaxPending = 4 << 20
 )
 
-// lineOverhead bounds the bytes of a line besides the three free-form strings:
-// the field names (about 160), a time (35), a bracketed IPv6 address with port
-// (49) and four integers (at most 20 each). Only the drop check uses it, so
-// generous is fine.
-const lineOverhead = 400
+// lineOverhead bounds the bytes of a line besides its free-form strings:
+// the field names (about 270), a time (35), a bracketed IPv6 address with
+// port (49), four integers and three durations (at most 21 each) and two
+// truncation marks (14 each). Only the drop check uses it, so generous is
+// fine; the combined format's lines are shorter.
+const lineOverhead = 600
 
-// AccessLog writes one JSON line per request without ever making a request
+// AccessLog writes one line per request, JSON or combined (Format), without ever making a request
 // wait for I/O. Log formats into an in-memory buffer under a short lock; a
 // background goroutine swaps that buffer for an empty one and writes it out
 // when it passes the flush size or when the flush interval ticks. If the
@@ -88,6 +124,11 @@ type AccessLog struct {
 
 // AccessOption changes a setting of NewAccessLog.
 type AccessOption func(*AccessLog)
+
+// WithFormat sets the lines' format; JSON unless set.
+func WithFormat(f Format) AccessOption {
+	return func(a *AccessLog) { a.lines.format = f }
+}
 
 // WithFlushSize sets how many buffered bytes trigger an early flush; it is
 // also the largest Write the access log makes. Values below 1 are ignored.
@@ -150,7 +191,8 @@ func (a *AccessLog) Log(e *Entry) {
 	}
 	// Every byte of a free-form string escapes to at most six (\u00XX), so
 	// this bounds the line without formatting it first.
-	worst := lineOverhead + 6*(len(e.Method)+len(e.Path)+len(e.Backend))
+	worst := lineOverhead + 6*(len(e.Method)+len(e.Path)+len(e.Backend)+len(e.RequestID)+
+		min(len(e.UserAgent), MaxValueBytes)+min(len(e.Referer), MaxValueBytes))
 	a.mu.Lock()
 	if a.closed || len(a.buf)+worst > a.maxPending {
 		a.mu.Unlock()
@@ -158,7 +200,7 @@ func (a *AccessLog) Log(e *Entry) {
 		return
 	}
 	before := len(a.buf)
-	a.buf = a.lines.appendEntry(a.buf, e)
+	a.buf = a.lines.appendLine(a.buf, e)
 	full := before < a.flushSize && len(a.buf) >= a.flushSize
 	a.mu.Unlock()
 	if full {

@@ -21,6 +21,11 @@ func benchEntry() *Entry {
 		Backend:  "http://127.0.0.1:8001",
 		Duration: 734 * time.Microsecond,
 		BytesOut: 5120,
+
+		UserAgent:        []byte("Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"),
+		RequestID:        []byte("5f0c3e1a9b2d4c67000000000000002a"),
+		UpstreamConnect:  0,
+		UpstreamResponse: 612 * time.Microsecond,
 	}
 }
 
@@ -33,6 +38,19 @@ func BenchmarkAppendEntry(b *testing.B) {
 	for b.Loop() {
 		e.Time = e.Time.Add(time.Microsecond)
 		buf = f.appendEntry(buf[:0], e)
+	}
+	b.SetBytes(int64(len(buf)))
+}
+
+// BenchmarkAppendCombined is the combined format's formatting alone.
+func BenchmarkAppendCombined(b *testing.B) {
+	e := benchEntry()
+	buf := make([]byte, 0, 512)
+	f := lineFormatter{format: Combined}
+	b.ReportAllocs()
+	for b.Loop() {
+		e.Time = e.Time.Add(time.Microsecond)
+		buf = f.appendLine(buf[:0], e)
 	}
 	b.SetBytes(int64(len(buf)))
 }
@@ -55,6 +73,11 @@ func BenchmarkSlogAccessLine(b *testing.B) {
 			slog.Float64("duration_ms", float64(e.Duration.Round(time.Microsecond)/time.Microsecond)/1000),
 			slog.Int64("bytes_in", e.BytesIn),
 			slog.Int64("bytes_out", e.BytesOut),
+			slog.String("user_agent", string(e.UserAgent)),
+			slog.String("referer", string(e.Referer)),
+			slog.String("request_id", string(e.RequestID)),
+			slog.Float64("upstream_connect_ms", float64(e.UpstreamConnect.Round(time.Microsecond)/time.Microsecond)/1000),
+			slog.Float64("upstream_response_ms", float64(e.UpstreamResponse.Round(time.Microsecond)/time.Microsecond)/1000),
 		)
 	}
 }

@@ -65,6 +65,11 @@ type accessLine struct {
 	DurationMS float64   `json:"duration_ms"`
 	BytesIn    int64     `json:"bytes_in"`
 	BytesOut   int64     `json:"bytes_out"`
+	UserAgent  string    `json:"user_agent"`
+	Referer    string    `json:"referer"`
+	RequestID  string    `json:"request_id"`
+	ConnectMS  float64   `json:"upstream_connect_ms"`
+	ResponseMS float64   `json:"upstream_response_ms"`
 }
 
 func decodeLines(t *testing.T, lines []string) []accessLine {
@@ -91,6 +96,12 @@ func testEntry(i int) *Entry {
 		Duration: time.Duration(i) * time.Microsecond,
 		BytesIn:  int64(i),
 		BytesOut: int64(2 * i),
+
+		UserAgent:        fmt.Appendf(nil, "agent/%d", i),
+		Referer:          fmt.Appendf(nil, "https://example.com/%d", i),
+		RequestID:        fmt.Appendf(nil, "id-%d", i),
+		UpstreamConnect:  time.Duration(i%2) * time.Millisecond,
+		UpstreamResponse: time.Duration(i) * 2 * time.Microsecond,
 	}
 }
 
@@ -115,6 +126,8 @@ func TestAccessLogWritesParsableLines(t *testing.T) {
 			Client: e.Client.String(), Method: "GET", Path: string(e.Path),
 			Status: e.Status, Backend: e.Backend, DurationMS: float64(i) / 1000,
 			BytesIn: e.BytesIn, BytesOut: e.BytesOut,
+			UserAgent: string(e.UserAgent), Referer: string(e.Referer), RequestID: string(e.RequestID),
+			ConnectMS: float64(i % 2), ResponseMS: float64(2*i) / 1000,
 		}
 		if !l.Time.Equal(want.Time) {
 			t.Errorf("line %d: time %v, want %v", i, l.Time, want.Time)

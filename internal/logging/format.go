@@ -1,6 +1,7 @@
 package logging
 
 import (
+	"fmt"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -12,10 +13,42 @@ import (
 // the dearest part of a line. It is not safe for concurrent use; AccessLog
 // guards its one with the same lock as the buffer.
 type lineFormatter struct {
-	sec  int64          // Unix second cached in date and zone
-	loc  *time.Location // location cached in date and zone; nil before the first line
-	date []byte         // "2006-01-02T15:04:05" for sec in loc
-	zone []byte         // "Z07:00" for sec in loc
+	format Format
+	sec    int64          // Unix second cached in date and zone
+	loc    *time.Location // location cached in date and zone; nil before the first line
+	date   []byte         // "2006-01-02T15:04:05" for sec in loc
+	zone   []byte         // "Z07:00" for sec in loc
+	clf    clfTime        // the combined format's time, cached alike
+}
+
+// Format is the form of the access log's lines.
+type Format uint8
+
+const (
+	// JSON lines, as relay's process log writes them (the default).
+	JSON Format = iota
+	// Combined is nginx's "combined" format (the NCSA combined log
+	// format) followed by relay's own fields; see appendCombined.
+	Combined
+)
+
+// ParseFormat turns a configured access_log_format into a Format.
+func ParseFormat(s string) (Format, error) {
+	switch s {
+	case "json":
+		return JSON, nil
+	case "combined":
+		return Combined, nil
+	}
+	return 0, fmt.Errorf("access log format %q: want json or combined", s)
+}
+
+// appendLine appends e as one line in the formatter's format.
+func (f *lineFormatter) appendLine(b []byte, e *Entry) []byte {
+	if f.format == Combined {
+		return f.appendCombined(b, e)
+	}
+	return f.appendEntry(b, e)
 }
 
 // appendEntry appends e as one JSON line, byte for byte what slog's JSON
@@ -44,7 +77,33 @@ func (f *lineFormatter) appendEntry(b []byte, e *Entry) []byte {
 	b = appendInt(b, e.BytesIn)
 	b = append(b, `,"bytes_out":`...)
 	b = appendInt(b, e.BytesOut)
+	b = append(b, `,"user_agent":`...)
+	b = appendBoundedJSON(b, e.UserAgent)
+	b = append(b, `,"referer":`...)
+	b = appendBoundedJSON(b, e.Referer)
+	b = append(b, `,"request_id":`...)
+	b = appendJSONString(b, e.RequestID)
+	if e.UpstreamConnect >= 0 {
+		b = append(b, `,"upstream_connect_ms":`...)
+		b = appendMillis(b, e.UpstreamConnect)
+	}
+	if e.UpstreamResponse >= 0 {
+		b = append(b, `,"upstream_response_ms":`...)
+		b = appendMillis(b, e.UpstreamResponse)
+	}
 	return append(b, "}\n"...)
+}
+
+// appendBoundedJSON appends a client's header value as a JSON string, cut
+// at MaxValueBytes and marked when longer.
+func appendBoundedJSON(b, v []byte) []byte {
+	v, cut := bounded(v)
+	b = appendJSONString(b, v)
+	if cut {
+		b = append(b[:len(b)-1], TruncatedMark...)
+		b = append(b, '"')
+	}
+	return b
 }
 
 // appendTime appends t as time.RFC3339Nano does: fractional seconds without
@@ -133,6 +192,11 @@ func appendJSONString[S string | []byte](b []byte, s S) []byte {
 	b = append(b, '"')
 	clean := 0 // s[clean:i] needs no escaping and is not yet copied
 	for i := 0; i < len(s); {
+		if i+8 <= len(s) && plain8(uint64(s[i])|uint64(s[i+1])<<8|uint64(s[i+2])<<16|uint64(s[i+3])<<24|
+			uint64(s[i+4])<<32|uint64(s[i+5])<<40|uint64(s[i+6])<<48|uint64(s[i+7])<<56) {
+			i += 8
+			continue
+		}
 		c := s[i]
 		if jsonPlain[c] {
 			i++
@@ -167,6 +231,22 @@ func appendJSONString[S string | []byte](b []byte, s S) []byte {
 }
 
 const hexDigits = "0123456789abcdef"
+
+// plain8 reports whether all eight bytes packed in v go into a JSON
+// string as they are (jsonPlain), testing them at once: most of a line's
+// strings (paths, user agents, ids) need no escaping, and a byte at a
+// time is the dearest part of formatting them.
+func plain8(v uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	// Any byte >= 0x80; with none, (v - 0x20 each) borrows into a byte's
+	// high bit exactly where a byte is below 0x20; and a byte equal to
+	// the quote or the backslash is a zero byte after the XOR.
+	below := (v - 0x20*ones) &^ v
+	quote, slash := v^('"'*ones), v^('\\'*ones)
+	quote = (quote - ones) &^ quote
+	slash = (slash - ones) &^ slash
+	return (v|below|quote|slash)&highs == 0
+}
 
 // jsonPlain marks the bytes that go into a JSON string as they are: printable
 // ASCII other than the quote and the backslash. Everything else takes the

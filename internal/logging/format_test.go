@@ -34,11 +34,29 @@ func slogLine(t testing.TB, e *Entry) []byte {
 		slog.Float64("duration_ms", float64(e.Duration.Round(time.Microsecond)/time.Microsecond)/1000),
 		slog.Int64("bytes_in", e.BytesIn),
 		slog.Int64("bytes_out", e.BytesOut),
+		slog.String("user_agent", boundedText(e.UserAgent)),
+		slog.String("referer", boundedText(e.Referer)),
+		slog.String("request_id", string(e.RequestID)),
 	)
+	if e.UpstreamConnect >= 0 {
+		r.AddAttrs(slog.Float64("upstream_connect_ms", float64(e.UpstreamConnect.Round(time.Microsecond)/time.Microsecond)/1000))
+	}
+	if e.UpstreamResponse >= 0 {
+		r.AddAttrs(slog.Float64("upstream_response_ms", float64(e.UpstreamResponse.Round(time.Microsecond)/time.Microsecond)/1000))
+	}
 	if err := h.Handle(context.Background(), r); err != nil {
 		t.Fatalf("slog handler: %v", err)
 	}
 	return buf.Bytes()
+}
+
+// boundedText is a header value as a line should hold it: cut at
+// MaxValueBytes and marked.
+func boundedText(v []byte) string {
+	if len(v) > MaxValueBytes {
+		return string(v[:MaxValueBytes]) + TruncatedMark
+	}
+	return string(v)
 }
 
 func TestAppendEntryMatchesSlog(t *testing.T) {
@@ -55,6 +73,12 @@ func TestAppendEntryMatchesSlog(t *testing.T) {
 		Duration: 1234567 * time.Nanosecond,
 		BytesIn:  0,
 		BytesOut: 5120,
+
+		UserAgent:        []byte("curl/8.5.0"),
+		Referer:          []byte("https://example.com/from"),
+		RequestID:        []byte("0123456789abcdef0000000000000001"),
+		UpstreamConnect:  0,
+		UpstreamResponse: 987 * time.Microsecond,
 	}
 	tests := []struct {
 		name string
@@ -91,6 +115,17 @@ func TestAppendEntryMatchesSlog(t *testing.T) {
 		{"nanosecond time", func(e *Entry) { e.Time = start.Add(1) }},
 		{"time zone", func(e *Entry) { e.Time = start.In(india) }},
 		{"large counters", func(e *Entry) { e.BytesIn = math.MaxInt64; e.BytesOut = 1 << 40; e.Status = 599 }},
+		{"no header values", func(e *Entry) { e.UserAgent, e.Referer, e.RequestID = nil, nil, nil }},
+		{"hostile user agent", func(e *Entry) {
+			e.UserAgent = []byte("x\"}\n{\"msg\":\"forged\"}\r\x00\xff\u2028")
+		}},
+		{"hostile referer", func(e *Entry) { e.Referer = []byte("\"\\\x1b[2J") }},
+		{"user agent at the bound", func(e *Entry) { e.UserAgent = bytes.Repeat([]byte("a"), MaxValueBytes) }},
+		{"user agent past the bound", func(e *Entry) { e.UserAgent = bytes.Repeat([]byte("a"), MaxValueBytes+1) }},
+		{"referer past the bound, escaped", func(e *Entry) { e.Referer = bytes.Repeat([]byte("\"\n"), MaxValueBytes) }},
+		{"no upstream", func(e *Entry) { e.UpstreamConnect, e.UpstreamResponse, e.Backend = -1, -1, "" }},
+		{"no response head", func(e *Entry) { e.UpstreamConnect, e.UpstreamResponse = 3*time.Millisecond, -1 }},
+		{"dialed", func(e *Entry) { e.UpstreamConnect = 1500 * time.Microsecond }},
 	}
 	// shared sees the cases one after another, as a running access log
 	// would, so its time cache hits and misses; fresh starts empty each time.
@@ -209,4 +244,40 @@ func FuzzAppendEntry(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestPlain8 checks the eight-byte test against jsonPlain for every byte
+// value in every position, beside plain bytes and beside each other.
+func TestPlain8(t *testing.T) {
+	pack := func(b [8]byte) uint64 {
+		var v uint64
+		for i := range b {
+			v |= uint64(b[i]) << (8 * i)
+		}
+		return v
+	}
+	for c := range 256 {
+		for pos := range 8 {
+			for _, fill := range []byte{'a', ' ', '~', 0x7f, '!', '[', ']'} {
+				var b [8]byte
+				for i := range b {
+					b[i] = fill
+				}
+				b[pos] = byte(c)
+				if got, want := plain8(pack(b)), jsonPlain[c]; got != want {
+					t.Fatalf("plain8(%q) = %v, want %v", b, got, want)
+				}
+			}
+		}
+	}
+	// Pairs of bytes, so that a borrow from one byte's test cannot hide
+	// or fake another's.
+	for c := range 256 {
+		for d := range 256 {
+			b := [8]byte{'x', byte(c), byte(d), 'x', 'x', 'x', 'x', byte(d)}
+			if got, want := plain8(pack(b)), jsonPlain[c] && jsonPlain[d]; got != want {
+				t.Fatalf("plain8(%q) = %v, want %v", b, got, want)
+			}
+		}
+	}
 }

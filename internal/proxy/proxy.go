@@ -62,6 +62,8 @@ type Config struct {
 	TrustedProxies []netip.Prefix
 	// AccessLog receives one entry per request; nil turns access logs off.
 	AccessLog *logging.AccessLog
+	// RequestID gives every request an X-Request-Id (core.Config).
+	RequestID bool
 	// Logger receives errors and events; nil discards them.
 	Logger *slog.Logger
 	// Descriptors is the process's budget of file descriptors: every
@@ -94,6 +96,7 @@ func ConfigFrom(c *config.Config) Config {
 		MaxConnections:    c.MaxConnections,
 		H2C:               c.H2C,
 		TrustedProxies:    c.TrustedProxies,
+		RequestID:         c.RequestID,
 	}
 }
 
@@ -172,7 +175,7 @@ func New(cfg Config, bs []*backend.Backend) (*Proxy, error) {
 		// handshakes, failed accepts), not only the core.
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	c := core.New(core.Config{TrustedProxies: cfg.TrustedProxies, AccessLog: cfg.AccessLog, Logger: cfg.Logger,
+	c := core.New(core.Config{TrustedProxies: cfg.TrustedProxies, AccessLog: cfg.AccessLog, RequestID: cfg.RequestID, Logger: cfg.Logger,
 		MaxBodyBytes: cfg.MaxBodyBytes, HoldBodyBytes: cfg.BodyBufferBytes, Descriptors: cfg.Descriptors, Instance: cfg.Instance})
 	if cfg.Pool.Name == "" {
 		cfg.Pool.Name = DefaultPool

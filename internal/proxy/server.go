@@ -140,7 +140,7 @@ func (s *server) release() {
 
 // refused503 is the whole answer to a client connection relay has no
 // descriptor for.
-var refused503 = appendError(nil, 503, fds.ErrSpent.Error(), true)
+var refused503 = appendError(nil, 503, fds.ErrSpent.Error(), true, nil)
 
 // refuse ends a connection accepted while the process's descriptor budget
 // is spent, so that accepting never fails for want of one (EMFILE) and the
