@@ -19,7 +19,8 @@ import (
 // flushing a few dozen times a second, each serving process of
 // processes: 2 saw about a fifth more context switches per request and
 // served about a tenth fewer requests than with the log off; raw writes
-// take most of that back (BENCHMARKS.md).
+// take most of that back (bench/history.md, "Where the rest went, and raw
+// writes").
 //
 // The cost of a raw write is that the thread keeps its processor while
 // the write lasts. A write into the page cache takes microseconds; a disk

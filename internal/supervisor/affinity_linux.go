@@ -13,7 +13,8 @@ package supervisor
 // its process then share a core. On the 2-core benchmark machine, where wrk's
 // two threads connect from both cores, each wrk thread's connections then go
 // to one process; in two peers.sh runs that lowered p99 at 100 connections
-// (4.2 and 5.7 ms against 6.4 and 6.7) but not at 400 (BENCHMARKS.md).
+// (4.2 and 5.7 ms against 6.4 and 6.7) but not at 400 (bench/history.md,
+// "Tail latency").
 //
 // The catch: connections are spread only as widely as their packets are. A
 // network card with one receive queue, or a local client with one thread,

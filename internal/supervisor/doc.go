@@ -16,7 +16,8 @@
 // in system calls, and one Go process with one scheduler thread does that
 // most cheaply; with two threads the runtime spends CPU waking and spinning
 // the second one. One single-threaded process per core keeps the cheap
-// shape and still uses every core (BENCHMARKS.md has the figures).
+// shape and still uses every core (bench/history.md, "Processes or
+// threads", has the figures).
 //
 // The supervisor keeps the sockets open, so connections that arrive while a
 // serving process restarts wait in that socket's queue instead of failing.
