@@ -161,6 +161,20 @@ func TestRefusesToStartOnBadFile(t *testing.T) {
 	}
 }
 
+// relay -check on a file that cannot be read names the file and says
+// nothing about starting: it was not asked to start.
+func TestCheckOfAMissingFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "absent.yml")
+	code, stdout, stderr := runRelay(t, "-check", "-config", path)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; stdout:\n%s", code, stdout)
+	}
+	if !strings.Contains(stderr, path) || strings.Contains(stderr, "refusing to start") {
+		t.Errorf("stderr should name %s and not speak of starting:\n%s", path, stderr)
+	}
+}
+
 // What the file names outside relay is checked by -check and before start:
 // a listen host that does not resolve and a log_file relay cannot write.
 func TestCheckFindsAnUnusableListenHostAndLogFile(t *testing.T) {

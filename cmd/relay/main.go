@@ -111,7 +111,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		src = sp.Config
 	} else if src, err = readSource(f); err != nil {
 		fmt.Fprintln(stderr, err)
-		fmt.Fprintln(stderr, "relay: refusing to start")
+		if !f.check {
+			fmt.Fprintln(stderr, "relay: refusing to start")
+		}
 		return 1
 	}
 	cfg, err := parseConfig(f, src)
