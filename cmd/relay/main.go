@@ -148,6 +148,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s: ok (%d backends, %s)\n", name, len(cfg.Backends), cfg.Algorithm)
 		return 0
 	}
+	if f.demo && f.config == "" {
+		// The demo's connection cap is nobody's choice: sized to what
+		// the open-file limit holds, it starts without the warning a
+		// cap an operator set gets when the limit cannot hold it.
+		cfg.MaxConnections = supervisor.FitConnections(cfg.MaxConnections)
+	}
 	if sp == nil && supervisor.ProcessCount(cfg) > 1 {
 		err = supervise(f, cfg, src, args, stdout, stderr)
 	} else {
@@ -310,7 +316,7 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 			}
 			defer stop()
 		}
-		if d, err = listen(cfg); err != nil {
+		if d, err = listen(cfg, fileOf(f, cfg)); err != nil {
 			return err
 		}
 		if c, err = startControl(f, cfg, src, lg, d.listeners(), budget); err != nil {
