@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"sync"
@@ -69,7 +68,7 @@ func startControl(f *flags, cfg *config.Config, src supervisor.ConfigSource, lg 
 		})
 		if err != nil {
 			stopChecks()
-			return nil, fmt.Errorf("admin listener on %s: %w (set admin_listen to another address, or \"\" to turn it off)", cfg.AdminListen, err)
+			return nil, listenFailed("admin listener", "admin_listen", cfg.AdminListen, adminHint, fileOf(f, cfg), err)
 		}
 		c.stop = func() { c.admin.Shutdown(); stopChecks() }
 		ctl.SetListeners(config.Listeners{AdminListen: c.admin.Addr()})

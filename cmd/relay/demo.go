@@ -36,7 +36,9 @@ func startDemoBackends(log *slog.Logger) (stop func(), err error) {
 		ln, err := net.Listen("tcp", "127.0.0.1:"+port)
 		if err != nil {
 			stop()
-			return nil, fmt.Errorf("demo backend: %w", err)
+			// No flag moves them: demo.yml names these ports.
+			return nil, &listenError{err: err, msg: fmt.Sprintf("demo backend on 127.0.0.1:%s: %s; relay -demo runs its backends on 127.0.0.1:%s-%s, so stop what holds the port (another relay -demo, or cmd/server)",
+				port, problem(err), demoPorts[0], demoPorts[len(demoPorts)-1])}
 		}
 		s := &http.Server{Handler: demo.Handler(port, nil), ReadHeaderTimeout: 10 * time.Second}
 		servers = append(servers, s)

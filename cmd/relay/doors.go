@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"log/slog"
 	"net"
 
@@ -25,18 +24,18 @@ type doors struct {
 }
 
 // listen opens the listeners cfg asks for, for relay running alone.
-func listen(cfg *config.Config) (*doors, error) {
+func listen(cfg *config.Config, file string) (*doors, error) {
 	d := &doors{}
 	var err error
 	if cfg.Listen != "" {
 		if d.plain, err = net.Listen("tcp", cfg.Listen); err != nil {
-			return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+			return nil, listenFailed("listen", "listen", cfg.Listen, listenHint, file, err)
 		}
 	}
 	if cfg.TLSListen != "" {
 		if d.tls, err = net.Listen("tcp", cfg.TLSListen); err != nil {
 			d.close()
-			return nil, fmt.Errorf("tls_listen on %s: %w", cfg.TLSListen, err)
+			return nil, listenFailed("tls_listen", "tls_listen", cfg.TLSListen, "", file, err)
 		}
 	}
 	return d, nil

@@ -4,6 +4,7 @@
 //	relay -backends http://127.0.0.1:8001,http://127.0.0.1:8002 -port 8080
 //	relay -check -config config.yml   # validate and exit
 //	relay -demo                       # three demo backends and a balancer on :8080
+//	relay -version                    # print the version and exit
 //
 // Flags override the file. SIGINT and SIGTERM drain in-flight requests and
 // exit; SIGHUP reloads the configuration file; SIGUSR1 reopens (rotates)
@@ -32,6 +33,7 @@ import (
 	"relay/internal/logging"
 	"relay/internal/proxy"
 	"relay/internal/supervisor"
+	"relay/internal/version"
 )
 
 // flags are the command line settings.
@@ -39,6 +41,7 @@ type flags struct {
 	config    string
 	check     bool
 	demo      bool
+	version   bool
 	overlay   config.Overlay
 	backends  string
 	algorithm string
@@ -54,6 +57,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.config, "config", "", "YAML configuration `file` (default config.yml when it exists)")
 	fs.BoolVar(&f.check, "check", false, "validate the configuration, print every problem, and exit")
+	fs.BoolVar(&f.version, "version", false, "print relay's version, commit, build time and Go version, and exit")
 	fs.BoolVar(&f.demo, "demo", false, "run three demo backends on 127.0.0.1:8001-8003 and balance over them on :8080")
 	fs.StringVar(&f.backends, "backends", "", "comma-separated backend `URLs`, each weight 1; replaces the file's backends")
 	fs.IntVar(&f.overlay.Port, "port", 0, "`port` to listen on (overrides the file)")
@@ -99,6 +103,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
+	if f.version {
+		fmt.Fprintln(stdout, version.Get())
+		return 0
+	}
 	// A serving process runs the configuration its supervisor loaded,
 	// whatever the file says now.
 	sp, err := supervisor.Inherited()
@@ -136,6 +144,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if f.check {
 		return report(cfg, stdout, stderr)
+	}
+	if f.demo && f.config == "" {
+		// The demo's connection cap is nobody's choice: sized to what
+		// the open-file limit holds, it starts without the warning a
+		// cap an operator set gets when the limit cannot hold it.
+		cfg.MaxConnections = supervisor.FitConnections(cfg.MaxConnections)
 	}
 	if sp == nil && supervisor.ProcessCount(cfg) > 1 {
 		err = supervise(f, cfg, src, args, stdout, stderr)
@@ -370,7 +384,7 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 			}
 			defer stop()
 		}
-		if d, err = listen(cfg); err != nil {
+		if d, err = listen(cfg, fileOf(f, cfg)); err != nil {
 			return err
 		}
 		if c, err = startControl(f, cfg, src, lg, d.listeners(), budget); err != nil {
@@ -460,7 +474,7 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 	if c == nil {
 		log.Info("process started", "pid", os.Getpid(), "healthy", len(p.Available()), "workers", runtime.GOMAXPROCS(0))
 	} else {
-		log.Info("relay started", append(d.addrs(), "algorithm", cfg.Algorithm,
+		log.Info("relay started", append(d.addrs(), "version", version.Get().Version, "algorithm", cfg.Algorithm,
 			"backends", len(p.Backends()), cfg.Discovery.LogAttr(), "healthy", len(p.Available()),
 			"workers", runtime.GOMAXPROCS(0), "admin", c.adminAddr())...)
 		if cfg.CPUAffinity { // processes: 0 on a single core

@@ -3,14 +3,13 @@ package admin
 import (
 	"context"
 	"net/http"
-	"runtime"
-	"runtime/debug"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"relay/internal/stats"
+	"relay/internal/version"
 )
 
 // metrics exposes relay's counters in the Prometheus text format. Every
@@ -69,24 +68,15 @@ var (
 	descReloads   = desc("config_reloads_total", "Configuration reloads, by result.", "result")
 	descGen       = desc("config_generation", "The configuration generation relay runs, from 1.")
 	descProcesses = desc("serving_processes", "Serving processes attached to the supervisor.")
-	descBuild     = desc("build_info", "relay's version, the Go version and the commit it was built from.",
+	descBuild     = desc("build_info", "Always 1; the labels say which relay this is: its version, the Go that built it and the commit (relay -version).",
 		"version", "goversion", "revision")
 )
 
-// buildLabels are the build_info labels, read once.
+// buildLabels are the build_info labels: the version and commit as relay
+// -version prints them (package version), and the Go that built relay.
 var buildLabels = func() [3]string {
-	v, rev := "(devel)", "unknown"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if bi.Main.Version != "" {
-			v = bi.Main.Version
-		}
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" {
-				rev = s.Value
-			}
-		}
-	}
-	return [3]string{v, runtime.Version(), rev}
+	v := version.Get()
+	return [3]string{v.Version, v.Go, v.Commit}
 }()
 
 // Describe sends nothing: the backends, and with them the series, change

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"relay/internal/config"
+	"relay/internal/version"
 )
 
 // restartDelay spaces restarts of a serving process that died, so one that
@@ -169,7 +170,7 @@ func Run(opts Options) error {
 		}
 		return err
 	}
-	log.Info("relay started", append(addrs, "algorithm", cfg.Algorithm,
+	log.Info("relay started", append(addrs, "version", version.Get().Version, "algorithm", cfg.Algorithm,
 		"backends", len(cfg.Backends), cfg.Discovery.LogAttr(), "processes", n, "workers", ThreadsFor(cfg),
 		"cpu_affinity", cpus != nil, "admin", opts.Admin)...)
 	if opts.Started != nil {
