@@ -181,7 +181,7 @@ write_relay_conf() {
     # A given file is used as it is, except that the access-log variant
     # replaces its logging keys.
     if [ "$access" = true ]; then
-      grep -v -E '^(access_log|log_file|log_max_size_mb|log_max_backups):' "$RELAY_CONFIG" >"$file"
+      grep -v -E '^(access_log|access_log_file|access_log_format|log_file|log_max_size_mb|log_max_backups):' "$RELAY_CONFIG" >"$file"
       relay_log_keys >>"$file"
     else
       cp "$RELAY_CONFIG" "$file"
@@ -202,10 +202,11 @@ write_relay_conf() {
   } >"$file"
 }
 
-# relay_log_keys: access log on, into the output directory, bounded in size.
+# relay_log_keys: access log on (JSON, with request ids), in a file of its
+# own in the output directory, bounded in size.
 relay_log_keys() {
   echo "access_log: true"
-  echo "log_file: \"$OUT/relay-access.log\""
+  echo "access_log_file: \"$OUT/relay-access.log\""
   echo "log_max_size_mb: 100"
   echo "log_max_backups: 1"
 }

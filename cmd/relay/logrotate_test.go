@@ -24,7 +24,7 @@ func TestLogrotateExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const signal = "systemctl kill --signal=SIGUSR1 --kill-whom=main relay.service"
+	const signal = "systemctl kill --signal=SIGUSR1 --kill-who=main relay.service"
 	if !strings.Contains(string(example), signal) {
 		t.Fatalf("examples/relay.logrotate no longer signals with %q; update this test", signal)
 	}

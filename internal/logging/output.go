@@ -60,7 +60,7 @@ func (o *Output) Write(p []byte) (int, error) {
 
 // Rotate closes the current log file and starts a new one under the
 // configured name, moving any file still there aside as a backup. relay calls
-// it on SIGHUP: after an external rotator (logrotate) has renamed the file,
+// it on SIGUSR1: after an external rotator (logrotate) has renamed the file,
 // relay stops writing to the renamed one. On stdout it does nothing.
 func (o *Output) Rotate() error {
 	if o.file == nil {
