@@ -499,8 +499,8 @@ summary() {
     [[ " $CASES " == *" $kind-3 "* ]] || continue
     ratios=$(awk -F'\t' -v k="$kind" 'NR > 1 { v[$1, $2] = $3; c[$1, $2] = $10; if ($1 > n) n = $1 }
       END { for (r = 1; r <= n; r++) if (v[r, k "-3"] > 0) printf "%.3f %.3f\n", v[r, k "-1000"] / v[r, k "-3"], (c[r, k "-3"] > 0 ? c[r, k "-1000"] / c[r, k "-3"] : 0) }' "$LOAD_TSV")
-    echo "$kind-1000 / $kind-3 throughput: $(awk -v a="$(col "$LOAD_TSV" "$kind-1000" 3 | median_of)" -v b="$(col "$LOAD_TSV" "$kind-3" 3 | median_of)" 'BEGIN { printf "%.3f", b > 0 ? a / b : 0 }') of the medians above$([ "$kind" = relay ] && echo " (target >= 0.9)"); per round: $(echo "$ratios" | awk '{ printf "%s ", $1 }')"
-    echo "$kind-1000 / $kind-3 CPU per request: $(awk -v a="$(col "$LOAD_TSV" "$kind-1000" 10 | median_of)" -v b="$(col "$LOAD_TSV" "$kind-3" 10 | median_of)" 'BEGIN { printf "%.3f", b > 0 ? a / b : 0 }') of the medians above; per round: $(echo "$ratios" | awk '{ printf "%s ", $2 }')"
+    echo "$kind-1000 / $kind-3 throughput: $(awk -v a="$(col "$LOAD_TSV" "$kind-1000" 3 | median_of)" -v b="$(col "$LOAD_TSV" "$kind-3" 3 | median_of)" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }') of the medians above$([ "$kind" = relay ] && echo " (target >= 0.9)"); per round: $(echo "$ratios" | awk '{ printf "%s ", $1 }')"
+    echo "$kind-1000 / $kind-3 CPU per request: $(awk -v a="$(col "$LOAD_TSV" "$kind-1000" 10 | median_of)" -v b="$(col "$LOAD_TSV" "$kind-3" 10 | median_of)" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }') of the medians above; per round: $(echo "$ratios" | awk '{ printf "%s ", $2 }')"
   done
   echo
   echo "health checking alone: no traffic, ${IDLE_S}s per repeat, median of $IDLE_REPEATS"
