@@ -104,6 +104,15 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 				// take the body for complete without them.
 				return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
 			}
+			if c.fb.held+size > c.fb.heldLimit {
+				// Kept until the stream ends, they count against the
+				// header lists one connection may hold (budget.go),
+				// which they must not take past its bound. A stream
+				// alone always fits: its head and trailers are each
+				// within MaxHeaderBytes. Not REFUSED_STREAM: part of
+				// the request has gone to the backend.
+				return http2.StreamError{StreamID: id, Code: http2.ErrCodeEnhanceYourCalm}
+			}
 			b.trailers = appendTrailers(b.trailers[:0], f.Fields)
 			st.headerBytes += size
 			c.fb.held += size
