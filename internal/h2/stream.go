@@ -56,6 +56,10 @@ type stream struct {
 	answered bool // the response's HEADERS went out
 	ended    bool // END_STREAM went out
 	sent100  bool
+
+	// hops are the names the response head's Connection fields list,
+	// copied for its trailers (endWithTrailers).
+	hops []byte
 }
 
 // streams recycles streams and, with them, the core's per-request buffers.
@@ -287,6 +291,10 @@ func (st *stream) release() {
 	clear(st.fields)
 	st.fields = nil
 	st.req.Fields = st.req.Fields[:0]
+	if cap(st.hops) > keepTrailerBytes {
+		st.hops = nil
+	}
+	st.hops = st.hops[:0]
 	st.c = nil
 	streams.Put(st)
 }

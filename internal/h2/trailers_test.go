@@ -186,3 +186,59 @@ func TestRequestTrailersWithinHeldBound(t *testing.T) {
 		}
 	}
 }
+
+// The fields a response's Connection field names stay behind in its
+// trailers even when the body arrives after the head, in reads that
+// overwrite the head's bytes in the backend connection's buffer.
+func TestResponseTrailersConnectionAfterLaterReads(t *testing.T) {
+	more := make(chan struct{})
+	b := rawBackend(t, func(w *bufio.Writer, req *http.Request) {
+		w.WriteString("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: X-Hop\r\n\r\n")
+		if w.Flush() != nil {
+			return
+		}
+		select {
+		case <-more:
+		case <-time.After(ioTimeout):
+			return
+		}
+		body := strings.Repeat("a", 200)
+		w.WriteString("c8\r\n" + body + "\r\n0\r\nX-Hop: 1\r\nX-Sum: 42\r\n\r\n")
+	})
+	f := startFront(t, b)
+	rc := dialRaw(t, f.addr)
+	rc.get(1, "/")
+	// relay has read the head, alone, once the client has it.
+	var body []byte
+	var trailers []string
+	for headers, ended := 0, false; !ended; {
+		switch fr := rc.next().(type) {
+		case *http2.MetaHeadersFrame:
+			if fr.StreamID != 1 {
+				continue
+			}
+			headers++
+			if headers == 1 {
+				close(more)
+			} else {
+				for _, hf := range fr.RegularFields() {
+					trailers = append(trailers, hf.Name+"="+hf.Value)
+				}
+			}
+			ended = fr.StreamEnded()
+		case *http2.DataFrame:
+			if fr.StreamID == 1 {
+				body = append(body, fr.Data()...)
+				ended = fr.StreamEnded()
+			}
+		case *http2.RSTStreamFrame:
+			t.Fatalf("stream reset (%v)", fr.ErrCode)
+		}
+	}
+	if len(body) != 200 {
+		t.Errorf("body of %d bytes, want 200", len(body))
+	}
+	if want := []string{"x-sum=42"}; !slices.Equal(trailers, want) {
+		t.Errorf("trailers %q, want %q: X-Hop is named by the head's Connection field", trailers, want)
+	}
+}
