@@ -3,6 +3,8 @@ package config
 import (
 	"reflect"
 	"testing"
+
+	"relay/internal/testcert"
 )
 
 // TestChangedNamesEverySettingButBackends: Changed names the keys whose
@@ -17,5 +19,24 @@ func TestChangedNamesEverySettingButBackends(t *testing.T) {
 	}
 	if got := Changed(a, a); len(got) != 0 {
 		t.Fatalf("Changed of the same configuration = %v, want none", got)
+	}
+}
+
+// TestChangedIgnoresLines: a reload of a file whose settings only moved
+// to other lines (a comment added above them) changes no setting; the
+// certificates, which remember their lines, are the same certificates.
+func TestChangedIgnoresLines(t *testing.T) {
+	p := testcert.NewCA(t).Server(t, testcert.ECDSA, "a.example")
+	lines := []string{"tls_listen: 127.0.0.1:8443", "tls_certificates:"}
+	lines = append(lines, certLines(p)...)
+	lines = append(lines, "backends:", "  - http://127.0.0.1:8001")
+	a := mustParse(t, y(lines...))
+	b := mustParse(t, y(append([]string{"# a comment moves every line down"}, lines...)...))
+	if got := Changed(a, b); len(got) != 0 {
+		t.Fatalf("Changed = %v, want none: only the lines moved", got)
+	}
+	c := mustParse(t, y(append(lines[:len(lines):len(lines)], "tls_min_version: \"1.3\"")...))
+	if got, want := Changed(a, c), []string{"tls_min_version"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("Changed = %v, want %v", got, want)
 	}
 }

@@ -67,10 +67,22 @@ func diff(a, b reflect.Value, prefix string, changed map[string]bool) {
 			diff(a.Field(i), b.Field(i), key+"_", changed)
 			continue
 		}
-		if !reflect.DeepEqual(a.Field(i).Interface(), b.Field(i).Interface()) {
+		if !sameSetting(a.Field(i), b.Field(i)) {
 			changed[key] = true
 		}
 	}
+}
+
+// sameSetting reports whether two values of a setting are the same,
+// wherever in the file they stand: certificates moved to other lines
+// (Certificate.Line) are the same certificates.
+func sameSetting(a, b reflect.Value) bool {
+	if ca, ok := a.Interface().([]Certificate); ok {
+		return slices.EqualFunc(ca, b.Interface().([]Certificate), func(x, y Certificate) bool {
+			return x.CertFile == y.CertFile && x.KeyFile == y.KeyFile
+		})
+	}
+	return reflect.DeepEqual(a.Interface(), b.Interface())
 }
 
 // snake turns a Go field name into its YAML key: MaxIdleConnsPerBackend

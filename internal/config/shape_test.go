@@ -115,6 +115,7 @@ func TestShapeHintQuietOnGoodFiles(t *testing.T) {
 	files := map[string]string{
 		"flow lists":                 y("trusted_proxies: [10.0.0.0/8,", "  192.168.0.0/16]", "backends: [http://127.0.0.1:8001]"),
 		"block scalar":               y("admin_token: |", "  0123456789abcdef", "   0123", "backends:", "- url: http://127.0.0.1:8001", "  weight: 2"),
+		"tab in a block scalar":      y("admin_token: |", "  0123", "  \t4567", "backends:", "- url: http://127.0.0.1:8001"),
 		"dashes at the key's column": y("backends:", "- url: http://127.0.0.1:8001", "  weight: 2", "- http://127.0.0.1:8002", "port: 8080"),
 		"discovery": y("discovery:", "  etcd:", "    endpoints:", "      - http://127.0.0.1:2379", "    prefix: /relay/", "    announce:",
 			"      url: http://10.0.0.1:8080", "port: 8080"),

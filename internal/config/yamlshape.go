@@ -63,14 +63,16 @@ func shapeHint(data []byte) (p shapeProblem, ok bool) {
 			continue
 		}
 		indent := len(text) - len(body)
-		if strings.Contains(text[:indent], "\t") {
-			return shapeProblem{n, "", "a tab indents this line; YAML indents with spaces only"}, true
-		}
 		if skipTo >= 0 {
+			// A block scalar's lines are text: a tab after their
+			// indentation is part of it.
 			if indent > skipTo {
 				continue
 			}
 			skipTo = -1
+		}
+		if strings.Contains(text[:indent], "\t") {
+			return shapeProblem{n, "", "a tab indents this line; YAML indents with spaces only"}, true
 		}
 		if flow > 0 {
 			flow += strings.Count(body, "[") + strings.Count(body, "{") - strings.Count(body, "]") - strings.Count(body, "}")

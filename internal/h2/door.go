@@ -61,6 +61,12 @@ func (st *stream) Respond(resp *h1.Response, rb *core.ResponseBody) (n int64, re
 		return int64(len(p)), nil, err
 	}
 	n = int64(len(p))
+	if resp.Body == h1.BodyChunked {
+		// The head's bytes are in the backend connection's read buffer,
+		// which the body's bytes overwrite: what the trailers need of it
+		// is copied now.
+		st.hops = appendConnection(st.hops[:0], resp.Fields)
+	}
 	dw := dataWriter{st: st, left: -1}
 	if resp.Body == h1.BodyLength {
 		dw.left = resp.ContentLength - n
@@ -73,7 +79,7 @@ func (st *stream) Respond(resp *h1.Response, rb *core.ResponseBody) (n int64, re
 	if !st.ended {
 		if tr := rb.Trailers(); len(tr) > 0 {
 			// A chunked body's trailer section ends the stream.
-			werr = c.endWithTrailers(st, tr, resp.Fields)
+			werr = c.endWithTrailers(st, tr, st.hops)
 		} else {
 			werr = c.writeData(st, nil, true)
 		}

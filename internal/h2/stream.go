@@ -56,6 +56,10 @@ type stream struct {
 	answered bool // the response's HEADERS went out
 	ended    bool // END_STREAM went out
 	sent100  bool
+
+	// hops are the names the response head's Connection fields list,
+	// copied for its trailers (endWithTrailers).
+	hops []byte
 }
 
 // streams recycles streams and, with them, the core's per-request buffers.
@@ -103,6 +107,15 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 				// Too large to pass on whole: the backend must not
 				// take the body for complete without them.
 				return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+			}
+			if c.fb.held+size > c.fb.heldLimit {
+				// Kept until the stream ends, they count against the
+				// header lists one connection may hold (budget.go),
+				// which they must not take past its bound. A stream
+				// alone always fits: its head and trailers are each
+				// within MaxHeaderBytes. Not REFUSED_STREAM: part of
+				// the request has gone to the backend.
+				return http2.StreamError{StreamID: id, Code: http2.ErrCodeEnhanceYourCalm}
 			}
 			b.trailers = appendTrailers(b.trailers[:0], f.Fields)
 			st.headerBytes += size
@@ -278,6 +291,10 @@ func (st *stream) release() {
 	clear(st.fields)
 	st.fields = nil
 	st.req.Fields = st.req.Fields[:0]
+	if cap(st.hops) > keepTrailerBytes {
+		st.hops = nil
+	}
+	st.hops = st.hops[:0]
 	st.c = nil
 	streams.Put(st)
 }

@@ -50,11 +50,11 @@ func forbiddenTrailer(name string) bool {
 
 // endWithTrailers ends st's response with raw, a backend's trailer section
 // as h1 read it (lines "name: value", each ending in CRLF), as a HEADERS
-// frame with END_STREAM. head is the response's header section, whose
-// Connection field may name fields that end at relay. When no field is
-// left to send, the stream ends with an empty DATA frame, as a response
+// frame with END_STREAM. hops is what the response head's Connection
+// fields name, fields that end at relay (appendConnection). When no field
+// is left to send, the stream ends with an empty DATA frame, as a response
 // without trailers does.
-func (c *conn) endWithTrailers(st *stream, raw []byte, head []h1.Field) error {
+func (c *conn) endWithTrailers(st *stream, raw []byte, hops []byte) error {
 	if err := c.lockFor(st, 0); err != nil {
 		return err
 	}
@@ -72,7 +72,7 @@ func (c *conn) endWithTrailers(st *stream, raw []byte, head []h1.Field) error {
 		}
 		c.lower = appendLower(c.lower[:0], line[:colon])
 		name := stringOf(c.lower)
-		if forbiddenTrailer(name) || namedInConnection(head, c.lower) {
+		if forbiddenTrailer(name) || named(hops, c.lower) {
 			continue
 		}
 		value := bytes.Trim(line[colon+1:], " \t")
@@ -90,24 +90,29 @@ func (c *conn) endWithTrailers(st *stream, raw []byte, head []h1.Field) error {
 	return err
 }
 
-// namedInConnection reports whether a Connection field of head names the
-// field name (lower case): such a field is for the hop from the backend
-// only, in the trailers as in the head.
-func namedInConnection(head []h1.Field, name []byte) bool {
+// appendConnection appends to dst the values of head's Connection fields,
+// each followed by a comma: the names of fields that are for the hop from
+// the backend only, in the trailers as in the head.
+func appendConnection(dst []byte, head []h1.Field) []byte {
 	for i := range head {
-		if !head[i].Is("connection") {
-			continue
+		if head[i].Is("connection") {
+			dst = append(append(dst, head[i].Value...), ',')
 		}
-		for list := head[i].Value; len(list) > 0; {
-			tok := list
-			if j := bytes.IndexByte(list, ','); j >= 0 {
-				tok, list = list[:j], list[j+1:]
-			} else {
-				list = nil
-			}
-			if bytes.EqualFold(bytes.Trim(tok, " \t"), name) {
-				return true
-			}
+	}
+	return dst
+}
+
+// named reports whether the comma-separated list names name (lower case).
+func named(list, name []byte) bool {
+	for len(list) > 0 {
+		tok := list
+		if j := bytes.IndexByte(list, ','); j >= 0 {
+			tok, list = list[:j], list[j+1:]
+		} else {
+			list = nil
+		}
+		if bytes.EqualFold(bytes.Trim(tok, " \t"), name) {
+			return true
 		}
 	}
 	return false

@@ -98,12 +98,30 @@ func (f *lineFormatter) appendEntry(b []byte, e *Entry) []byte {
 // at MaxValueBytes and marked when longer.
 func appendBoundedJSON(b, v []byte) []byte {
 	v, cut := bounded(v)
+	if cut {
+		v = wholeRunes(v)
+	}
 	b = appendJSONString(b, v)
 	if cut {
 		b = append(b[:len(b)-1], TruncatedMark...)
 		b = append(b, '"')
 	}
 	return b
+}
+
+// wholeRunes drops from the end of v, a value cut at MaxValueBytes, the
+// first bytes of a rune the cut split: in a JSON string they would show
+// as replacement characters (U+FFFD) that the client never sent.
+func wholeRunes(v []byte) []byte {
+	for i := len(v) - 1; i >= 0 && i >= len(v)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(v[i]) {
+			if !utf8.FullRune(v[i:]) {
+				return v[:i]
+			}
+			break
+		}
+	}
+	return v
 }
 
 // appendTime appends t as time.RFC3339Nano does: fractional seconds without

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // slogLine is the oracle for appendEntry: the line slog's own JSON handler
@@ -51,12 +52,20 @@ func slogLine(t testing.TB, e *Entry) []byte {
 }
 
 // boundedText is a header value as a line should hold it: cut at
-// MaxValueBytes and marked.
+// MaxValueBytes, or before it where a rune would be split, and marked.
 func boundedText(v []byte) string {
-	if len(v) > MaxValueBytes {
-		return string(v[:MaxValueBytes]) + TruncatedMark
+	if len(v) <= MaxValueBytes {
+		return string(v)
 	}
-	return string(v)
+	n := 0
+	for n < len(v) {
+		_, size := utf8.DecodeRune(v[n:])
+		if n+size > MaxValueBytes {
+			break
+		}
+		n += size
+	}
+	return string(v[:n]) + TruncatedMark
 }
 
 func TestAppendEntryMatchesSlog(t *testing.T) {
@@ -122,6 +131,15 @@ func TestAppendEntryMatchesSlog(t *testing.T) {
 		{"hostile referer", func(e *Entry) { e.Referer = []byte("\"\\\x1b[2J") }},
 		{"user agent at the bound", func(e *Entry) { e.UserAgent = bytes.Repeat([]byte("a"), MaxValueBytes) }},
 		{"user agent past the bound", func(e *Entry) { e.UserAgent = bytes.Repeat([]byte("a"), MaxValueBytes+1) }},
+		{"user agent cut inside a rune", func(e *Entry) {
+			e.UserAgent = append(bytes.Repeat([]byte("a"), MaxValueBytes-1), "€😀"...)
+		}},
+		{"user agent cut after a rune", func(e *Entry) {
+			e.UserAgent = append(bytes.Repeat([]byte("a"), MaxValueBytes-3), "€😀"...)
+		}},
+		{"user agent cut inside a long rune", func(e *Entry) {
+			e.UserAgent = append(bytes.Repeat([]byte("a"), MaxValueBytes-3), "😀"...)
+		}},
 		{"referer past the bound, escaped", func(e *Entry) { e.Referer = bytes.Repeat([]byte("\"\n"), MaxValueBytes) }},
 		{"no upstream", func(e *Entry) { e.UpstreamConnect, e.UpstreamResponse, e.Backend = -1, -1, "" }},
 		{"no response head", func(e *Entry) { e.UpstreamConnect, e.UpstreamResponse = 3*time.Millisecond, -1 }},
