@@ -79,7 +79,10 @@ for target in $targets; do
     go build -trimpath -ldflags "$ldflags" -o "$work/$name/relay" ./cmd/relay
   cp LICENSE NOTICE README.md "$work/$name/"
   # shellcheck disable=SC2086
-  tar -C "$work" $tarflags -cf - "$name" | gzip -9n >"$dist/$name.tar.gz"
+  # sh has no pipefail: the tar goes to a file first, so a failed tar
+  # stops the build (set -e) instead of leaving a short archive.
+  tar -C "$work" $tarflags -cf "$work/$name.tar" "$name"
+  gzip -9n <"$work/$name.tar" >"$dist/$name.tar.gz"
   archives="$archives $name.tar.gz"
 done
 # shellcheck disable=SC2086

@@ -27,7 +27,7 @@ func (x *Exchange) prepare(c *Core, b *backend.Backend) {
 	out = x.appendForwarded(c, out)
 	out = x.appendVia(c, out)
 	if len(x.rid) > 0 {
-		out = h1.AppendField(out, requestIDField, x.rid)
+		out = h1.AppendField(out, RequestIDField, x.rid)
 	}
 	out = h1.AppendForwardFields(out, req.Fields)
 	if req.Upgrade {

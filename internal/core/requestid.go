@@ -132,7 +132,9 @@ func (x *Exchange) RequestID() []byte {
 	return x.rid
 }
 
-var requestIDField = []byte("X-Request-Id")
+// RequestIDField is the header field that carries a request's id, to the
+// backend and back to the client.
+var RequestIDField = []byte("X-Request-Id")
 
 // answerWithID marks the backend's own X-Request-Id fields in resp Hop and
 // adds relay's: the client learns the id relay's log and the backend were
@@ -143,5 +145,5 @@ func (x *Exchange) answerWithID(resp *h1.Response) {
 			f.Hop = true
 		}
 	}
-	resp.Fields = append(resp.Fields, h1.Field{Name: requestIDField, Value: x.rid})
+	resp.Fields = append(resp.Fields, h1.Field{Name: RequestIDField, Value: x.rid})
 }

@@ -279,8 +279,6 @@ func (cc *clientConn) writeError(status int, msg string, close bool) (int64, err
 	return core.ErrorBodyLen(status, msg), err
 }
 
-var requestIDField = []byte("X-Request-Id")
-
 // appendError appends relay's own error response: status, a plain-text
 // body naming msg, Retry-After on a 503, X-Request-Id when the request
 // has an id, and Connection: close if close.
@@ -291,7 +289,7 @@ func appendError(b []byte, status int, msg string, close bool, id []byte) []byte
 		b = h1.AppendFieldString(b, "Retry-After", core.RetryAfter)
 	}
 	if len(id) > 0 {
-		b = h1.AppendField(b, requestIDField, id)
+		b = h1.AppendField(b, core.RequestIDField, id)
 	}
 	b = h1.AppendContentLength(b, core.ErrorBodyLen(status, msg))
 	if close {
