@@ -92,6 +92,26 @@ func TestBusyPortNamesTheKeyInTheFile(t *testing.T) {
 	}
 }
 
+// With several processes the supervisor opens the client listener; its
+// error names the flag and the key as relay alone does.
+func TestBusyPortWithProcessesNamesTheFlag(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t, nil)
+	busy := holdPort(t)
+	cfg := writeFile(t, t.TempDir(), "relay.yml", "listen: "+busy+"\nprocesses: 2\nadmin_listen: \"\"\n"+backendsYAML([]string{b.url}))
+	cmd := exec.Command(relayBin, "-config", cfg)
+	var out strings.Builder
+	cmd.Stderr = &out
+	if err := cmd.Run(); err != nil && cmd.ProcessState == nil {
+		t.Fatal(err)
+	}
+	code, stderr := cmd.ProcessState.ExitCode(), out.String()
+	want := fmt.Sprintf("listen on %s: address already in use; pass -listen HOST:PORT or -port PORT, or change listen in %s\n", busy, cfg)
+	if code != 1 || !strings.Contains(stderr, want) {
+		t.Errorf("exit %d, stderr:\n%s\nwant 1 and %q", code, stderr, want)
+	}
+}
+
 // A demo backend's port is taken: no flag moves it, so the error says
 // which port and what may hold it.
 func TestDemoBackendPortTaken(t *testing.T) {

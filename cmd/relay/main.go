@@ -336,7 +336,17 @@ func supervise(f *flags, cfg *config.Config, src supervisor.ConfigSource, args [
 			}
 		}()
 	}
-	return supervisor.Run(opts)
+	err = supervisor.Run(opts)
+	var le *supervisor.ListenError
+	if errors.As(err, &le) {
+		// Said as when relay listens alone (doors.go): what to type.
+		fix := ""
+		if le.Key == "listen" {
+			fix = listenHint
+		}
+		return listenFailed(le.Key, le.Key, le.Addr, fix, fileOf(f, cfg), le.Err)
+	}
+	return err
 }
 
 // serve runs relay until SIGINT or SIGTERM: the whole of it, or with sp

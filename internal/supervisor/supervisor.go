@@ -127,14 +127,14 @@ func Run(opts Options) error {
 	var bound config.Listeners
 	if cfg.Listen != "" {
 		if sockets, bound.Listen, err = reusePortSockets(cfg.Listen, n, cpus); err != nil {
-			return err
+			return &ListenError{Key: "listen", Addr: cfg.Listen, Err: err}
 		}
 		addrs = append(addrs, "listen", bound.Listen)
 	}
 	defer func() { closeFiles(sockets) }()
 	if cfg.TLSListen != "" {
 		if tlsSockets, bound.TLSListen, err = reusePortSockets(cfg.TLSListen, n, cpus); err != nil {
-			return fmt.Errorf("tls_listen: %w", err)
+			return &ListenError{Key: "tls_listen", Addr: cfg.TLSListen, Err: err}
 		}
 		addrs = append(addrs, "tls_listen", bound.TLSListen)
 	}
