@@ -391,6 +391,11 @@ func (p *Pool) exchange(b *backend.Backend, u *upstream, x *Exchange, now time.T
 		// 100 Continue was answered by relay itself; other informational
 		// responses (103 Early Hints) pass on.
 		if resp.Status != 100 {
+			if len(x.rid) > 0 {
+				// An interim response names the request by relay's id
+				// too, never by one the backend made up.
+				x.answerWithID(resp)
+			}
 			if x.Door.Interim(resp) != nil {
 				return attempt{status: 499, in: in}, closeConn
 			}

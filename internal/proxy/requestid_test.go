@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
 	"net/netip"
 	"regexp"
 	"strings"
@@ -192,5 +193,28 @@ func TestAccessLogNewFields(t *testing.T) {
 	}
 	if second.ConnectMS == nil || *second.ConnectMS != 0 || second.ResponseMS == nil {
 		t.Errorf("second line: connect %v ms, response %v ms; want 0 for the pooled connection, and a response time", second.ConnectMS, second.ResponseMS)
+	}
+}
+
+// TestRequestIDOnInterimResponses: an informational response the backend
+// sends before its answer (103 Early Hints) names the request by relay's
+// id too, not by one the backend made up.
+func TestRequestIDOnInterimResponses(t *testing.T) {
+	rb, reqs := recordingBackend(t, "HTTP/1.1 103 Early Hints\r\nX-Request-Id: backend-made\r\nLink: </a.css>; rel=preload\r\n\r\n"+
+		"HTTP/1.1 200 OK\r\nX-Request-Id: backend-made\r\nContent-Length: 2\r\n\r\nok")
+	r := startRelay(t, Config{RequestID: true}, rb.b)
+	c, br := dialRelay(t, r)
+	write(t, c, "GET / HTTP/1.1\r\nHost: example.test\r\n\r\n")
+	hint, _ := readResponse(t, br, "GET")
+	final, _ := readResponse(t, br, "GET")
+	sent := <-reqs
+	id := sent.Header.Get("X-Request-Id")
+	if hint.StatusCode != 103 || final.StatusCode != 200 {
+		t.Fatalf("responses %d then %d, want 103 then 200", hint.StatusCode, final.StatusCode)
+	}
+	for _, resp := range []*http.Response{hint, final} {
+		if got := resp.Header["X-Request-Id"]; len(got) != 1 || got[0] != id {
+			t.Errorf("the %d carries X-Request-Id %q, want exactly [%q], the backend's request's", resp.StatusCode, got, id)
+		}
 	}
 }
