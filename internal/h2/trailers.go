@@ -20,7 +20,8 @@ import (
 // recipient must act on before the content (framing, routing,
 // authentication, request modifiers, response controls, the content's
 // format: RFC 9110 6.5.1) and those of one connection (RFC 9113 8.2.2)
-// are dropped, as are fields the response's Connection field names.
+// are dropped, as are fields the response's Connection field names, and
+// X-Request-Id, which belongs to the head.
 // Everything else, such as gRPC's grpc-status and grpc-message or a
 // checksum, passes as it came, its name in lower case.
 
@@ -42,7 +43,11 @@ func forbiddenTrailer(name string) bool {
 		// authentication
 		"authorization", "www-authenticate",
 		// response controls and the content's format and coding
-		"cache-control", "pragma", "set-cookie", "content-type", "content-encoding", "content-range":
+		"cache-control", "pragma", "set-cookie", "content-type", "content-encoding", "content-range",
+		// the request's id travels in the head (core/requestid.go); one
+		// here would give the backend a second id the client chose, or
+		// the client a second id the backend chose
+		"x-request-id":
 		return true
 	}
 	return false
