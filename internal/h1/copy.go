@@ -28,7 +28,8 @@ type BodySource interface {
 }
 
 // CopyBody streams src to dst, framing it as chunked when chunked is set
-// (trailers included) and as plain bytes otherwise. A chunk's size line is
+// (trailers included, those that may pass: trailers.go) and as plain
+// bytes otherwise. A chunk's size line is
 // written into headroom before its data, so every piece is one write. It
 // returns the body bytes copied and the error of the side that failed.
 func CopyBody(dst io.Writer, src BodySource, chunked bool) (n int64, rerr, werr error) {
@@ -54,7 +55,10 @@ func CopyBody(dst io.Writer, src BodySource, chunked bool) (n int64, rerr, werr 
 		}
 		if err == io.EOF {
 			if chunked {
-				_, werr = dst.Write(AppendLastChunk(buf[:0], src.Trailers()))
+				// Only the trailer fields that may follow the content
+				// pass (trailers.go).
+				last := appendPassingTrailers(append(buf[:0], '0', '\r', '\n'), src.Trailers())
+				_, werr = dst.Write(append(last, '\r', '\n'))
 			}
 			return n, nil, werr
 		}

@@ -2,7 +2,6 @@ package h2
 
 import (
 	"bytes"
-	"strings"
 
 	"golang.org/x/net/http2/hpack"
 
@@ -21,37 +20,9 @@ import (
 // authentication, request modifiers, response controls, the content's
 // format: RFC 9110 6.5.1) and those of one connection (RFC 9113 8.2.2)
 // are dropped, as are fields the response's Connection field names, and
-// X-Request-Id, which belongs to the head.
+// X-Request-Id, which belongs to the head (h1.ForbiddenTrailer).
 // Everything else, such as gRPC's grpc-status and grpc-message or a
 // checksum, passes as it came, its name in lower case.
-
-// forbiddenTrailer reports whether a trailer field named name, in lower
-// case, stays behind.
-func forbiddenTrailer(name string) bool {
-	if strings.HasPrefix(name, "proxy-") || strings.HasPrefix(name, "if-") {
-		// Proxy-Authorization, Proxy-Authenticate, Proxy-Connection...;
-		// conditionals (If-Match, If-None-Match...), which modify a
-		// request before any content.
-		return true
-	}
-	switch name {
-	case
-		// connection management and framing
-		"connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade", "content-length",
-		// routing and request modifiers
-		"host", "expect", "max-forwards", "range",
-		// authentication
-		"authorization", "www-authenticate",
-		// response controls and the content's format and coding
-		"cache-control", "pragma", "set-cookie", "content-type", "content-encoding", "content-range",
-		// the request's id travels in the head (core/requestid.go); one
-		// here would give the backend a second id the client chose, or
-		// the client a second id the backend chose
-		"x-request-id":
-		return true
-	}
-	return false
-}
 
 // endWithTrailers ends st's response with raw, a backend's trailer section
 // as h1 read it (lines "name: value", each ending in CRLF), as a HEADERS
@@ -77,7 +48,7 @@ func (c *conn) endWithTrailers(st *stream, raw []byte, hops []byte) error {
 		}
 		c.lower = appendLower(c.lower[:0], line[:colon])
 		name := stringOf(c.lower)
-		if forbiddenTrailer(name) || named(hops, c.lower) {
+		if h1.ForbiddenTrailer(name) || named(hops, c.lower) {
 			continue
 		}
 		value := bytes.Trim(line[colon+1:], " \t")
@@ -128,7 +99,7 @@ func named(list, name []byte) bool {
 // already refused names and values HTTP/1.1 could read another way.
 func appendTrailers(dst []byte, fields []hpack.HeaderField) []byte {
 	for _, hf := range fields {
-		if forbiddenTrailer(hf.Name) {
+		if h1.ForbiddenTrailer(hf.Name) {
 			continue
 		}
 		dst = append(dst, hf.Name...)
