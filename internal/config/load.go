@@ -115,6 +115,16 @@ func (d *decoder) syntax(err error, data []byte) {
 			msg, line = m[2], n
 		}
 	}
+	if line == 0 {
+		// The parser names no line for bytes it refuses before reading
+		// any structure (not UTF-8, control characters): what the file
+		// looks like does not matter until they are gone, so they are
+		// reported alone, on their line.
+		if n := badByteLine(data); n > 0 {
+			d.problem(n, "", "invalid YAML: %s; YAML files are UTF-8 text without control characters other than tab and line breaks", msg)
+			return
+		}
+	}
 	switch h, ok := shapeHint(data); {
 	case ok && h.line == line:
 		d.problem(line, h.key, "invalid YAML: %s; %s", msg, h.msg)
