@@ -88,7 +88,7 @@ func (x *Exchange) send(u *upstream) (in int64, err error) {
 		}
 	}
 	x.streamed = true
-	n, rerr, werr := h1.CopyBody(u.conn, x.Body, x.Req.Chunked)
+	n, rerr, werr := h1.CopyBody(u.conn, x.Body, x.Req.Chunked, nil)
 	in = x.inline + n
 	if rerr != nil {
 		return in, errors.Join(errClientBody, rerr)

@@ -28,11 +28,12 @@ type BodySource interface {
 }
 
 // CopyBody streams src to dst, framing it as chunked when chunked is set
-// (trailers included, those that may pass: trailers.go) and as plain
-// bytes otherwise. A chunk's size line is
+// (trailers included, those that may pass: trailers.go, less those hops
+// names, a comma-separated list such as AppendConnection makes) and as
+// plain bytes otherwise. A chunk's size line is
 // written into headroom before its data, so every piece is one write. It
 // returns the body bytes copied and the error of the side that failed.
-func CopyBody(dst io.Writer, src BodySource, chunked bool) (n int64, rerr, werr error) {
+func CopyBody(dst io.Writer, src BodySource, chunked bool, hops []byte) (n int64, rerr, werr error) {
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
 	buf := *bp
@@ -57,7 +58,7 @@ func CopyBody(dst io.Writer, src BodySource, chunked bool) (n int64, rerr, werr 
 			if chunked {
 				// Only the trailer fields that may follow the content
 				// pass (trailers.go).
-				last := appendPassingTrailers(append(buf[:0], '0', '\r', '\n'), src.Trailers())
+				last := appendPassingTrailers(append(buf[:0], '0', '\r', '\n'), src.Trailers(), hops)
 				_, werr = dst.Write(append(last, '\r', '\n'))
 			}
 			return n, nil, werr

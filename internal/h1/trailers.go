@@ -1,6 +1,9 @@
 package h1
 
-import "strings"
+import (
+	"bytes"
+	"strings"
+)
 
 // Trailer fields pass through relay, a client's to the backend and a
 // backend's to the client, but only those that may follow the content:
@@ -45,8 +48,9 @@ const longestForbidden = len("transfer-encoding")
 
 // appendPassingTrailers appends to dst the lines of raw, a trailer section
 // as Body reads it (lines "name: value", each ending in CRLF, already
-// checked), whose fields ForbiddenTrailer lets pass.
-func appendPassingTrailers(dst, raw []byte) []byte {
+// checked), whose fields ForbiddenTrailer lets pass and hops does not
+// name.
+func appendPassingTrailers(dst, raw, hops []byte) []byte {
 	var lower [longestForbidden]byte
 	for len(raw) > 0 {
 		end := len(raw)
@@ -81,6 +85,9 @@ func appendPassingTrailers(dst, raw []byte) []byte {
 		} else if ForbiddenTrailer(string(lower[:n])) {
 			continue
 		}
+		if len(hops) > 0 && Named(hops, name) {
+			continue
+		}
 		dst = append(dst, line...)
 	}
 	return dst
@@ -90,4 +97,33 @@ func appendPassingTrailers(dst, raw []byte) []byte {
 // ForbiddenTrailer drops by prefix.
 func forbiddenPrefix(name string) bool {
 	return strings.HasPrefix(name, "proxy-") || strings.HasPrefix(name, "if-")
+}
+
+// AppendConnection appends to dst the values of head's Connection fields,
+// each followed by a comma: the names of fields that are for one hop only,
+// in the trailers as in the head. The head's bytes may be overwritten
+// once its body is read; the names are copied for the trailers.
+func AppendConnection(dst []byte, head []Field) []byte {
+	for i := range head {
+		if head[i].Is("connection") {
+			dst = append(append(dst, head[i].Value...), ',')
+		}
+	}
+	return dst
+}
+
+// Named reports whether the comma-separated list names name, in any case.
+func Named(list, name []byte) bool {
+	for len(list) > 0 {
+		tok := list
+		if j := bytes.IndexByte(list, ','); j >= 0 {
+			tok, list = list[:j], list[j+1:]
+		} else {
+			list = nil
+		}
+		if bytes.EqualFold(bytes.Trim(tok, " \t"), name) {
+			return true
+		}
+	}
+	return false
 }

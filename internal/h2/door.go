@@ -65,13 +65,13 @@ func (st *stream) Respond(resp *h1.Response, rb *core.ResponseBody) (n int64, re
 		// The head's bytes are in the backend connection's read buffer,
 		// which the body's bytes overwrite: what the trailers need of it
 		// is copied now.
-		st.hops = appendConnection(st.hops[:0], resp.Fields)
+		st.hops = h1.AppendConnection(st.hops[:0], resp.Fields)
 	}
 	dw := dataWriter{st: st, left: -1}
 	if resp.Body == h1.BodyLength {
 		dw.left = resp.ContentLength - n
 	}
-	k, rerr, werr := h1.CopyBody(&dw, rb, false)
+	k, rerr, werr := h1.CopyBody(&dw, rb, false, nil)
 	n += k
 	if rerr != nil || werr != nil {
 		return n, rerr, werr // the stream is reset (finish)

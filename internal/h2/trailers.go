@@ -27,7 +27,7 @@ import (
 // endWithTrailers ends st's response with raw, a backend's trailer section
 // as h1 read it (lines "name: value", each ending in CRLF), as a HEADERS
 // frame with END_STREAM. hops is what the response head's Connection
-// fields name, fields that end at relay (appendConnection). When no field
+// fields name, fields that end at relay (h1.AppendConnection). When no field
 // is left to send, the stream ends with an empty DATA frame, as a response
 // without trailers does.
 func (c *conn) endWithTrailers(st *stream, raw []byte, hops []byte) error {
@@ -48,7 +48,7 @@ func (c *conn) endWithTrailers(st *stream, raw []byte, hops []byte) error {
 		}
 		c.lower = appendLower(c.lower[:0], line[:colon])
 		name := stringOf(c.lower)
-		if h1.ForbiddenTrailer(name) || named(hops, c.lower) {
+		if h1.ForbiddenTrailer(name) || h1.Named(hops, c.lower) {
 			continue
 		}
 		value := bytes.Trim(line[colon+1:], " \t")
@@ -64,34 +64,6 @@ func (c *conn) endWithTrailers(st *stream, raw []byte, hops []byte) error {
 	err := c.werr
 	c.unlockWrite()
 	return err
-}
-
-// appendConnection appends to dst the values of head's Connection fields,
-// each followed by a comma: the names of fields that are for the hop from
-// the backend only, in the trailers as in the head.
-func appendConnection(dst []byte, head []h1.Field) []byte {
-	for i := range head {
-		if head[i].Is("connection") {
-			dst = append(append(dst, head[i].Value...), ',')
-		}
-	}
-	return dst
-}
-
-// named reports whether the comma-separated list names name (lower case).
-func named(list, name []byte) bool {
-	for len(list) > 0 {
-		tok := list
-		if j := bytes.IndexByte(list, ','); j >= 0 {
-			tok, list = list[:j], list[j+1:]
-		} else {
-			list = nil
-		}
-		if bytes.EqualFold(bytes.Trim(tok, " \t"), name) {
-			return true
-		}
-	}
-	return false
 }
 
 // appendTrailers appends a client's trailer fields that may pass, as

@@ -39,6 +39,7 @@ type clientConn struct {
 	body clientBody
 	x    core.Exchange
 	out  []byte // response head being written to the client
+	hops []byte // what a chunked response's Connection fields name (Respond)
 	// keep says whether the connection may carry another request after
 	// this one; the responses written clear it.
 	keep bool

@@ -54,6 +54,10 @@ func (cc *clientConn) Respond(resp *h1.Response, body *core.ResponseBody) (n int
 		if cc.req.Minor == 1 {
 			out = append(out, "Transfer-Encoding: chunked\r\n"...)
 			chunked = true
+			// The fields the head's Connection names stay out of the
+			// trailers too; the head's bytes are overwritten by the
+			// body's, so the names are copied now.
+			cc.hops = h1.AppendConnection(cc.hops[:0], resp.Fields)
 		} else {
 			cc.keep = false // the end of the body is the end of the connection
 		}
@@ -76,7 +80,7 @@ func (cc *clientConn) Respond(resp *h1.Response, body *core.ResponseBody) (n int
 		return n, nil, werr
 	}
 	if !body.Done() {
-		k, rerr, werr := h1.CopyBody(cc.conn, body, chunked)
+		k, rerr, werr := h1.CopyBody(cc.conn, body, chunked, cc.hops)
 		n += k
 		if rerr != nil || werr != nil {
 			// Too late for an error response: cut the client off so it

@@ -43,3 +43,28 @@ func TestTrailersCarryNoForbiddenFields(t *testing.T) {
 		t.Errorf("client got trailer X-Sum %q, want 2", v)
 	}
 }
+
+// TestResponseTrailersConnectionNamed: a field the response head's
+// Connection field names is for the hop from the backend only, in the
+// trailers as in the head, over HTTP/1.1 as over HTTP/2.
+func TestResponseTrailersConnectionNamed(t *testing.T) {
+	rb, _ := recordingBackend(t, "HTTP/1.1 200 OK\r\nConnection: X-Hop, x-other\r\nTransfer-Encoding: chunked\r\n\r\n"+
+		"2\r\nok\r\n0\r\nx-hop: 1\r\nX-Other: 2\r\nX-Sum: 3\r\n\r\n")
+	r := startRelay(t, Config{}, rb.b)
+	c, br := dialRelay(t, r)
+	for range 2 { // the connection's buffers are reused
+		write(t, c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, body := readResponse(t, br, "GET")
+		if resp.StatusCode != 200 || body != "ok" {
+			t.Fatalf("response %d %q", resp.StatusCode, body)
+		}
+		for _, name := range []string{"X-Hop", "X-Other"} {
+			if v := resp.Trailer.Values(name); len(v) != 0 {
+				t.Errorf("client got trailer %s %q, want none: the head's Connection field names it", name, v)
+			}
+		}
+		if v := resp.Trailer.Get("X-Sum"); v != "3" {
+			t.Errorf("client got trailer X-Sum %q, want 3", v)
+		}
+	}
+}
