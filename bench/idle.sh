@@ -95,7 +95,7 @@ write_greeting_backends $BACKEND_PORTS
   echo "output:   $OUT"
 } | tee "$OUT/env.txt" >&2
 
-printf 'round\tidle_conns\tidle_failed\topen_s\twrk_rps\twrk_errors\trss_mb\tfds\n' >"$RAW"
+printf 'round\tidle_conns\tidle_failed\topen_s\twrk_rps\twrk_errors\trss_mb\tfds\twrk_p99_ms\tcpu_us_per_req\n' >"$RAW"
 
 # shellcheck disable=SC2086 # BACKEND_PORTS is a list
 start_greeting_backends $BACKEND_PORTS
@@ -110,8 +110,9 @@ for round in $(seq "$ROUNDS"); do
   # The load runs for the whole hold plus the time the connections take to
   # open (at 2,000 a second) and a margin.
   load_s=$(( HOLD_S + CONNS / 2000 + 6 ))
+  t0=$(cpu_ticks "$pid")
   start "$WRK/wrk-$round.txt" timeout -k 5 $(( load_s + 30 )) \
-    wrk -t"$WRK_THREADS" -c"$LOAD_CONNS" -d"${load_s}s" --timeout 5s "http://$BALANCER_ADDR/"
+    wrk -t"$WRK_THREADS" -c"$LOAD_CONNS" -d"${load_s}s" --timeout 5s --latency "http://$BALANCER_ADDR/"
   wrk_pid=$STARTED_PID
 
   fds_peak=0
@@ -126,27 +127,34 @@ for round in $(seq "$ROUNDS"); do
   done
   wait "$idle_pid"; idle_rc=$?
   wait "$wrk_pid"; forget "$wrk_pid"
+  t1=$(cpu_ticks "$pid")
   rss_kb=$(group_status "$pid" VmHWM)
   stop "$pid"
 
-  read -r rps _ _ _ se n2 < <(wrk_fields "$WRK/wrk-$round.txt")
+  read -r rps reqs _ p99 se n2 < <(wrk_fields "$WRK/wrk-$round.txt")
+  # relay's CPU over the load's run, every idle connection's work included,
+  # per request of the load.
+  us=$(awk -v t="$(( t1 - t0 ))" -v hz="$HZ" -v n="${reqs:-0}" 'BEGIN { if (n > 0) printf "%.1f", t / hz / n * 1e6; else print "NA" }')
   field() { grep -o "$1=[^ ]*" "$WRK/idle-$round.txt" | head -n 1 | cut -d= -f2; }
   opened=$(field opened); failed=$(field failed); open_s=$(field open_time)
   [ "$idle_rc" = 0 ] || note "round $round: idleconns exited $idle_rc; see $WRK/idle-$round.txt"
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "${opened:-0}" "${failed:-NA}" "${open_s:-NA}" \
-    "${rps:-0}" $(( ${se:-0} + ${n2:-0} )) "$(awk -v k="$rss_kb" 'BEGIN { printf "%.1f", k / 1024 }')" "$fds_peak" >>"$RAW"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "${opened:-0}" "${failed:-NA}" "${open_s:-NA}" \
+    "${rps:-0}" $(( ${se:-0} + ${n2:-0} )) "$(awk -v k="$rss_kb" 'BEGIN { printf "%.1f", k / 1024 }')" "$fds_peak" \
+    "${p99:-NA}" "$us" >>"$RAW"
   note "  round $round: $(tail -n 1 "$RAW" | awk -F'\t' '{ printf "%s idle connections, %s failed, load %s req/s with %s errors, peak RSS %s MB, %s descriptors", $2, $3, $5, $6, $7, $8 }')"
 done
 
 echo
 {
-  printf '%-6s %10s %7s %9s %8s %7s %7s\n' round "idle conns" failed "load r/s" "errors" "rss MB" fds
-  awk -F'\t' 'NR > 1 { printf "%-6s %10s %7s %9s %8s %7s %7s\n", $1, $2, $3, $5, $6, $7, $8 }' "$RAW"
+  printf '%-6s %10s %7s %9s %7s %8s %7s %7s %7s\n' round "idle conns" failed "load r/s" "p99 ms" "errors" "us/req" "rss MB" fds
+  awk -F'\t' 'NR > 1 { printf "%-6s %10s %7s %9s %7s %8s %7s %7s %7s\n", $1, $2, $3, $5, $9, $6, $10, $7, $8 }' "$RAW"
 } | tee "$OUT/table.txt"
 cat <<EOF
 
 $CONNS keep-alive connections held idle for ${HOLD_S}s beside wrk -t$WRK_THREADS -c$LOAD_CONNS, relay at processes: $PROCESSES.
-failed: idle connections whose first or last request failed. rss MB: peak VmHWM summed over relay's processes.
+failed: idle connections whose first or last request failed. p99 ms: the load's. us/req: relay's CPU time (every
+process) over the load's run, the idle connections' work included, per request of the load.
+rss MB: peak VmHWM summed over relay's processes.
 fds: the most descriptors relay's processes held at once (sampled each second).
 Raw rows: $RAW
 EOF
