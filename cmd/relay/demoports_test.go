@@ -79,17 +79,7 @@ func TestBusyPortNamesTheKeyInTheFile(t *testing.T) {
 	cfg := writeConfig(t, "admin_listen: "+busy+"\n"+backendsYAML([]string{b.url}))
 	// Run directly: the test helpers would pass -admin-listen, over the
 	// file's.
-	cmd := exec.Command(relayBin, "-config", cfg)
-	var out strings.Builder
-	cmd.Stderr = &out
-	if err := cmd.Run(); err != nil && cmd.ProcessState == nil {
-		t.Fatal(err)
-	}
-	code, stderr := cmd.ProcessState.ExitCode(), out.String()
-	want := fmt.Sprintf("admin listener on %s: address already in use; pass -admin-listen 127.0.0.1:PORT, or -admin-listen '' to turn it off, or change admin_listen in %s\n", busy, cfg)
-	if code != 1 || !strings.Contains(stderr, want) {
-		t.Errorf("exit %d, stderr:\n%s\nwant 1 and %q", code, stderr, want)
-	}
+	refusedWith(t, cfg, fmt.Sprintf("admin listener on %s: address already in use; pass -admin-listen 127.0.0.1:PORT, or -admin-listen '' to turn it off, or change admin_listen in %s\n", busy, cfg))
 }
 
 // With several processes the supervisor opens the client listener; its
@@ -99,15 +89,20 @@ func TestBusyPortWithProcessesNamesTheFlag(t *testing.T) {
 	b := newBackend(t, nil)
 	busy := holdPort(t)
 	cfg := writeFile(t, t.TempDir(), "relay.yml", "listen: "+busy+"\nprocesses: 2\nadmin_listen: \"\"\n"+backendsYAML([]string{b.url}))
+	refusedWith(t, cfg, fmt.Sprintf("listen on %s: address already in use; pass -listen HOST:PORT or -port PORT, or change listen in %s\n", busy, cfg))
+}
+
+// refusedWith runs relay on the file cfg alone and wants it to exit 1
+// with want among what it printed on stderr.
+func refusedWith(t *testing.T, cfg, want string) {
+	t.Helper()
 	cmd := exec.Command(relayBin, "-config", cfg)
 	var out strings.Builder
 	cmd.Stderr = &out
 	if err := cmd.Run(); err != nil && cmd.ProcessState == nil {
 		t.Fatal(err)
 	}
-	code, stderr := cmd.ProcessState.ExitCode(), out.String()
-	want := fmt.Sprintf("listen on %s: address already in use; pass -listen HOST:PORT or -port PORT, or change listen in %s\n", busy, cfg)
-	if code != 1 || !strings.Contains(stderr, want) {
+	if code, stderr := cmd.ProcessState.ExitCode(), out.String(); code != 1 || !strings.Contains(stderr, want) {
 		t.Errorf("exit %d, stderr:\n%s\nwant 1 and %q", code, stderr, want)
 	}
 }

@@ -284,18 +284,13 @@ func supervise(f *flags, cfg *config.Config, src supervisor.ConfigSource, args [
 		return err
 	}
 	defer c.stop()
-	rotate := func(s *logging.Shared) {
-		if err := s.Rotate(); err != nil {
-			log.Error("log rotation failed", "err", err)
-		}
-	}
 	opts := supervisor.Options{
 		Config: cfg, Source: src, Args: args,
 		Log: log, Out: out, ErrOut: &supervisor.LockedWriter{W: stderr},
 		Rotate: func() {
 			lg.reopen()
 			if access != nil {
-				rotate(access)
+				rotateShared(log, access)
 			}
 			c.ctl.Reopen()
 		},
@@ -314,27 +309,7 @@ func supervise(f *flags, cfg *config.Config, src supervisor.ConfigSource, args [
 		// all: each reopens its file, rotated or not.
 		stop := make(chan struct{})
 		defer close(stop)
-		go func() {
-			t := time.NewTicker(logging.RotateCheckEvery)
-			defer t.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-t.C:
-					due := false
-					for _, s := range shared {
-						if s.Due() {
-							rotate(s)
-							due = true
-						}
-					}
-					if due {
-						c.ctl.Reopen()
-					}
-				}
-			}
-		}()
+		go watchSizes(shared, log, c.ctl.Reopen, stop)
 	}
 	err = supervisor.Run(opts)
 	var le *supervisor.ListenError

@@ -22,7 +22,13 @@ type Problem struct {
 }
 
 // String formats p as "FILE:LINE: key: message", leaving out what is unknown.
-func (p Problem) String() string {
+func (p Problem) String() string { return p.format("") }
+
+// Warning formats p as a warning: "FILE:LINE: warning: key: message".
+func (p Problem) Warning() string { return p.format("warning: ") }
+
+// format writes p's place, then kind, then its key and message.
+func (p Problem) format(kind string) string {
 	var b strings.Builder
 	switch {
 	case p.File != "" && p.Line > 0:
@@ -32,6 +38,7 @@ func (p Problem) String() string {
 	case p.Line > 0:
 		b.WriteString("line " + strconv.Itoa(p.Line) + ": ")
 	}
+	b.WriteString(kind)
 	if p.Key != "" {
 		b.WriteString(p.Key + ": ")
 	}

@@ -26,26 +26,24 @@ var LiveKeys = []string{
 // reloaded one but that a reload does not apply, so the log can name
 // them instead of ignoring them silently.
 func RestartOnly(running, next *Config) []string {
-	changed := map[string]bool{}
-	diff(reflect.ValueOf(*running), reflect.ValueOf(*next), "", changed)
-	var keys []string
-	for _, k := range Keys() {
-		if changed[k] && !slices.Contains(LiveKeys, k) {
-			keys = append(keys, k)
-		}
-	}
-	return keys
+	return changedKeys(running, next, func(k string) bool { return !slices.Contains(LiveKeys, k) })
 }
 
 // Changed lists the keys, in the order examples/config.yml shows them,
 // whose values differ between two configurations, backends left out: the
 // reload line names the backends that changed one by one.
 func Changed(before, after *Config) []string {
+	return changedKeys(before, after, func(k string) bool { return k != "backends" })
+}
+
+// changedKeys lists the keys, in the order examples/config.yml shows
+// them, whose values differ between a and b and that keep accepts.
+func changedKeys(a, b *Config, keep func(string) bool) []string {
 	changed := map[string]bool{}
-	diff(reflect.ValueOf(*before), reflect.ValueOf(*after), "", changed)
+	diff(reflect.ValueOf(*a), reflect.ValueOf(*b), "", changed)
 	var keys []string
 	for _, k := range Keys() {
-		if changed[k] && k != "backends" {
+		if changed[k] && keep(k) {
 			keys = append(keys, k)
 		}
 	}

@@ -3,8 +3,6 @@ package config
 import (
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 )
 
 // Warnings lists what in a valid c is likely not what was meant, located
@@ -67,21 +65,4 @@ func (c *Config) weightsIgnored(opts Options) (Problem, bool) {
 		return p, true
 	}
 	return Problem{}, false
-}
-
-// Warning formats p as a warning: "FILE:LINE: warning: key: message".
-func (p Problem) Warning() string {
-	var b strings.Builder
-	switch {
-	case p.File != "" && p.Line > 0:
-		b.WriteString(p.File + ":" + strconv.Itoa(p.Line) + ": ")
-	case p.File != "":
-		b.WriteString(p.File + ": ")
-	}
-	b.WriteString("warning: ")
-	if p.Key != "" {
-		b.WriteString(p.Key + ": ")
-	}
-	b.WriteString(p.Msg)
-	return b.String()
 }

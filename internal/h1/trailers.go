@@ -18,10 +18,7 @@ import (
 // ForbiddenTrailer reports whether a trailer field named name, in lower
 // case, stays behind.
 func ForbiddenTrailer(name string) bool {
-	if strings.HasPrefix(name, "proxy-") || strings.HasPrefix(name, "if-") {
-		// Proxy-Authorization, Proxy-Authenticate, Proxy-Connection...;
-		// conditionals (If-Match, If-None-Match...), which modify a
-		// request before any content.
+	if forbiddenPrefix(name) {
 		return true
 	}
 	switch name {
@@ -94,7 +91,9 @@ func appendPassingTrailers(dst, raw, hops []byte) []byte {
 }
 
 // forbiddenPrefix reports whether name starts as a field name
-// ForbiddenTrailer drops by prefix.
+// ForbiddenTrailer drops by prefix: Proxy-Authorization,
+// Proxy-Authenticate, Proxy-Connection...; conditionals (If-Match,
+// If-None-Match...), which modify a request before any content.
 func forbiddenPrefix(name string) bool {
 	return strings.HasPrefix(name, "proxy-") || strings.HasPrefix(name, "if-")
 }
