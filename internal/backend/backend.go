@@ -1,106 +1,80 @@
-// Package backend holds one upstream server: its fixed identity (URL, weight)
-// and the runtime state that requests, health checks and operators share
-// through atomics: the conditions that decide whether it may be picked, and
-// its counters (in flight, served, failures).
+// Package backend holds relay's upstream servers in two layers. A Host is
+// an address: its identity (URL, dial address, TLS settings) and what is
+// true of it whichever pools hold it, whether its active checks pass and
+// its circuit breaker. A Backend is one membership of a Host in a pool:
+// its weight, its request cap, the requests it has in flight, an
+// operator's drain or disable, slow start. Requests, health checks and
+// operators share both through atomics.
 //
 // Each condition has one owner and is set and cleared only by it: failing
-// active checks (the health checker), ejected until a time (the circuit
-// breaker), draining and disabled (the operator), effective weight (slow
-// start, the operator). Available combines them, in one place, into "may be
-// picked now", so a passing health check can no longer undo an ejection or
-// a drain.
+// active checks (the health checker, on the Host), ejected until a time
+// (the circuit breaker, on the Host), draining and disabled (the operator,
+// on the Backend), effective weight (slow start, the operator). Available
+// combines them, in one place, into "may be picked now", so a passing
+// health check can no longer undo an ejection or a drain.
 //
-// A Backend outlives snapshots and reloads: pickers are rebuilt around the same
-// *Backend values, so least-connection counts and failure history carry over.
+// Hosts and Backends outlive snapshots and reloads: pickers are rebuilt
+// around the same *Backend values, so least-connection counts and failure
+// history carry over.
 package backend
 
 import (
-	"crypto/tls"
 	"fmt"
-	"net"
 	"net/url"
 	"sync/atomic"
 
-	"relay/internal/config"
 	"relay/internal/stats"
-	"relay/internal/tlsconf"
 )
 
-// Backend is one upstream server. Identity fields are set by New and never
-// change; runtime state is only touched through methods.
+// Backend is one member of a pool: an address (its Host, whose fields and
+// methods it carries) with what the pool gives it, its weight and request
+// cap, and what happens to it there: requests in flight, an operator's
+// drain or disable, slow start. Identity fields are set by New or
+// Host.Member and never change; runtime state is only touched through
+// methods.
 type Backend struct {
-	// URL is the configured address, for example http://127.0.0.1:8001.
-	URL *url.URL
-	// Name is URL in canonical string form; it identifies the backend in logs,
-	// metrics and consistent hashing, so it must be stable across reloads.
-	Name string
-	// Addr is the host:port to dial.
-	Addr string
+	*Host
 	// Weight is the relative share of traffic, at least 1.
 	Weight int
-
-	// Requests counts the requests the backend answered (the forwarding
-	// core observes each once it is done); Checks counts its active health
-	// checks.
+	// Requests counts the requests the member answered (the forwarding
+	// core observes each once it is done).
 	Requests stats.Requests
-	Checks   stats.Checks
 
-	// tls is how relay speaks TLS to an https backend; nil for http.
-	tls atomic.Pointer[tls.Config]
-
-	// blocked has one bit per condition that keeps the backend out of
-	// rotation, so Available is one atomic load while none is set.
-	blocked      atomic.Uint32
-	ejectedUntil atomic.Int64 // Unix nanoseconds; meaningful while ejected is set
-	weight       atomic.Int64 // effective weight
-	inFlight     atomic.Int64
-	served       atomic.Uint64
-	failures     atomic.Uint64
-	consecutive  atomic.Int32 // failures since the last success
-	trips        atomic.Int32 // breaker openings since the last success
-	probing      atomic.Bool  // a half-open breaker's probe is out
-	returned     atomic.Int64 // when it last came into rotation, for slow start
-	maxRequests  atomic.Int64 // cap on requests in flight; 0: the pool's default
+	// cond has one bit per condition of the membership that keeps it out
+	// of rotation (draining, disabled); Available adds the Host's, so it
+	// is two atomic loads while none is set.
+	cond        atomic.Uint32
+	weight      atomic.Int64 // effective weight
+	inFlight    atomic.Int64
+	served      atomic.Uint64
+	failures    atomic.Uint64
+	returned    atomic.Int64 // when it last came into rotation, for slow start
+	maxRequests atomic.Int64 // cap on requests in flight; 0: the pool's default
 }
 
-// New returns a backend for u with the given weight. It starts healthy
-// (optimistic); the health checker decides otherwise before traffic is served.
-// The port defaults to 80 for http and 443 for https when u has none.
+// New returns a backend for u with the given weight over an address of its
+// own. It starts healthy (optimistic); the health checker decides otherwise
+// before traffic is served. The port defaults to 80 for http and 443 for
+// https when u has none.
 func New(u *url.URL, weight int) (*Backend, error) {
-	if u == nil || u.Host == "" {
-		return nil, fmt.Errorf("backend: url %q has no host", u)
+	h, err := NewHost(u)
+	if err != nil {
+		return nil, err
 	}
+	return h.Member(weight)
+}
+
+// Member returns a new membership of the address with the given weight, for
+// a pool: it shares the address's health, breaker and TLS settings with
+// every other membership of it.
+func (h *Host) Member(weight int) (*Backend, error) {
 	if weight < 1 {
-		return nil, fmt.Errorf("backend %q: weight %d is below 1", u, weight)
+		return nil, fmt.Errorf("backend %q: weight %d is below 1", h.URL, weight)
 	}
-	host, port := u.Hostname(), u.Port()
-	if port == "" {
-		port = "80"
-		if u.Scheme == "https" {
-			port = "443"
-		}
-	}
-	b := &Backend{URL: u, Name: u.Scheme + "://" + u.Host, Addr: net.JoinHostPort(host, port), Weight: weight}
+	b := &Backend{Host: h, Weight: weight}
 	b.weight.Store(int64(weight))
-	if u.Scheme == "https" {
-		// Until SetTLS says otherwise: the system's roots, the URL's
-		// host. Empty settings load no file, so this cannot fail.
-		tc, err := tlsconf.Client(u, config.UpstreamTLS{})
-		if err != nil {
-			return nil, err
-		}
-		b.tls.Store(tc)
-	}
 	return b, nil
 }
-
-// TLS returns the client TLS settings of an https backend, nil for an
-// http one.
-func (b *Backend) TLS() *tls.Config { return b.tls.Load() }
-
-// SetTLS sets how connections to the backend speak TLS from now on;
-// connections already open keep theirs.
-func (b *Backend) SetTLS(c *tls.Config) { b.tls.Store(c) }
 
 // InFlight is the number of requests currently forwarded to the backend.
 func (b *Backend) InFlight() int64 { return b.inFlight.Load() }

@@ -19,40 +19,44 @@ func (b *Backend) Fail() (consecutive int) {
 	return int(b.consecutive.Add(1))
 }
 
+// The breaker's state is the address's: failures in a row count whichever
+// pool's request failed, and an ejection holds the address out of every
+// pool that has it.
+
 // Succeed records a request the backend answered well, ending a run of
 // failures. While there is none it only reads, so the steady state writes
 // nothing shared.
-func (b *Backend) Succeed() {
-	if b.consecutive.Load() != 0 {
-		b.consecutive.Store(0)
+func (h *Host) Succeed() {
+	if h.consecutive.Load() != 0 {
+		h.consecutive.Store(0)
 	}
 }
 
 // ConsecutiveFailures is the length of the current run of failures.
-func (b *Backend) ConsecutiveFailures() int { return int(b.consecutive.Load()) }
+func (h *Host) ConsecutiveFailures() int { return int(h.consecutive.Load()) }
 
 // Trip counts an opening of the breaker and returns how many openings
 // followed one another with no success between them, for the open time to
 // grow with each.
-func (b *Backend) Trip() int { return int(b.trips.Add(1)) }
+func (h *Host) Trip() int { return int(h.trips.Add(1)) }
 
 // Trips is the number of breaker openings since the last success.
-func (b *Backend) Trips() int { return int(b.trips.Load()) }
+func (h *Host) Trips() int { return int(h.trips.Load()) }
 
 // SetTrips sets the openings count, for a breaker another process opened.
-func (b *Backend) SetTrips(n int) { b.trips.Store(int32(n)) }
+func (h *Host) SetTrips(n int) { h.trips.Store(int32(n)) }
 
 // Close ends the breaker's open or half-open state after a success: the
 // ejection ends and the next opening counts from one again. It reports
 // whether there was an ejection to end.
-func (b *Backend) Close() (changed bool) {
-	b.trips.Store(0)
-	return b.Restore()
+func (h *Host) Close() (changed bool) {
+	h.trips.Store(0)
+	return h.Restore()
 }
 
 // Ejected reports whether the backend is open or half-open: ejected, with
 // or without time left.
-func (b *Backend) Ejected() bool { return b.blocked.Load()&ejected != 0 }
+func (h *Host) Ejected() bool { return h.cond.Load()&ejected != 0 }
 
 // Admit counts a request in flight on a backend the picker chose, if the
 // backend may take it now, and reports what it did:
@@ -68,7 +72,7 @@ func (b *Backend) Ejected() bool { return b.blocked.Load()&ejected != 0 }
 // and so does one whose breaker opened again after the picker chose it
 // (the probe before this request failed meanwhile).
 func (b *Backend) Admit(limit int64, gate bool) (ok, probe, full bool) {
-	if gate && b.blocked.Load()&ejected != 0 {
+	if gate && b.Host.cond.Load()&ejected != 0 {
 		if time.Now().UnixNano() < b.ejectedUntil.Load() {
 			return false, false, false // open
 		}
@@ -98,7 +102,7 @@ func (b *Backend) Admit(limit int64, gate bool) (ok, probe, full bool) {
 }
 
 // EndProbe gives back the half-open probe place Admit handed out.
-func (b *Backend) EndProbe() { b.probing.Store(false) }
+func (h *Host) EndProbe() { h.probing.Store(false) }
 
 // EjectionExceeds reports whether ejecting b as well would hold out more
 // than maxPercent of the backends bs: the bound on failure detection that

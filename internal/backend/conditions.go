@@ -5,7 +5,9 @@ import (
 	"time"
 )
 
-// The conditions that keep a backend out of rotation, one bit each.
+// The conditions that keep a backend out of rotation, one bit each: the
+// first two are its address's (Host.cond), the others its membership's
+// (Backend.cond).
 const (
 	failing  uint32 = 1 << iota // failing active health checks
 	ejected                     // ejected until ejectedUntil
@@ -13,12 +15,13 @@ const (
 	disabled                    // taken out by an operator
 )
 
-// Available reports whether the backend may be picked now: no condition
-// keeps it out. It runs on every pick: while no condition is set it is one
-// atomic load, and only an ejection reads the clock. An ejection whose time
-// has passed no longer counts, without anyone having to clear it.
+// Available reports whether the backend may be picked now: no condition,
+// of the membership or of its address, keeps it out. It runs on every
+// pick: while no condition is set it is two atomic loads, and only an
+// ejection reads the clock. An ejection whose time has passed no longer
+// counts, without anyone having to clear it.
 func (b *Backend) Available() bool {
-	f := b.blocked.Load()
+	f := b.cond.Load() | b.Host.cond.Load()
 	if f == 0 {
 		return true
 	}
@@ -27,14 +30,15 @@ func (b *Backend) Available() bool {
 
 // Operable reports whether no operator took the backend out (drained or
 // disabled): what a pool in panic still honours.
-func (b *Backend) Operable() bool { return b.blocked.Load()&(draining|disabled) == 0 }
+func (b *Backend) Operable() bool { return b.cond.Load()&(draining|disabled) == 0 }
 
-// set raises or clears bit and reports whether that changed it.
+// set raises or clears one of the membership's condition bits and reports
+// whether that changed it.
 func (b *Backend) set(bit uint32, on bool) (changed bool) {
 	if on {
-		return b.blocked.Or(bit)&bit == 0
+		return b.cond.Or(bit)&bit == 0
 	}
-	old := b.blocked.And(^bit)
+	old := b.cond.And(^bit)
 	if old&bit == 0 {
 		return false
 	}
@@ -51,55 +55,25 @@ func (b *Backend) Returned(t time.Time) { b.returned.Store(t.UnixNano()) }
 
 // EndReturn forgets the return recorded at at, once slow start is over;
 // a later return is kept.
-func (b *Backend) EndReturn(at int64) { b.returned.CompareAndSwap(at, 0) }
+func (b *Backend) EndReturn(at int64) {
+	b.returned.CompareAndSwap(at, 0)
+	b.Host.returned.CompareAndSwap(at, 0)
+}
 
 // ReturnedAt is when the backend last came into rotation (Unix
-// nanoseconds), 0 if it has been in rotation since it was made.
-func (b *Backend) ReturnedAt() int64 { return b.returned.Load() }
-
-// Healthy reports whether the backend passes its active health checks.
-// It says nothing of the other conditions: Available does.
-func (b *Backend) Healthy() bool { return b.blocked.Load()&failing == 0 }
-
-// SetHealthy records the active checks' verdict and reports whether it
-// changed, so callers log only transitions. It touches no other condition.
-func (b *Backend) SetHealthy(ok bool) (changed bool) { return b.set(failing, !ok) }
-
-// Eject keeps the backend out of rotation until the given time, as a
-// circuit breaker or outlier detection does, and reports whether it was not
-// ejected before. Ejecting an ejected backend moves its end.
-func (b *Backend) Eject(until time.Time) (changed bool) {
-	was := !b.EjectedUntil().IsZero()
-	b.ejectedUntil.Store(until.UnixNano())
-	b.set(ejected, true)
-	return !was
-}
-
-// EjectedUntil returns when the current ejection ends, or the zero time
-// when the backend is not ejected or its ejection has run out.
-func (b *Backend) EjectedUntil() time.Time {
-	if b.blocked.Load()&ejected == 0 {
-		return time.Time{}
-	}
-	until := time.Unix(0, b.ejectedUntil.Load())
-	if !time.Now().Before(until) {
-		return time.Time{}
-	}
-	return until
-}
-
-// Restore ends an ejection early and reports whether there was one.
-func (b *Backend) Restore() (changed bool) { return b.set(ejected, false) }
+// nanoseconds): the later of its membership's return and its address's
+// conditions clearing; 0 if it has been in rotation since it was made.
+func (b *Backend) ReturnedAt() int64 { return max(b.returned.Load(), b.Host.returned.Load()) }
 
 // Draining reports whether the backend takes no new requests.
-func (b *Backend) Draining() bool { return b.blocked.Load()&draining != 0 }
+func (b *Backend) Draining() bool { return b.cond.Load()&draining != 0 }
 
 // SetDraining starts or ends a drain: no new requests go to the backend,
 // the ones in flight finish. It reports whether that changed.
 func (b *Backend) SetDraining(on bool) (changed bool) { return b.set(draining, on) }
 
 // Disabled reports whether an operator took the backend out.
-func (b *Backend) Disabled() bool { return b.blocked.Load()&disabled != 0 }
+func (b *Backend) Disabled() bool { return b.cond.Load()&disabled != 0 }
 
 // SetDisabled takes the backend out of rotation, or puts it back, for an
 // operator, and reports whether that changed.

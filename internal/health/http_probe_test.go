@@ -110,7 +110,7 @@ func TestHTTPProbeRequestBytes(t *testing.T) {
 		io.WriteString(c, "HTTP/1.1 200 OK\r\n\r\n")
 	})
 	u, _ := url.Parse("http://[::1]:9000")
-	b := &backend.Backend{URL: u, Name: "http://[::1]:9000", Addr: addr, Weight: 1}
+	b := &backend.Backend{Host: &backend.Host{URL: u, Name: "http://[::1]:9000", Addr: addr}, Weight: 1}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := newHTTPCheck(b, "/status?full=1", false, newReadBufs()).probe(ctx); err != nil {

@@ -117,7 +117,7 @@ func TestHTTPProbeRequest(t *testing.T) {
 	defer srv.Close()
 
 	u, _ := url.Parse("http://app.example:8080")
-	b := &backend.Backend{URL: u, Name: "http://app.example:8080", Addr: srv.Listener.Addr().String(), Weight: 1}
+	b := &backend.Backend{Host: &backend.Host{URL: u, Name: "http://app.example:8080", Addr: srv.Listener.Addr().String()}, Weight: 1}
 	probe := newHTTPCheck(b, "/status?full=1", false, newReadBufs()).probe
 	for range 3 {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
