@@ -5,9 +5,11 @@ import (
 	"time"
 )
 
-// The conditions that keep a backend out of rotation, one bit each: the
-// first two are its address's (Host.cond), the others its membership's
-// (Backend.cond).
+// The conditions that keep a backend out of rotation, one bit each:
+// ejected is its address's (Host.cond), the others its membership's
+// (Backend.cond). A failing check is the membership's because pools may
+// check one address differently (health_check.path); pools that check it
+// alike share one check and its verdict.
 const (
 	failing  uint32 = 1 << iota // failing active health checks
 	ejected                     // ejected until ejectedUntil
@@ -64,6 +66,14 @@ func (b *Backend) EndReturn(at int64) {
 // nanoseconds): the later of its membership's return and its address's
 // conditions clearing; 0 if it has been in rotation since it was made.
 func (b *Backend) ReturnedAt() int64 { return max(b.returned.Load(), b.Host.returned.Load()) }
+
+// Healthy reports whether the backend passes its pool's active health
+// checks. It says nothing of the other conditions: Available does.
+func (b *Backend) Healthy() bool { return b.cond.Load()&failing == 0 }
+
+// SetHealthy records the active checks' verdict and reports whether it
+// changed, so callers log only transitions. It touches no other condition.
+func (b *Backend) SetHealthy(ok bool) (changed bool) { return b.set(failing, !ok) }
 
 // Draining reports whether the backend takes no new requests.
 func (b *Backend) Draining() bool { return b.cond.Load()&draining != 0 }

@@ -14,11 +14,12 @@ import (
 )
 
 // Host is one upstream address and what relay knows of it whichever pools
-// hold it: whether its active checks pass, its circuit breaker, how relay
-// speaks TLS to it, its checks' counters. A pool holds a Host through a
-// Backend, its membership there (weight, request cap, drain, slow start),
-// so one address serving two pools is checked once and ejected once, as
-// Caddy keeps its hosts apart from its upstreams.
+// hold it: its circuit breaker, how relay speaks TLS to it, its checks'
+// counters. A pool holds a Host through a Backend, its membership there
+// (weight, request cap, drain, slow start, and the verdict of the pool's
+// health check, which pools with the same check share), so one address
+// serving two pools is ejected once, as Caddy keeps its hosts apart from
+// its upstreams.
 //
 // Identity fields are set by NewHost and never change.
 type Host struct {
@@ -36,7 +37,7 @@ type Host struct {
 	// tls is how relay speaks TLS to an https address; nil for http.
 	tls atomic.Pointer[tls.Config]
 	// cond has one bit per condition of the address that keeps its
-	// members out of rotation (failing, ejected).
+	// members out of rotation (ejected).
 	cond         atomic.Uint32
 	ejectedUntil atomic.Int64 // Unix nanoseconds; meaningful while ejected is set
 	consecutive  atomic.Int32 // failures since the last success
@@ -45,9 +46,8 @@ type Host struct {
 	returned     atomic.Int64 // when its conditions last cleared, for slow start
 }
 
-// NewHost returns the address u names. It starts healthy (optimistic); the
-// health checker decides otherwise before traffic is served. The port
-// defaults to 80 for http and 443 for https when u has none.
+// NewHost returns the address u names. The port defaults to 80 for http
+// and 443 for https when u has none.
 func NewHost(u *url.URL) (*Host, error) {
 	if u == nil || u.Host == "" {
 		return nil, fmt.Errorf("backend: url %q has no host", u)
@@ -95,14 +95,6 @@ func (h *Host) setCond(bit uint32, on bool) (changed bool) {
 	}
 	return true
 }
-
-// Healthy reports whether the address passes its active health checks.
-// It says nothing of the other conditions: Backend.Available does.
-func (h *Host) Healthy() bool { return h.cond.Load()&failing == 0 }
-
-// SetHealthy records the active checks' verdict and reports whether it
-// changed, so callers log only transitions. It touches no other condition.
-func (h *Host) SetHealthy(ok bool) (changed bool) { return h.setCond(failing, !ok) }
 
 // Eject keeps the address out of rotation in every pool until the given
 // time, as a circuit breaker or outlier detection does, and reports

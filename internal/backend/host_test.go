@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// One address in two pools is one Host: its health and its breaker hold
-// it out of both, while what an operator does to one membership stays
+// One address in two pools is one Host: its breaker holds it out of both,
+// while a check verdict or what an operator does to one membership stays
 // with that pool.
 func TestHostSharedByMembers(t *testing.T) {
 	h, err := NewHost(mustParse(t, "http://127.0.0.1:8001"))
@@ -25,10 +25,10 @@ func TestHostSharedByMembers(t *testing.T) {
 		t.Fatalf("members %q/%d and %q/%d: want one name, own weights", web.Name, web.Weight, api.Name, api.Weight)
 	}
 	web.SetHealthy(false)
-	if web.Available() || api.Available() {
-		t.Fatal("a failing check left a membership of the address in rotation")
+	if web.Available() || !api.Available() {
+		t.Fatal("a failing check of one pool must hold only that membership out")
 	}
-	api.SetHealthy(true)
+	web.SetHealthy(true)
 	web.Eject(time.Now().Add(time.Minute))
 	if web.Available() || api.Available() || !api.Ejected() {
 		t.Fatal("an ejection through one pool left the address in rotation in the other")
@@ -49,8 +49,8 @@ func TestHostSharedByMembers(t *testing.T) {
 	}
 }
 
-// A membership's slow start begins when its address comes back, as well
-// as when it joins.
+// A membership's slow start begins when its address comes back from an
+// ejection, as well as when it joins.
 func TestReturnedFollowsHost(t *testing.T) {
 	b, err := New(mustParse(t, "http://127.0.0.1:8001"), 1)
 	if err != nil {
@@ -59,11 +59,11 @@ func TestReturnedFollowsHost(t *testing.T) {
 	if b.ReturnedAt() != 0 {
 		t.Fatal("a new backend has a return time")
 	}
-	b.SetHealthy(false)
-	b.SetHealthy(true)
+	b.Eject(time.Now().Add(time.Minute))
+	b.Close()
 	at := b.ReturnedAt()
 	if at == 0 {
-		t.Fatal("a passing check after failing ones recorded no return")
+		t.Fatal("an ejection that ended recorded no return")
 	}
 	b.EndReturn(at)
 	if b.ReturnedAt() != 0 {
