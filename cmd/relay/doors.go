@@ -64,7 +64,7 @@ func (d *doors) open(cfg *config.Config, src supervisor.ConfigSource, p *proxy.P
 		}
 		d.certs = certs
 	}
-	front := proxy.ConfigFrom(cfg)
+	front := proxy.OptionsFrom(cfg)
 	p.SetHTTP2(h2.NewServer(p.Core(), front.BodyTime(), h2.Limits{
 		MaxConcurrentStreams: maxConcurrentStreams,
 		MaxHeaderBytes:       cfg.MaxHeaderBytes,

@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"os/signal"
 	"runtime"
@@ -30,6 +29,7 @@ import (
 	"relay/internal/backend"
 	"relay/internal/balance"
 	"relay/internal/config"
+	"relay/internal/dataplane"
 	"relay/internal/logging"
 	"relay/internal/proxy"
 	"relay/internal/supervisor"
@@ -383,29 +383,30 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 		}
 	}
 
-	// With several processes each enforces its part of every request cap,
-	// so relay as a whole never exceeds it.
-	share := func(n int) int { return supervisor.Share(n, supervisor.ProcessCount(cfg), sp.Index) }
-	up := newUpstreams(cfg, log)
-	bs, err := buildBackends(cfg, share, up)
-	if err != nil {
-		return err
-	}
 	access, err := openAccessLog(cfg, c != nil, out)
 	if err != nil {
 		return err
 	}
 	defer access.stop()
-	pcfg := proxy.ConfigFrom(cfg)
-	pcfg.AccessLog, pcfg.Logger, pcfg.Descriptors = access.log, log, budget
-	// Every process of this relay carries the control's id in its Via
-	// entry, so a request that comes back to any of them is known.
-	pcfg.Instance = sp.Config.Instance
-	pcfg.Pool.MaxRequests = share(pcfg.Pool.MaxRequests)
-	// A breaker that opens or closes here does so in every process; the
-	// control decides and logs it.
-	pcfg.Pool.OnBreaker = sp.ReportBreaker
-	p, err := proxy.New(pcfg, bs)
+	// With several processes each enforces its part of every request cap,
+	// so relay as a whole never exceeds it.
+	share := func(n int) int { return supervisor.Share(n, supervisor.ProcessCount(cfg), sp.Index) }
+	up := newUpstreams(cfg, log)
+	plane, err := dataplane.New(cfg, dataplane.Options{
+		Share: share, Prepare: up.prepare, AccessLog: access.log, Logger: log, Descriptors: budget,
+		// A breaker that opens or closes here does so in every process;
+		// the control decides and logs it.
+		OnBreaker: sp.ReportBreaker,
+		// Every process of this relay carries the control's id in its
+		// Via entry, so a request that comes back to any of them is known.
+		Instance: sp.Config.Instance,
+	})
+	if err != nil {
+		return err
+	}
+	front := proxy.OptionsFrom(cfg)
+	front.Logger = log
+	p, err := proxy.New(front, plane.Core())
 	if err != nil {
 		return err
 	}
@@ -416,8 +417,8 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 	// The control checks the backends for every process; the pool starts
 	// from its membership and health snapshot. A transition takes effect
 	// on the backend itself: pickers read its state at every pick.
-	err = sp.Follow(bs, supervisor.Updates{
-		Membership: func(ms []supervisor.Member) []*backend.Backend { return applyMembership(p, ms, share, up, log) },
+	err = sp.Follow(plane.Backends(), supervisor.Updates{
+		Membership: func(ms []supervisor.Member) []*backend.Backend { return applyMembership(plane, ms, log) },
 		Config: func(src supervisor.ConfigSource) {
 			// The control validated it; what a reload changes live is
 			// the pool's settings, the certificates and session-ticket
@@ -425,9 +426,7 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 			// (config.LiveKeys).
 			next, err := parseConfig(f, src)
 			if err == nil {
-				pc := proxy.PoolConfigFrom(next)
-				pc.MaxRequests = share(pc.MaxRequests)
-				err = p.Reconfigure(pc)
+				err = plane.Reconfigure(next)
 			}
 			if err == nil {
 				err = d.reload(next, src)
@@ -457,10 +456,10 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 	defer stopCounters()
 
 	if c == nil {
-		log.Info("process started", "pid", os.Getpid(), "healthy", len(p.Available()), "workers", runtime.GOMAXPROCS(0))
+		log.Info("process started", "pid", os.Getpid(), "healthy", plane.Available(), "workers", runtime.GOMAXPROCS(0))
 	} else {
 		log.Info("relay started", append(d.addrs(), "version", version.Get().Version, "algorithm", cfg.Algorithm,
-			"backends", len(p.Backends()), cfg.Discovery.LogAttr(), "healthy", len(p.Available()),
+			"backends", len(plane.Backends()), cfg.Discovery.LogAttr(), "healthy", plane.Available(),
 			"workers", runtime.GOMAXPROCS(0), "admin", c.adminAddr())...)
 		if cfg.CPUAffinity { // processes: 0 on a single core
 			log.Warn("cpu_affinity ignored: it binds serving processes to cores, and there is one process")
@@ -504,44 +503,21 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 	}
 }
 
-// applyMembership makes ms the pool's backends, keeping the Backend (and
-// with it the state) of every backend that stays: its weight and its
-// share of its request cap change in place. The snapshot it builds weighs
-// each member by its weight in ms.
-func applyMembership(p *proxy.Proxy, ms []supervisor.Member, share func(int) int, up *upstreams, log *slog.Logger) []*backend.Backend {
-	cur := make(map[string]*backend.Backend)
-	for _, b := range p.Backends() {
-		cur[b.Name] = b
+// applyMembership makes ms the members of the data plane's pools and
+// returns the backend of each; a membership it cannot apply is logged and
+// the current members stay.
+func applyMembership(plane *dataplane.Plane, ms []supervisor.Member, log *slog.Logger) []*backend.Backend {
+	dm := make([]dataplane.Member, len(ms))
+	for i, m := range ms {
+		dm[i] = dataplane.Member{Pool: dataplane.DefaultPool, URL: m.URL, Weight: m.Weight, MaxRequests: m.MaxRequests}
 	}
-	next := make([]*backend.Backend, 0, len(ms))
-	for _, m := range ms {
-		u, err := url.Parse(m.URL)
-		if err != nil {
-			log.Error("membership from the supervisor: bad backend URL; keeping the current backends", "url", m.URL, "err", err)
-			return p.Backends()
-		}
-		b, err := backend.New(u, m.Weight)
-		if err != nil {
-			log.Error("membership from the supervisor: bad backend; keeping the current backends", "url", m.URL, "err", err)
-			return p.Backends()
-		}
-		if old := cur[b.Name]; old != nil {
-			b = old // it stays, with its state
-		}
-		next = append(next, b)
+	bs, err := plane.SetMembers(dm)
+	if err != nil {
+		log.Error("membership from the supervisor refused; keeping the current backends", "err", err)
+		return plane.Backends()
 	}
-	for i, b := range next {
-		b.SetEffectiveWeight(ms[i].Weight)
-		b.SetMaxRequests(share(ms[i].MaxRequests))
-		if err := up.prepare(b); err != nil {
-			// The control loaded the same files a moment ago; keep what
-			// the backend had (Go's defaults when it is new).
-			log.Error("backend TLS settings could not be loaded; keeping its current ones", "backend", b.Name, "err", err)
-		}
-	}
-	p.SetBackends(next)
-	log.Debug("backends changed", "backends", len(next))
-	return next
+	log.Debug("backends changed", "backends", len(bs))
+	return bs
 }
 
 // logs are relay's log outputs: the writer the logger and the access log

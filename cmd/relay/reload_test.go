@@ -4,21 +4,14 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
-
-	"relay/internal/backend"
-	"relay/internal/config"
-	"relay/internal/proxy"
-	"relay/internal/supervisor"
 )
 
 // TestReloadLosesNothing reloads relay 20 times while 50 clients send
@@ -235,40 +228,4 @@ func TestReloadAppliesPoolSettingsAndNamesTheRest(t *testing.T) {
 		t.Fatalf("after the reload the admin API names the algorithm %v, want ip-hash", v["algorithm"])
 	}
 	r.stop()
-}
-
-// TestMembershipChangesACapInPlace: a membership whose only change is a
-// backend's max_requests keeps that backend in the serving process, with
-// its health, operator state and counters, and the process enforces its
-// share of the new cap.
-func TestMembershipChangesACapInPlace(t *testing.T) {
-	u, err := url.Parse("http://127.0.0.1:8001")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := backend.New(u, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.SetMaxRequests(2)
-	p, err := proxy.New(proxy.ConfigFrom(config.Default()), []*backend.Backend{b})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.SetHealthy(false)
-	b.SetDraining(true)
-	b.Acquire()
-	share := func(n int) int { return supervisor.Share(n, 2, 0) }
-	log := slog.New(slog.DiscardHandler)
-	got := applyMembership(p, []supervisor.Member{{URL: b.Name, Weight: 3, MaxRequests: 12}}, share, newUpstreams(config.Default(), log), log)
-	if len(got) != 1 || got[0] != b || p.Backends()[0] != b {
-		t.Fatalf("the pool holds %v after the change; want the same backend %s", p.Backends(), b.Name)
-	}
-	if b.MaxRequests() != 6 || b.EffectiveWeight() != 3 {
-		t.Errorf("cap %d and weight %d; want this process's share of 12 (6) and 3", b.MaxRequests(), b.EffectiveWeight())
-	}
-	if b.Healthy() || !b.Draining() || b.InFlight() != 1 || b.Served() != 1 {
-		t.Errorf("the backend's state after the change: %+v, %d in flight, %d served; want down, draining, its request counted",
-			b.State(), b.InFlight(), b.Served())
-	}
 }

@@ -24,6 +24,8 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -125,6 +127,26 @@ func (c *Core) Pool(name string) *Pool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.pools[name]
+}
+
+// Stats adds the counters of every pool and its members, as of now, to
+// st, pools in name order.
+func (c *Core) Stats(st *stats.Process) {
+	for _, p := range c.Pools() {
+		p.Stats(st)
+	}
+}
+
+// Pools returns the core's pools in name order.
+func (c *Core) Pools() []*Pool {
+	c.mu.Lock()
+	ps := make([]*Pool, 0, len(c.pools))
+	for _, p := range c.pools {
+		ps = append(ps, p)
+	}
+	c.mu.Unlock()
+	slices.SortFunc(ps, func(a, b *Pool) int { return strings.Compare(a.Name(), b.Name()) })
+	return ps
 }
 
 // CloseIdle closes every pooled upstream connection of every pool.

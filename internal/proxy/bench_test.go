@@ -66,7 +66,7 @@ func benchRequestPath(b *testing.B, algorithm string, n int, fields string, with
 	for _, w := range with {
 		w(&cfg)
 	}
-	p, err := New(cfg, bs)
+	p, err := build(cfg, bs)
 	if err != nil {
 		b.Fatal(err)
 	}

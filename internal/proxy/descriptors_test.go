@@ -81,7 +81,7 @@ func TestOwnDescriptorShortageDoesNotTripTheBreaker(t *testing.T) {
 					t.Fatalf("request %d: %d %q; want 503 saying relay is out of file descriptors", i, res.status, res.body)
 				}
 			}
-			b := r.p.Backends()[0]
+			b := r.p.pool().Backends()[0]
 			if b.Ejected() || b.Failures() != 0 {
 				t.Fatalf("the backend was blamed for relay's shortage: ejected %v, %d failures", b.Ejected(), b.Failures())
 			}

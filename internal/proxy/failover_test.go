@@ -58,7 +58,7 @@ func TestNoBackendInRotationGives503AtOnceAndRecovers(t *testing.T) {
 	}
 	a.b.SetDisabled(true)
 	b.b.SetDraining(true)
-	if n := len(r.p.Available()); n != 0 {
+	if n := len(r.p.pool().Available()); n != 0 {
 		t.Fatalf("%d backends available after all were taken out", n)
 	}
 	hitsBefore := a.hits.Load() + b.hits.Load()
@@ -113,7 +113,7 @@ func TestPanicBalancesOverEveryBackendWhenNoneIsInRotation(t *testing.T) {
 
 	dead := newBackendFor(t, deadAddr(t), 1)
 	dead.SetHealthy(false)
-	r.p.SetBackends([]*backend.Backend{dead})
+	r.p.pool().SetBackends([]*backend.Backend{dead})
 	res := get(t, cl, r.url+"/")
 	if res.status != 503 || res.header.Get("Retry-After") != core.RetryAfter || !strings.Contains(res.body, "unreachable") {
 		t.Errorf("with the only backend down: %d %q Retry-After %q, want 503 naming it unreachable, with Retry-After",

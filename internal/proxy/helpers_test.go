@@ -303,7 +303,7 @@ func withDefaults(cfg Config) Config {
 // startRelayExactly is startRelay with cfg taken as it is.
 func startRelayExactly(t *testing.T, cfg Config, bs ...*backend.Backend) *testRelay {
 	t.Helper()
-	p, err := New(cfg, bs)
+	p, err := build(cfg, bs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,7 +470,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // least-conn and p2c shun that backend for good.
 func expectNoneInFlight(t *testing.T, r *testRelay) {
 	t.Helper()
-	for _, b := range r.p.Backends() {
+	for _, b := range r.p.pool().Backends() {
 		eventually(t, b.Name+" in-flight count back to 0", func() bool { return b.InFlight() == 0 })
 	}
 }

@@ -69,7 +69,7 @@ func TestClosedClientConnGivesItsBufferBack(t *testing.T) {
 // returns the proxy, the connection, and the client's and relay's sockets.
 func openClientConn(t *testing.T) (*Proxy, *clientConn, net.Conn, net.Conn) {
 	t.Helper()
-	p, err := New(withDefaults(Config{}), []*backend.Backend{newBackendFor(t, deadAddr(t), 1)})
+	p, err := build(withDefaults(Config{}), []*backend.Backend{newBackendFor(t, deadAddr(t), 1)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,7 +69,7 @@ func tcpForwarder(t *testing.T, target string) string {
 // serveOn is startRelayExactly on a listener the test made first.
 func serveOn(t *testing.T, ln *countingListener, cfg Config, bs ...*backend.Backend) *testRelay {
 	t.Helper()
-	p, err := New(cfg, bs)
+	p, err := build(cfg, bs)
 	if err != nil {
 		t.Fatal(err)
 	}

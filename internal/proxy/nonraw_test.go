@@ -98,10 +98,10 @@ func TestUpstreamsThatAreNotRawSockets(t *testing.T) {
 // error naming it rather than a silent default.
 func TestConfigComesWhole(t *testing.T) {
 	bs := []*backend.Backend{newBackendFor(t, "127.0.0.1:1", 1)}
-	if _, err := New(ConfigFrom(config.Default()), bs); err != nil {
+	if _, err := build(ConfigFrom(config.Default()), bs); err != nil {
 		t.Fatalf("the configuration's defaults: %v", err)
 	}
-	_, err := New(Config{Pool: core.PoolConfig{Algorithm: "round-robin"}}, bs)
+	_, err := build(Config{Pool: core.PoolConfig{Algorithm: "round-robin"}}, bs)
 	if err == nil {
 		t.Fatal("an empty Config was accepted")
 	}
@@ -112,7 +112,7 @@ func TestConfigComesWhole(t *testing.T) {
 	}
 	cfg := ConfigFrom(config.Default())
 	cfg.Pool.Retries = 8
-	if _, err := New(cfg, bs); err == nil || !strings.Contains(err.Error(), "retries 8 is outside 0..7") {
+	if _, err := build(cfg, bs); err == nil || !strings.Contains(err.Error(), "retries 8 is outside 0..7") {
 		t.Errorf("retries 8: %v, want an error naming the bound", err)
 	}
 }

@@ -13,25 +13,19 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"time"
 
-	"relay/internal/backend"
 	"relay/internal/config"
 	"relay/internal/core"
-	"relay/internal/fds"
 	"relay/internal/h1"
-	"relay/internal/logging"
 )
 
-// Config holds the settings of the HTTP/1.1 front door and of the pool
-// behind it. Every field must be set, except the hooks (the pool's Rand and
-// Dial, AccessLog, Logger), whose zero values work: ConfigFrom fills them
+// Options are the HTTP/1.1 front door's settings. Every field must be
+// set, except Logger, whose zero value discards: OptionsFrom fills them
 // from relay's configuration, which is the one home of their defaults.
-type Config struct {
-	// Pool configures the pool every request goes to; its Name defaults
-	// to DefaultPool.
-	Pool core.PoolConfig
+// What happens to a request once it is read (pools, bodies, the access
+// log) is the core's, built by package dataplane.
+type Options struct {
 	// HeaderTimeout bounds reading a request head once its first byte has
 	// arrived.
 	HeaderTimeout time.Duration
@@ -47,9 +41,6 @@ type Config struct {
 	// only IdleTimeout between reads.
 	BodyTimeout time.Duration
 	BodyMinRate int
-	// MaxBodyBytes and BodyBufferBytes are the core's (core.Config).
-	MaxBodyBytes    int64
-	BodyBufferBytes int64
 	// MaxHeaderBytes caps a request head; larger ones get 431.
 	MaxHeaderBytes int
 	// MaxConnections caps concurrent client connections; 0 means no cap.
@@ -57,22 +48,8 @@ type Config struct {
 	// H2C hands cleartext connections that open with the HTTP/2 preface
 	// to the HTTP/2 server (SetHTTP2).
 	H2C bool
-	// TrustedProxies are the peers whose X-Forwarded-* fields are kept and
-	// whose X-Forwarded-For decides the client address for ip-hash.
-	TrustedProxies []netip.Prefix
-	// AccessLog receives one entry per request; nil turns access logs off.
-	AccessLog *logging.AccessLog
-	// RequestID gives every request an X-Request-Id (core.Config).
-	RequestID bool
 	// Logger receives errors and events; nil discards them.
 	Logger *slog.Logger
-	// Descriptors is the process's budget of file descriptors: every
-	// client connection and every upstream connection takes a place in
-	// it (package fds); nil has no bound.
-	Descriptors *fds.Budget
-	// Instance is relay's instance id, which its Via entry carries
-	// (core.Config); "" makes one for this proxy.
-	Instance string
 
 	// restAfter is how long an idle keep-alive connection waits on the
 	// goroutine that served it (clientConn.awaitHead); 0 means
@@ -80,131 +57,70 @@ type Config struct {
 	restAfter time.Duration
 }
 
-// ConfigFrom takes the front door's and the default pool's settings from
-// relay's configuration.
-func ConfigFrom(c *config.Config) Config {
-	return Config{
-		Pool:              PoolConfigFrom(c),
+// OptionsFrom takes the front door's settings from relay's configuration.
+func OptionsFrom(c *config.Config) Options {
+	return Options{
 		HeaderTimeout:     c.ClientHeaderTimeout,
 		IdleTimeout:       c.IdleTimeout,
 		TunnelIdleTimeout: c.TunnelIdleTimeout,
 		BodyTimeout:       c.ClientBodyTimeout,
 		BodyMinRate:       c.ClientBodyMinRate,
-		MaxBodyBytes:      c.MaxBodyBytes,
-		BodyBufferBytes:   c.BodyBufferBytes,
 		MaxHeaderBytes:    c.MaxHeaderBytes,
 		MaxConnections:    c.MaxConnections,
 		H2C:               c.H2C,
-		TrustedProxies:    c.TrustedProxies,
-		RequestID:         c.RequestID,
 	}
 }
 
 // BodyTime is the time a client may take to send a request body, for
 // every front door.
-func (c *Config) BodyTime() core.BodyTime {
-	return core.BodyTime{Idle: c.IdleTimeout, Timeout: c.BodyTimeout, MinRate: c.BodyMinRate}
+func (o *Options) BodyTime() core.BodyTime {
+	return core.BodyTime{Idle: o.IdleTimeout, Timeout: o.BodyTimeout, MinRate: o.BodyMinRate}
 }
 
-// PoolConfigFrom takes the default pool's settings from relay's
-// configuration.
-func PoolConfigFrom(c *config.Config) core.PoolConfig {
-	return core.PoolConfig{
-		Name:              DefaultPool,
-		Algorithm:         c.Algorithm,
-		Retries:           c.Retries,
-		ConnectTimeout:    c.ConnectTimeout,
-		ResponseTimeout:   c.ResponseTimeout,
-		MaxIdlePerBackend: c.MaxIdleConnsPerBackend,
-		IdleTimeout:       c.UpstreamIdleTimeout,
-
-		BreakerFailures:   c.BreakerFailures,
-		BreakerStatuses:   c.BreakerStatuses,
-		BreakerOpenTime:   c.BreakerOpenTime,
-		MaxEjectedPercent: c.MaxEjectedPercent,
-
-		MaxRequests:  c.BackendMaxRequests,
-		MaxQueued:    c.MaxQueuedRequests,
-		QueueTimeout: c.QueueTimeout,
-
-		RetryBudgetPercent: c.RetryBudgetPercent,
-		RetryBudgetFloor:   c.RetryBudgetFloor,
-
-		SlowStart: c.SlowStart,
-	}
-}
-
-func (c *Config) validate() error {
+func (o *Options) validate() error {
 	var errs []error
-	if c.HeaderTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("header timeout %v is not positive", c.HeaderTimeout))
+	if o.HeaderTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("header timeout %v is not positive", o.HeaderTimeout))
 	}
-	if c.IdleTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("idle timeout %v is not positive", c.IdleTimeout))
+	if o.IdleTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("idle timeout %v is not positive", o.IdleTimeout))
 	}
-	if c.MaxHeaderBytes <= 0 {
-		errs = append(errs, fmt.Errorf("max header bytes %d is not positive", c.MaxHeaderBytes))
+	if o.MaxHeaderBytes <= 0 {
+		errs = append(errs, fmt.Errorf("max header bytes %d is not positive", o.MaxHeaderBytes))
 	}
-	if c.MaxConnections < 0 {
-		errs = append(errs, fmt.Errorf("max connections %d is negative", c.MaxConnections))
+	if o.MaxConnections < 0 {
+		errs = append(errs, fmt.Errorf("max connections %d is negative", o.MaxConnections))
 	}
 	return errors.Join(errs...)
 }
 
-// DefaultPool is the name of the pool every request goes to until routes
-// exist.
-const DefaultPool = "default"
-
-// Proxy is the HTTP/1.1 front door over a forwarding core with one pool.
-// Create it with New, give it listeners with Serve and stop it with
-// Shutdown.
+// Proxy is the HTTP/1.1 front door over a forwarding core. Create it with
+// New, give it listeners with Serve and stop it with Shutdown.
 type Proxy struct {
-	cfg        Config
+	cfg        Options
 	core       *core.Core
-	pool       *core.Pool
 	clientBufs *h1.BufferPool // read buffers of client connections
 	srv        server
 	h2         HTTP2 // nil: no HTTP/2
 }
 
-// New returns a front door over a core whose default pool holds bs.
-func New(cfg Config, bs []*backend.Backend) (*Proxy, error) {
-	ferr := cfg.validate()
-	if cfg.Logger == nil {
-		// nil discards, as documented: the front door logs too (failed
-		// handshakes, failed accepts), not only the core.
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	c := core.New(core.Config{TrustedProxies: cfg.TrustedProxies, AccessLog: cfg.AccessLog, RequestID: cfg.RequestID, Logger: cfg.Logger,
-		MaxBodyBytes: cfg.MaxBodyBytes, HoldBodyBytes: cfg.BodyBufferBytes, Descriptors: cfg.Descriptors, Instance: cfg.Instance})
-	if cfg.Pool.Name == "" {
-		cfg.Pool.Name = DefaultPool
-	}
-	pool, err := c.AddPool(cfg.Pool, bs)
-	// Every problem at once, the front door's and the pool's.
-	if err := errors.Join(ferr, err); err != nil {
+// New returns a front door that hands what its clients send to c.
+func New(opts Options, c *core.Core) (*Proxy, error) {
+	if err := opts.validate(); err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	if cfg.restAfter <= 0 {
-		cfg.restAfter = defaultRestAfter
+	if opts.Logger == nil {
+		// nil discards, as documented: the front door logs too (failed
+		// handshakes, failed accepts), not only the core.
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	p := &Proxy{cfg: cfg, core: c, pool: pool, clientBufs: h1.NewBufferPool(clientBufSize)}
+	if opts.restAfter <= 0 {
+		opts.restAfter = defaultRestAfter
+	}
+	p := &Proxy{cfg: opts, core: c, clientBufs: h1.NewBufferPool(clientBufSize)}
 	p.srv.init(p)
 	return p, nil
 }
 
 // Core returns the forwarding core, for other front doors to share.
 func (p *Proxy) Core() *core.Core { return p.core }
-
-// SetBackends makes bs the default pool's members (core.Pool.SetBackends).
-func (p *Proxy) SetBackends(bs []*backend.Backend) { p.pool.SetBackends(bs) }
-
-// Reconfigure gives the default pool new settings while it serves
-// (core.Pool.Reconfigure).
-func (p *Proxy) Reconfigure(pc core.PoolConfig) error { return p.pool.Reconfigure(pc) }
-
-// Backends returns the default pool's members.
-func (p *Proxy) Backends() []*backend.Backend { return p.pool.Backends() }
-
-// Available returns the default pool's members that may be picked now.
-func (p *Proxy) Available() []*backend.Backend { return p.pool.Available() }

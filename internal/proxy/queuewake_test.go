@@ -53,12 +53,12 @@ func TestQueuedRequestsTakePlacesThatOpenWithoutARequestEnding(t *testing.T) {
 			for range waiting {
 				wg.Go(func() { queued <- get(t, cl, r.url+"/") })
 			}
-			eventually(t, "the requests queued", func() bool { return r.p.pool.Queued() == waiting })
+			eventually(t, "the requests queued", func() bool { return r.p.pool().Queued() == waiting })
 			opened := time.Now()
 			if how == "enabled" {
 				spare.b.SetDisabled(false)
 			} else {
-				r.p.SetBackends([]*backend.Backend{busy.b, spare.b})
+				r.p.pool().SetBackends([]*backend.Backend{busy.b, spare.b})
 			}
 			eventually(t, "every queued request at the new backend", func() bool { return spare.hits.Load() == waiting })
 			t.Logf("%d queued requests at the new backend %v after it was %s", waiting, time.Since(opened), how)
@@ -120,10 +120,10 @@ func TestQueuedRequestOfAClientThatLeftIsNotSent(t *testing.T) {
 
 	c, _ := dialRelay(t, r)
 	write(t, c, "GET /left HTTP/1.1\r\nHost: x\r\n\r\n")
-	eventually(t, "the request queued", func() bool { return r.p.pool.Queued() == 1 })
+	eventually(t, "the request queued", func() bool { return r.p.pool().Queued() == 1 })
 	c.Close()
 	time.Sleep(300 * time.Millisecond) // a few looks at whether the client is there
-	if n := r.p.pool.Queued(); n != 0 {
+	if n := r.p.pool().Queued(); n != 0 {
 		t.Errorf("%d requests still queued 300 ms after their client left", n)
 	}
 	close(release)

@@ -88,7 +88,7 @@ func (p *Proxy) serve(ln net.Listener, tc *tls.Config) error {
 		}
 		backoff = 0
 		s.accepted.Add(1)
-		if !p.cfg.Descriptors.Take() {
+		if !p.core.Descriptors().Take() {
 			p.refuse(c, tc != nil)
 			s.release()
 			continue
@@ -97,7 +97,7 @@ func (p *Proxy) serve(ln net.Listener, tc *tls.Config) error {
 		if !s.track(cc) {
 			c.Close()
 			s.release()
-			p.cfg.Descriptors.Give()
+			p.core.Descriptors().Give()
 			continue
 		}
 		go cc.serve()
@@ -125,7 +125,7 @@ func (s *server) forget(cc *clientConn) {
 	last := len(s.conns) == 0 && s.done != nil
 	s.mu.Unlock()
 	s.release()
-	s.p.cfg.Descriptors.Give()
+	s.p.core.Descriptors().Give()
 	if last {
 		close(s.done)
 	}
@@ -165,7 +165,7 @@ func (p *Proxy) Connections() int {
 // Stats returns what the front door and its core counted, as of now.
 func (p *Proxy) Stats() *stats.Process {
 	st := &stats.Process{ConnsOpen: int64(p.Connections()), ConnsAccepted: p.srv.accepted.Load()}
-	p.pool.Stats(st)
+	p.core.Stats(st)
 	return st
 }
 

@@ -36,7 +36,7 @@ func startTLSRelay(t *testing.T, cfg Config, bs ...*backend.Backend) *tlsRelay {
 		t.Fatal(err)
 	}
 	cfg = withDefaults(cfg)
-	p, err := New(cfg, bs)
+	p, err := build(cfg, bs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestTLSWithoutHTTP2OffersHTTP1Only(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(withDefaults(Config{}), []*backend.Backend{hb.b})
+	p, err := build(withDefaults(Config{}), []*backend.Backend{hb.b})
 	if err != nil {
 		t.Fatal(err)
 	}

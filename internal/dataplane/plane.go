@@ -1,0 +1,234 @@
+// Package dataplane builds relay's data plane in a serving process from
+// its configuration: the forwarding core and its named pools. It is the one
+// place that maps the configuration's pool sections to the core's settings,
+// applies membership (from the file, the admin API and etcd, through the
+// control) pool by pool with this process's share of every request cap,
+// and takes reloads. The front doors (packages proxy and h2) take its core
+// and build nothing; cmd/relay only wires it to the control and the doors.
+package dataplane
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"sync"
+	"time"
+
+	"relay/internal/backend"
+	"relay/internal/config"
+	"relay/internal/core"
+	"relay/internal/fds"
+	"relay/internal/logging"
+	"relay/internal/stats"
+)
+
+// Options are what a data plane needs besides the configuration: the
+// process it serves in and the hooks that tie it to the control.
+type Options struct {
+	// Share turns a relay-wide cap on requests in flight into this
+	// process's part of it; nil keeps caps whole (one process).
+	Share func(int) int
+	// Prepare readies a backend for use (its TLS settings) and reports
+	// what stands in the way; nil readies nothing.
+	Prepare func(*backend.Backend) error
+	// OnBreaker learns of every breaker opening and closing, so that the
+	// control decides for every process (core.PoolConfig.OnBreaker).
+	OnBreaker func(b *backend.Backend, until time.Time, reason string)
+	// AccessLog receives one entry per request; nil turns access logs off.
+	AccessLog *logging.AccessLog
+	// Logger receives errors and events; nil discards them.
+	Logger *slog.Logger
+	// Descriptors is the process's budget of file descriptors; nil has
+	// no bound.
+	Descriptors *fds.Budget
+	// Instance is relay's instance id (core.Config.Instance).
+	Instance string
+}
+
+// Member is one backend of one pool as the control gives it: the address,
+// the pool, its weight and its relay-wide cap on requests in flight.
+type Member struct {
+	Pool        string
+	URL         string
+	Weight      int
+	MaxRequests int
+}
+
+// Plane is a serving process's data plane: the core, its pools, and the
+// addresses their members share. It is safe for concurrent use.
+type Plane struct {
+	core *core.Core
+	opts Options
+
+	mu sync.Mutex // serialises membership changes and reloads
+	// hosts are the addresses the pools' members stand on, by name: one
+	// address in two pools is one Host, with one breaker.
+	hosts map[string]*backend.Host
+}
+
+// New builds the data plane cfg describes: the core and a pool for every
+// pool section, each holding the members the file gives it.
+func New(cfg *config.Config, opts Options) (*Plane, error) {
+	if opts.Share == nil {
+		opts.Share = func(n int) int { return n }
+	}
+	if opts.Prepare == nil {
+		opts.Prepare = func(*backend.Backend) error { return nil }
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	pl := &Plane{opts: opts, hosts: make(map[string]*backend.Host)}
+	pl.core = core.New(core.Config{
+		TrustedProxies: cfg.TrustedProxies, AccessLog: opts.AccessLog, RequestID: cfg.RequestID,
+		Logger: opts.Logger, MaxBodyBytes: cfg.MaxBodyBytes, HoldBodyBytes: cfg.BodyBufferBytes,
+		Descriptors: opts.Descriptors, Instance: opts.Instance,
+	})
+	for _, ps := range poolsOf(cfg) {
+		if _, err := pl.core.AddPool(pl.poolConfig(ps), nil); err != nil {
+			return nil, err
+		}
+	}
+	if err := pl.setMembers(membersOf(cfg)); err != nil {
+		return nil, err
+	}
+	return pl, nil
+}
+
+// Core returns the forwarding core the front doors hand requests to.
+func (pl *Plane) Core() *core.Core { return pl.core }
+
+// poolConfig is the core's settings for the pool section ps, with this
+// process's share of its request cap and the data plane's hooks.
+func (pl *Plane) poolConfig(ps poolSection) core.PoolConfig {
+	pc := poolConfigOf(ps)
+	pc.MaxRequests = pl.opts.Share(pc.MaxRequests)
+	pc.OnBreaker = pl.opts.OnBreaker
+	return pc
+}
+
+// Reconfigure applies a reloaded configuration's pool settings while the
+// pools serve: a pool that stays takes its new settings (requests in
+// flight finish as they started), a new pool starts empty until the
+// control gives it members, and a pool the file no longer has is removed
+// once its members are. Every pool's settings are checked before any
+// changes.
+func (pl *Plane) Reconfigure(cfg *config.Config) error {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	for _, ps := range poolsOf(cfg) {
+		if pl.core.Pool(ps.name) == nil {
+			if _, err := pl.core.AddPool(pl.poolConfig(ps), nil); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := pl.core.Pool(ps.name).Reconfigure(pl.poolConfig(ps)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SetMembers makes ms the members of every pool and returns the backend
+// of each member, in order. A backend that stays keeps its state and
+// connections; its weight and its share of its request cap change in
+// place. A member of a pool this process does not know is logged and left
+// out (nil in its place). When a member's URL is not a valid backend,
+// nothing changes and the error says which.
+func (pl *Plane) SetMembers(ms []Member) ([]*backend.Backend, error) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return pl.setMembersLocked(ms)
+}
+
+func (pl *Plane) setMembers(ms []Member) error {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	_, err := pl.setMembersLocked(ms)
+	return err
+}
+
+func (pl *Plane) setMembersLocked(ms []Member) ([]*backend.Backend, error) {
+	// The members each pool has now, by name, to keep what stays.
+	cur := make(map[string]map[string]*backend.Backend)
+	for _, p := range pl.core.Pools() {
+		byName := make(map[string]*backend.Backend)
+		for _, b := range p.Backends() {
+			byName[b.Name] = b
+		}
+		cur[p.Name()] = byName
+	}
+	hosts := make(map[string]*backend.Host, len(ms))
+	out := make([]*backend.Backend, len(ms))
+	next := make(map[string][]*backend.Backend, len(cur))
+	for i, m := range ms {
+		if cur[m.Pool] == nil {
+			pl.opts.Logger.Error("membership names a pool this process does not have; member left out", "pool", m.Pool, "backend", m.URL)
+			continue
+		}
+		u, err := url.Parse(m.URL)
+		if err != nil {
+			return nil, fmt.Errorf("pool %q: backend %q: %w", m.Pool, m.URL, err)
+		}
+		h := hosts[canonical(u)]
+		if h == nil {
+			if h = pl.hosts[canonical(u)]; h == nil {
+				if h, err = backend.NewHost(u); err != nil {
+					return nil, fmt.Errorf("pool %q: %w", m.Pool, err)
+				}
+			}
+			hosts[h.Name] = h
+		}
+		b := cur[m.Pool][h.Name]
+		if b == nil || b.Host != h {
+			if b, err = h.Member(m.Weight); err != nil {
+				return nil, fmt.Errorf("pool %q: %w", m.Pool, err)
+			}
+		}
+		out[i] = b
+		next[m.Pool] = append(next[m.Pool], b)
+	}
+	for i, b := range out {
+		if b == nil {
+			continue
+		}
+		b.SetEffectiveWeight(ms[i].Weight)
+		b.SetMaxRequests(pl.opts.Share(ms[i].MaxRequests))
+		if err := pl.opts.Prepare(b); err != nil {
+			// The control loaded the same files a moment ago; keep what
+			// the backend had (Go's defaults when it is new).
+			pl.opts.Logger.Error("backend TLS settings could not be loaded; keeping its current ones", "pool", ms[i].Pool, "backend", b.Name, "err", err)
+		}
+	}
+	for name := range cur {
+		pl.core.Pool(name).SetBackends(next[name])
+	}
+	pl.hosts = hosts
+	return out, nil
+}
+
+// canonical is the name backend.NewHost gives the address u names.
+func canonical(u *url.URL) string { return u.Scheme + "://" + u.Host }
+
+// Backends returns the members of every pool, pools in name order.
+func (pl *Plane) Backends() []*backend.Backend {
+	var bs []*backend.Backend
+	for _, p := range pl.core.Pools() {
+		bs = append(bs, p.Backends()...)
+	}
+	return bs
+}
+
+// Available counts the members of every pool that may be picked now.
+func (pl *Plane) Available() int {
+	n := 0
+	for _, p := range pl.core.Pools() {
+		n += len(p.Available())
+	}
+	return n
+}
+
+// Stats adds the counters of every pool and its members to st.
+func (pl *Plane) Stats(st *stats.Process) { pl.core.Stats(st) }
