@@ -22,36 +22,41 @@ func appendHost(out, h []byte) ([]byte, bool) {
 		}
 		name, rest = h[:end+1], h[end+1:]
 	} else {
-		i := bytes.IndexByte(h, ':')
-		if i < 0 {
-			i = len(h)
+		// One pass checks the name and copies it lower-cased.
+		i, prev := 0, byte('.')
+		for ; i < len(h) && h[i] != ':'; i++ {
+			c := hostLower[h[i]]
+			if c == 0 || c == '.' && prev == '.' {
+				return out[:base], false
+			}
+			out = append(out, c)
+			prev = c
 		}
-		name, rest = h[:i], h[i:]
-		if len(name) > 0 && name[len(name)-1] == '.' {
-			name = name[:len(name)-1]
-		}
-		if !validName(name) {
+		rest = h[i:]
+		if len(out) == base {
 			return out, false
+		}
+		if prev == '.' { // one trailing dot names the same host
+			out = out[:len(out)-1]
 		}
 	}
 	if len(rest) > 0 {
 		if rest[0] != ':' {
-			return out, false
+			return out[:base], false
 		}
 		for _, c := range rest[1:] {
 			if c < '0' || c > '9' {
-				return out, false
+				return out[:base], false
 			}
 		}
 	}
-	for _, c := range name {
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
+	if name != nil { // an IPv6 literal
+		for _, c := range name {
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			out = append(out, c)
 		}
-		out = append(out, c)
-	}
-	if len(out) == base {
-		return out, false
 	}
 	return out, true
 }
@@ -75,6 +80,20 @@ func validName(n []byte) bool {
 
 // regName marks unreserved and sub-delims characters.
 var regName = byteSet("-._~!$&'()*+,;=")
+
+// hostLower maps the bytes of a reg-name to their lower case, every other
+// byte to 0.
+var hostLower = func() (t [256]byte) {
+	for c := range t {
+		if regName[c] {
+			t[c] = byte(c)
+			if 'A' <= c && c <= 'Z' {
+				t[c] += 'a' - 'A'
+			}
+		}
+	}
+	return t
+}()
 
 // hostMatches reports whether the lower-case host name h matches the
 // compiled pattern p: equal, or, for "*.suffix" (kept as ".suffix"), a

@@ -18,7 +18,6 @@ type Match struct {
 	query  int    // index of "?" in target, or len(target)
 	host   []byte // the request's host name, lower-case, no port
 	hostOK bool
-	tmp    []byte // a rewrite's unnormalised path
 	loc    []byte // a redirect's Location
 }
 
@@ -66,8 +65,8 @@ func (t *Table) Match(req *h1.Request, m *Match) (ok bool, err error) {
 
 	var exact, wild []int32
 	if m.hostOK {
-		exact = t.exact[string(m.host)]
-		if len(t.wild) > 0 && m.host[0] != '[' {
+		var hit bool
+		if exact, hit = t.exact[string(m.host)]; !hit && len(t.wild) > 0 && m.host[0] != '[' {
 			wild = t.wildFor(m.host)
 		}
 	}
@@ -104,13 +103,7 @@ func (t *Table) Match(req *h1.Request, m *Match) (ok bool, err error) {
 
 	if m.Route >= 0 && t.routes[m.Route].rewrite && !star {
 		r := &t.routes[m.Route]
-		m.tmp = rewrite(m.tmp[:0], m.path, r.prefix, r.replace)
-		// The parts are in normal form, so only their joint can need work;
-		// normalising the whole again is simplest and cannot fail.
-		if m.target, err = appendNormal(m.target, m.tmp, t.mode); err != nil {
-			m.Route = -1
-			return false, err
-		}
+		m.target = rewrite(m.target, m.path, r.prefix, r.replace)
 	} else {
 		m.target = append(m.target, m.path...)
 	}
@@ -136,14 +129,22 @@ func (t *Table) wildFor(host []byte) []int32 {
 }
 
 // rewrite appends path with prefix (which it lies under) replaced by
-// replace. When prefix ends in "/", that "/" separates it from the rest,
-// so it is kept.
+// replace. Both are in normal form, so only their joint needs care: one
+// "/" between them, and a prefix ending in "/" keeps that "/" as the
+// separator. The result is in normal form too.
 func rewrite(out, path []byte, prefix, replace string) []byte {
 	out = append(out, replace...)
-	if prefix[len(prefix)-1] == '/' {
-		out = append(out, '/')
+	rest := path[len(prefix):]
+	endsSlash := out[len(out)-1] == '/'
+	switch {
+	case prefix[len(prefix)-1] == '/':
+		if !endsSlash {
+			out = append(out, '/')
+		}
+	case len(rest) > 0 && endsSlash:
+		rest = rest[1:]
 	}
-	return append(out, path[len(prefix):]...)
+	return append(out, rest...)
 }
 
 // matchRest checks every condition but the host, which the candidate

@@ -13,12 +13,21 @@ func appendNormal(out, p []byte, mode EscapedSlashes) ([]byte, error) {
 	out = append(out, '/')
 	seg := len(out) // where the current segment's text starts
 	for i := 1; i < len(p); i++ {
+		// Most bytes are copied as they are: take them a run at a time.
+		j := i
+		for j < len(p) && pathByte[p[j]] {
+			j++
+		}
+		out = append(out, p[i:j]...)
+		if i = j; i == len(p) {
+			break
+		}
 		c := p[i]
 		sep := false
-		switch {
-		case c == '/':
+		switch c {
+		case '/':
 			sep = true
-		case c == '%':
+		case '%':
 			if i+2 >= len(p) || !isHex(p[i+1]) || !isHex(p[i+2]) {
 				return out[:base], ErrEscape
 			}
@@ -39,7 +48,7 @@ func appendNormal(out, p []byte, mode EscapedSlashes) ([]byte, error) {
 			default:
 				out = appendEscape(out, v)
 			}
-		case c == '\\':
+		case '\\':
 			switch mode {
 			case Reject:
 				return out[:base], ErrEscapedSlash
@@ -48,8 +57,6 @@ func appendNormal(out, p []byte, mode EscapedSlashes) ([]byte, error) {
 			default:
 				out = append(out, c)
 			}
-		case pathByte[c]:
-			out = append(out, c)
 		default:
 			out = appendEscape(out, c)
 		}

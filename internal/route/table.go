@@ -12,10 +12,12 @@ type Table struct {
 	mode   EscapedSlashes
 	routes []compiled
 	// Candidates by host, each list ascending: exact[h] holds the routes
-	// naming host h, wild[s] the routes with a wildcard that matches every
-	// name ending in "."+s (so the longest s found covers the shorter
-	// ones), hostless the routes with no host condition. Match merges the
-	// lists that apply, so a request looks only at routes its host allows.
+	// naming host h or a wildcard that matches it; wild[s], for a host no
+	// route names, the routes with a wildcard that matches every name
+	// ending in "."+s (so the longest s found covers the shorter ones);
+	// hostless the routes with no host condition. Match merges the one
+	// host list that applies with hostless, so a request looks only at
+	// routes its host allows, after one map lookup when its host is named.
 	exact    map[string][]int32
 	wild     map[string][]int32
 	hostless []int32
@@ -90,17 +92,33 @@ func (t *Table) index() {
 	}
 	sort.Strings(suffixes)
 	for _, s := range suffixes {
-		var l []int32
-		for i := range t.routes {
-			for _, h := range t.routes[i].hosts {
-				if h[0] == '.' && (s == h[1:] || strings.HasSuffix(s, h)) {
-					l = append(l, int32(i))
-					break
-				}
+		t.wild[s] = t.wildcardsFor("."+s, nil)
+	}
+	for h, l := range t.exact {
+		t.exact[h] = t.wildcardsFor(h, l)
+	}
+}
+
+// wildcardsFor returns list (ascending) merged, in order, with the routes
+// that have a wildcard matching the name host, or, when host starts with
+// a dot, every name that ends in it.
+func (t *Table) wildcardsFor(host string, list []int32) []int32 {
+	var out []int32
+	for i := range t.routes {
+		hit := len(list) > 0 && list[0] == int32(i)
+		if hit {
+			list = list[1:]
+		}
+		for _, p := range t.routes[i].hosts {
+			if p[0] == '.' && strings.HasSuffix(host, p) {
+				hit = true
 			}
 		}
-		t.wild[s] = l
+		if hit {
+			out = append(out, int32(i))
+		}
 	}
+	return out
 }
 
 // Len returns the number of routes.
