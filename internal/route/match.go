@@ -41,8 +41,9 @@ func (m *Match) Query() []byte {
 
 // Match finds the first route req matches and fills m. ok reports a match
 // (m.Route is then its index); err reports a target that must be refused
-// with 400 (ErrEscapedSlash, ErrEscape, ErrTarget), and then m.Route is -1.
-// m.Target is filled whether a route matched or not.
+// with 400 (ErrEscapedSlash, ErrEscape, ErrTarget), and then m.Route is -1
+// and m.Target empty. Otherwise m.Target is filled whether a route matched
+// or not (a table without routes still normalises).
 func (t *Table) Match(req *h1.Request, m *Match) (ok bool, err error) {
 	m.Route = -1
 	m.path, m.target, m.query = m.path[:0], m.target[:0], 0

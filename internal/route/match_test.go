@@ -322,3 +322,16 @@ func TestMatchIndexAgreesWithScan(t *testing.T) {
 		}
 	}
 }
+
+func TestMatchEmptyTable(t *testing.T) {
+	tab := mustNew(t, nil, Decode)
+	var m Match
+	ok, err := tab.Match(request("GET", "/a/%2e%2e//b%2Fc?x=%2e", "h"), &m)
+	if ok || err != nil || m.Route != -1 || string(m.Target()) != "/b/c?x=%2e" || string(m.Path()) != "/b/c" {
+		t.Errorf("Match = %v %v, route %d, target %q path %q", ok, err, m.Route, m.Target(), m.Path())
+	}
+	ok, err = tab.Match(request("GET", "/%zz", "h"), &m)
+	if ok || err != ErrEscape || len(m.Target()) != 0 {
+		t.Errorf("bad escape: %v %v %q", ok, err, m.Target())
+	}
+}
