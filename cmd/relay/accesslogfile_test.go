@@ -140,7 +140,7 @@ func TestAccessLogFileCombined(t *testing.T) {
 	resp.Body.Close()
 	id := resp.Header.Get("X-Request-Id")
 	want := regexp.MustCompile(`^127\.0\.0\.1 - - \[[^\]]+\] "GET /combined\?q=1 HTTP/1\.1" 200 \d+ "-" "agent \\x22quoted\\x22" ` +
-		`rid="` + id + `" upstream="` + regexp.QuoteMeta(b.url) + `" rt=\d+\.\d{3} uct=\d+\.\d{3} urt=\d+\.\d{3}$`)
+		`rid="` + id + `" upstream="` + regexp.QuoteMeta(b.url) + `" pool="default" route="-" rt=\d+\.\d{3} uct=\d+\.\d{3} urt=\d+\.\d{3}$`)
 	text := waitFile(t, accessFile, logWait, func(s string) bool { return strings.Contains(s, "/combined") })
 	if line := strings.TrimSpace(text); !want.MatchString(line) {
 		t.Errorf("access line\n%s\nwant one matching\n%s", line, want)

@@ -78,11 +78,14 @@ type Core struct {
 	loopLog, shortLog *logging.Limited
 	pooled            atomic.Int64 // idle upstream connections, in every pool
 
+	// routing is the table in front of the pools (routing.go), swapped
+	// whole; noPool counts the requests it answered itself (404, 400,
+	// redirects).
+	routing atomic.Pointer[routing]
+	noPool  stats.Requests
+
 	mu    sync.Mutex
 	pools map[string]*Pool
-	// def serves every request until routes exist. Routing will be a table
-	// of (match, pool) in front of the pools, consulted in route.
-	def *Pool
 }
 
 // New returns a core with no pools.
@@ -93,6 +96,7 @@ func New(cfg Config) *Core {
 	c := &Core{cfg: cfg, upstreamBufs: h1.NewBufferPool(upstreamBufSize), via: newVia(cfg.Instance), ids: newRequestIDs(),
 		loopLog: logging.NewLimited(cfg.Logger, 1, rareEvery), shortLog: logging.NewLimited(cfg.Logger, 1, rareEvery),
 		pools: make(map[string]*Pool)}
+	c.routing.Store(&routing{})
 	if cfg.Descriptors != nil {
 		cfg.Descriptors.SetReclaim(c.reclaimIdle)
 	}
@@ -102,8 +106,8 @@ func New(cfg Config) *Core {
 // rareEvery spaces the warnings of Core.loopLog and Core.shortLog.
 const rareEvery = 10 * time.Second
 
-// AddPool creates the pool pc describes over bs. The first pool added is
-// the default pool, which serves every request for now.
+// AddPool creates the pool pc describes over bs. The first pool added
+// serves every request until SetRouting says otherwise.
 func (c *Core) AddPool(pc PoolConfig, bs []*backend.Backend) (*Pool, error) {
 	p, err := newPool(c, pc)
 	if err != nil {
@@ -115,11 +119,24 @@ func (c *Core) AddPool(pc PoolConfig, bs []*backend.Backend) (*Pool, error) {
 		return nil, fmt.Errorf("pool %q is defined twice", pc.Name)
 	}
 	c.pools[pc.Name] = p
-	if c.def == nil {
-		c.def = p
+	if c.routing.Load().Default == nil && c.routing.Load().Table == nil {
+		c.routing.Store(&routing{Routing: Routing{Default: p}})
 	}
 	p.SetBackends(bs)
 	return p, nil
+}
+
+// RemovePool removes the pool named name, once routing no longer sends to
+// it: requests on their way through it finish; its idle upstream
+// connections are closed.
+func (c *Core) RemovePool(name string) {
+	c.mu.Lock()
+	p := c.pools[name]
+	delete(c.pools, name)
+	c.mu.Unlock()
+	if p != nil {
+		p.SetBackends(nil)
+	}
 }
 
 // Pool returns the pool named name, or nil.
@@ -169,9 +186,6 @@ func (c *Core) NewPeer(addr netip.AddrPort, tls bool) Peer {
 // bound), which front doors consult before taking on new work.
 func (c *Core) Descriptors() *fds.Budget { return c.cfg.Descriptors }
 
-// route returns the pool that serves x.
-func (c *Core) route(*Exchange) *Pool { return c.def }
-
 // Forward serves the request in x: it picks backends from x's pool and
 // tries the request on them until one answers or retrying is no longer
 // safe, answers the client through x.Door, and accounts for the request.
@@ -184,9 +198,11 @@ func (c *Core) Forward(x *Exchange) Outcome {
 	}
 	// The upstream times are measured only for the access log.
 	x.timed, x.connect, x.response = c.cfg.AccessLog != nil, -1, -1
-	p := c.route(x)
 	var o Outcome
-	if x.looped(c) {
+	p, o, routed := c.route(x)
+	if routed {
+		// Answered by relay itself: no pool.
+	} else if x.looped(c) {
 		o = c.loop(x)
 	} else if x.Body == nil {
 		o = p.forward(x, start)
@@ -199,10 +215,13 @@ func (c *Core) Forward(x *Exchange) Outcome {
 		x.releaseBody()
 	}
 	took := time.Since(start)
-	if o.Backend != nil {
+	switch {
+	case o.Backend != nil:
 		o.Backend.Requests.Observe(method, o.Status, took, o.In, o.Out)
-	} else {
+	case p != nil:
 		p.unanswered.Observe(method, o.Status, took, o.In, o.Out)
+	default:
+		c.noPool.Observe(method, o.Status, took, o.In, o.Out)
 	}
 	if c.cfg.AccessLog != nil {
 		e := logging.Entry{
@@ -214,6 +233,10 @@ func (c *Core) Forward(x *Exchange) Outcome {
 		if o.Backend != nil {
 			e.Backend = o.Backend.Name
 		}
+		if p != nil {
+			e.Pool = p.Name()
+		}
+		e.Route = x.routeName
 		c.cfg.AccessLog.Log(&e)
 	}
 	x.rid = x.rid[:0] // no request of this exchange is being forwarded now

@@ -25,7 +25,7 @@ func TestPools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.route(&Exchange{}) != a || c.Pool("b") != b || c.Pool("c") != nil {
+	if p, _, _ := c.route(&Exchange{}); p != a || c.Pool("b") != b || c.Pool("c") != nil {
 		t.Fatal("the first pool added is not the one requests go to, or a pool is not found by name")
 	}
 	if _, err := c.AddPool(poolConfig("a"), nil); err == nil || !strings.Contains(err.Error(), `pool "a" is defined twice`) {

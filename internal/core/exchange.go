@@ -7,6 +7,7 @@ import (
 
 	"relay/internal/backend"
 	"relay/internal/h1"
+	"relay/internal/route"
 )
 
 // Exchange is one request on its way through the core, and the state the
@@ -51,6 +52,11 @@ type Exchange struct {
 	held                 heldBody      // a small body read whole (body.go)
 	limited              limitedBody   // a chunked body under MaxBodyBytes
 	detached             []byte        // the request head's bytes while a body is held
+	// What routing found (routing.go): the route's match, its name for
+	// the access log ("" when none matched) and its header changes.
+	match            route.Match
+	routeName        string
+	reqOps, respOps  *fieldOps
 	// probe is the backend whose half-open breaker this attempt probes,
 	// until its response head judges the probe (breaker.go).
 	probe *backend.Backend

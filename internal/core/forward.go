@@ -405,6 +405,9 @@ func (p *Pool) exchange(b *backend.Backend, u *upstream, x *Exchange, now time.T
 	if len(x.rid) > 0 {
 		x.answerWithID(resp)
 	}
+	if x.respOps != nil {
+		resp.Fields = x.respOps.apply(resp.Fields)
+	}
 	if resp.Status == 101 {
 		if !req.Upgrade {
 			return attempt{verdict: failed, status: 502, msg: "backend switched protocols unasked", in: in,

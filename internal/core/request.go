@@ -29,7 +29,15 @@ func (x *Exchange) prepare(c *Core, b *backend.Backend) {
 	if len(x.rid) > 0 {
 		out = h1.AppendField(out, RequestIDField, x.rid)
 	}
+	if x.reqOps != nil {
+		x.reqOps.drop(req.Fields)
+	}
 	out = h1.AppendForwardFields(out, req.Fields)
+	if x.reqOps != nil {
+		for _, f := range x.reqOps.add {
+			out = h1.AppendField(out, f.Name, f.Value)
+		}
+	}
 	if req.Upgrade {
 		out = append(out, "Connection: Upgrade\r\n"...)
 		out = h1.AppendField(out, upgradeField, req.UpgradeProto)

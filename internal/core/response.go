@@ -23,6 +23,12 @@ func (r *ResponseBody) reset(u *upstream, resp *h1.Response, timeout time.Durati
 	r.body.Reset(u.br, resp.Body, resp.ContentLength)
 }
 
+// empty makes r the body of an answer relay writes itself: none.
+func (r *ResponseBody) empty() {
+	r.u, r.door, r.kind, r.length = nil, nil, h1.BodyNone, 0
+	r.body.Reset(nil, h1.BodyNone, 0)
+}
+
 // Prefix returns the body bytes that arrived with the head and consumes
 // them, so a front door can send them in the same write as the head. Only
 // a body of known length has one; the bytes are valid until the next Read.

@@ -30,6 +30,10 @@ type Entry struct {
 	Status int
 	// Backend is the name of the backend that answered, or "" if none did.
 	Backend string
+	// Pool is the pool that served the request, "" when relay answered
+	// it without one (no route, a redirect, a refused path); Route is the
+	// name of the route that matched, "" when none did.
+	Pool, Route string
 	// Duration is how long the request took.
 	Duration time.Duration
 	// BytesIn counts request body bytes read from the client.
@@ -191,7 +195,7 @@ func (a *AccessLog) Log(e *Entry) {
 	}
 	// Every byte of a free-form string escapes to at most six (\u00XX), so
 	// this bounds the line without formatting it first.
-	worst := lineOverhead + 6*(len(e.Method)+len(e.Path)+len(e.Backend)+len(e.RequestID)+
+	worst := lineOverhead + 6*(len(e.Method)+len(e.Path)+len(e.Backend)+len(e.Pool)+len(e.Route)+len(e.RequestID)+
 		min(len(e.UserAgent), MaxValueBytes)+min(len(e.Referer), MaxValueBytes))
 	a.mu.Lock()
 	if a.closed || len(a.buf)+worst > a.maxPending {

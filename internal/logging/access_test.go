@@ -62,6 +62,8 @@ type accessLine struct {
 	TLS        bool      `json:"tls"`
 	Status     int       `json:"status"`
 	Backend    string    `json:"backend"`
+	Pool       string    `json:"pool"`
+	Route      string    `json:"route"`
 	DurationMS float64   `json:"duration_ms"`
 	BytesIn    int64     `json:"bytes_in"`
 	BytesOut   int64     `json:"bytes_out"`

@@ -14,7 +14,7 @@ import (
 // combined format, then relay's fields. Quoted fields hold no quote, so a
 // line that matches was split where relay meant it to be.
 var combinedLine = regexp.MustCompile(`^(\S+) - (\S+) \[([^\]]+)\] "([^"]*)" (\d{3}) (\d+) "([^"]*)" "([^"]*)" ` +
-	`rid="([^"]*)" upstream="([^"]*)" rt=(\S+) uct=(\S+) urt=(\S+)$`)
+	`rid="([^"]*)" upstream="([^"]*)" pool="([^"]*)" route="([^"]*)" rt=(\S+) uct=(\S+) urt=(\S+)$`)
 
 // unescapeCLF undoes appendCLFEscaped's \xHH.
 func unescapeCLF(t *testing.T, s string) string {
@@ -65,7 +65,7 @@ func TestCombinedLine(t *testing.T) {
 	got := string(f.appendLine(nil, &e))
 	want := `192.0.2.7 - - [14/Mar/2025:15:09:26 -0700] "GET /api/v1/items?id=42 HTTP/1.1" 200 5120 ` +
 		`"https://example.com/from" "Mozilla/5.0 (X11; Linux x86_64)" ` +
-		`rid="0123456789abcdef0000000000000001" upstream="http://127.0.0.1:8001" rt=0.012 uct=0.002 urt=0.009` + "\n"
+		`rid="0123456789abcdef0000000000000001" upstream="http://127.0.0.1:8001" pool="-" route="-" rt=0.012 uct=0.002 urt=0.009` + "\n"
 	if got != want {
 		t.Fatalf("combined line\n got: %s\nwant: %s", got, want)
 	}
@@ -73,7 +73,7 @@ func TestCombinedLine(t *testing.T) {
 	// What does not exist is "-", as nginx writes it.
 	e = Entry{Time: e.Time, Status: 400, UpstreamConnect: -1, UpstreamResponse: -1}
 	got = string(f.appendLine(nil, &e))
-	want = `- - - [14/Mar/2025:15:09:26 -0700] "-" 400 0 "-" "-" rid="-" upstream="-" rt=0.000 uct=- urt=-` + "\n"
+	want = `- - - [14/Mar/2025:15:09:26 -0700] "-" 400 0 "-" "-" rid="-" upstream="-" pool="-" route="-" rt=0.000 uct=- urt=-` + "\n"
 	if got != want {
 		t.Fatalf("combined line without values\n got: %s\nwant: %s", got, want)
 	}
@@ -83,7 +83,7 @@ func TestCombinedLine(t *testing.T) {
 // line, the referer or the user agent, the entry is one line that splits
 // into the fields relay wrote, and each reads back as what was sent.
 func TestCombinedLineCannotBeForged(t *testing.T) {
-	forged := "\n10.0.0.1 - admin [14/Mar/2025:15:09:26 -0700] \"GET /admin HTTP/1.1\" 200 1 \"-\" \"-\" rid=\"-\" upstream=\"-\" rt=0.000 uct=- urt=-"
+	forged := "\n10.0.0.1 - admin [14/Mar/2025:15:09:26 -0700] \"GET /admin HTTP/1.1\" 200 1 \"-\" \"-\" rid=\"-\" upstream=\"-\" pool=\"-\" route=\"-\" rt=0.000 uct=- urt=-"
 	tests := []struct {
 		name string
 		edit func(e *Entry)

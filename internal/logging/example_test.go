@@ -21,6 +21,8 @@ func ExampleAccessLog() {
 		TLS:      true,
 		Status:   200,
 		Backend:  "http://localhost:8001",
+		Pool:     "default",
+		Route:    "api",
 		Duration: 734 * time.Microsecond,
 		BytesOut: 5120,
 
@@ -33,5 +35,5 @@ func ExampleAccessLog() {
 		panic(err)
 	}
 	// Output:
-	// {"time":"2025-03-14T15:09:26.535897+01:00","level":"INFO","msg":"access","client":"203.0.113.9:51234","method":"GET","path":"/api/items?id=42","proto":"HTTP/2.0","tls":true,"status":200,"backend":"http://localhost:8001","duration_ms":0.734,"bytes_in":0,"bytes_out":5120,"user_agent":"curl/8.5.0","referer":"","request_id":"5f0c3e1a9b2d4c67000000000000002a","upstream_connect_ms":0,"upstream_response_ms":0.612}
+	// {"time":"2025-03-14T15:09:26.535897+01:00","level":"INFO","msg":"access","client":"203.0.113.9:51234","method":"GET","path":"/api/items?id=42","proto":"HTTP/2.0","tls":true,"status":200,"backend":"http://localhost:8001","pool":"default","route":"api","duration_ms":0.734,"bytes_in":0,"bytes_out":5120,"user_agent":"curl/8.5.0","referer":"","request_id":"5f0c3e1a9b2d4c67000000000000002a","upstream_connect_ms":0,"upstream_response_ms":0.612}
 }

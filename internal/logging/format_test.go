@@ -32,6 +32,8 @@ func slogLine(t testing.TB, e *Entry) []byte {
 		slog.Bool("tls", e.TLS),
 		slog.Int("status", e.Status),
 		slog.String("backend", e.Backend),
+		slog.String("pool", e.Pool),
+		slog.String("route", e.Route),
 		slog.Float64("duration_ms", float64(e.Duration.Round(time.Microsecond)/time.Microsecond)/1000),
 		slog.Int64("bytes_in", e.BytesIn),
 		slog.Int64("bytes_out", e.BytesOut),

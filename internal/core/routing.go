@@ -1,0 +1,151 @@
+package core
+
+import (
+	"strings"
+
+	"relay/internal/h1"
+	"relay/internal/route"
+)
+
+// Routing is the table in front of the pools: which pool serves a
+// request, and what changes on its way. A core without routes sends every
+// request to its default pool and touches no target.
+type Routing struct {
+	// Table matches requests to routes; nil or empty: no routes.
+	Table *route.Table
+	// Pools are the pools routes send to, by route.Spec.Target.
+	Pools []*Pool
+	// Default serves what no route takes; nil answers 404.
+	Default *Pool
+}
+
+// routing is a Routing as requests read it: the table with each route's
+// header changes ready to write.
+type routing struct {
+	Routing
+	req, resp []fieldOps // by route index
+}
+
+// fieldOps are one route's changes to a message's header fields: names to
+// remove (set ones included) and fields to add (set ones included).
+type fieldOps struct {
+	remove []string // lower-case
+	add    []h1.Field
+}
+
+func opsOf(ops route.HeaderOps) fieldOps {
+	var f fieldOps
+	for _, n := range ops.Remove {
+		f.remove = append(f.remove, strings.ToLower(n))
+	}
+	for _, kv := range ops.Set {
+		f.remove = append(f.remove, strings.ToLower(kv.Name))
+		f.add = append(f.add, h1.Field{Name: []byte(kv.Name), Value: []byte(kv.Value)})
+	}
+	for _, kv := range ops.Add {
+		f.add = append(f.add, h1.Field{Name: []byte(kv.Name), Value: []byte(kv.Value)})
+	}
+	return f
+}
+
+// SetRouting makes r the core's routing from the next request on;
+// requests being forwarded finish with the routing they started with.
+func (c *Core) SetRouting(r Routing) {
+	rt := &routing{Routing: r}
+	if r.Table != nil && r.Table.Len() == 0 {
+		rt.Table = nil
+	}
+	if rt.Table != nil {
+		for i := range rt.Table.Len() {
+			s := rt.Table.Spec(i)
+			rt.req = append(rt.req, opsOf(s.RequestHeaders))
+			rt.resp = append(rt.resp, opsOf(s.ResponseHeaders))
+		}
+	}
+	c.routing.Store(rt)
+}
+
+// route finds the pool that serves x. With routes, it matches x against
+// the table, gives x the target the backend gets (normalised, rewritten)
+// and the route's header changes; a request that must not go to any pool
+// (a path refused, a redirect, no route and no default pool) is answered
+// here, and then the pool is nil and done reports the outcome.
+func (c *Core) route(x *Exchange) (p *Pool, o Outcome, done bool) {
+	rt := c.routing.Load()
+	x.routeName, x.reqOps, x.respOps = "", nil, nil
+	if rt.Table == nil {
+		if rt.Default == nil {
+			return nil, c.unrouted(x, 404, "no route for this request"), true
+		}
+		return rt.Default, o, false
+	}
+	ok, err := rt.Table.Match(x.Req, &x.match)
+	if err != nil {
+		return nil, c.unrouted(x, 400, "request path refused: "+err.Error()), true
+	}
+	if !ok {
+		if rt.Default == nil {
+			return nil, c.unrouted(x, 404, "no route for this request"), true
+		}
+		x.Req.Target = x.match.Target()
+		return rt.Default, o, false
+	}
+	i := x.match.Route
+	spec := rt.Table.Spec(i)
+	x.routeName = spec.Name
+	if spec.Redirect != nil {
+		return nil, c.redirect(x, rt.Table), true
+	}
+	x.Req.Target = x.match.Target()
+	x.reqOps, x.respOps = &rt.req[i], &rt.resp[i]
+	return rt.Pools[spec.Target], o, false
+}
+
+// unrouted answers a request no pool serves with relay's own error.
+func (c *Core) unrouted(x *Exchange, status int, msg string) Outcome {
+	n, _ := x.Door.Error(status, msg)
+	return Outcome{Status: status, Out: n}
+}
+
+// redirect answers x with its route's redirect.
+func (c *Core) redirect(x *Exchange, t *route.Table) Outcome {
+	scheme := "http"
+	if x.Peer.TLS {
+		scheme = "https"
+	}
+	status, loc, _, err := t.Redirect(&x.match, x.Req, scheme)
+	if err != nil {
+		return c.unrouted(x, 400, "redirect needs a Host, and the request has none")
+	}
+	resp := &x.resp
+	resp.Minor, resp.Status, resp.Reason = 1, status, nil
+	resp.Fields = append(resp.Fields[:0], h1.Field{Name: locationField, Value: loc})
+	resp.Body, resp.ContentLength, resp.Close = h1.BodyNone, 0, false
+	if len(x.rid) > 0 {
+		x.answerWithID(resp)
+	}
+	x.respBody.empty()
+	n, _, _ := x.Door.Respond(resp, &x.respBody)
+	return Outcome{Status: status, Out: n}
+}
+
+var locationField = []byte("Location")
+
+// drop marks the fields a route removes (or sets) hop-by-hop, so that no
+// writer passes them on.
+func (f *fieldOps) drop(fields []h1.Field) {
+	for _, name := range f.remove {
+		for i := range fields {
+			if fl := &fields[i]; len(fl.Name) == len(name) && fl.Is(name) {
+				fl.Hop = true
+			}
+		}
+	}
+}
+
+// apply makes a route's changes to fields: the ones it removes are
+// dropped and the ones it adds appended.
+func (f *fieldOps) apply(fields []h1.Field) []h1.Field {
+	f.drop(fields)
+	return append(fields, f.add...)
+}
