@@ -54,9 +54,9 @@ type Exchange struct {
 	detached             []byte        // the request head's bytes while a body is held
 	// What routing found (routing.go): the route's match, its name for
 	// the access log ("" when none matched) and its header changes.
-	match            route.Match
-	routeName        string
-	reqOps, respOps  *fieldOps
+	match           route.Match
+	routeName       string
+	reqOps, respOps *fieldOps
 	// probe is the backend whose half-open breaker this attempt probes,
 	// until its response head judges the probe (breaker.go).
 	probe *backend.Backend
