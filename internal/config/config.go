@@ -65,6 +65,7 @@ const (
 	DefaultClientBodyMinRate      = 1024
 	DefaultAdminListen            = "127.0.0.1:9901"
 	DefaultTLSMinVersion          = "1.2"
+	DefaultEscapedSlashes         = "reject"
 )
 
 // MinAdminToken is the shortest admin_token accepted: the token is all that
@@ -178,6 +179,15 @@ type Config struct {
 	// the top level's value (backends excepted), as of Load or Apply.
 	Pools     map[string]*Pool `reload:"live"`
 	PoolNames []string         `key:"pools" reload:"live"`
+	// Routes pick a pool, or a redirect, for each request: the first whose
+	// conditions hold takes it; a request none takes goes to the default
+	// pool, or gets 404 when there is none.
+	Routes []Route `reload:"live"`
+	// EscapedSlashes is what routing does with %2F, %5C and a raw \ in a
+	// request path: "reject" (400), "decode" (to / and \, then
+	// normalised like any other) or "keep" (left as they are, never a
+	// segment boundary). Only used when there are routes.
+	EscapedSlashes string `reload:"live"`
 	// TrustedProxies are the client address ranges whose X-Forwarded-For is
 	// believed; from anyone else the header is replaced. Addresses are
 	// compared as they are, so the proxy should unmap IPv4-in-IPv6 peers.
@@ -305,6 +315,7 @@ func Default() *Config {
 		ClientBodyTimeout:   DefaultClientBodyTimeout,
 		ClientBodyMinRate:   DefaultClientBodyMinRate,
 		AdminListen:         DefaultAdminListen,
+		EscapedSlashes:      DefaultEscapedSlashes,
 	}
 }
 
@@ -323,6 +334,7 @@ func (c *Config) clone() *Config {
 	n := *c
 	n.Pool = c.Pool.clone()
 	n.PoolNames = append([]string(nil), c.PoolNames...)
+	n.Routes = append([]Route(nil), c.Routes...)
 	if c.Pools != nil {
 		n.Pools = make(map[string]*Pool, len(c.Pools))
 		for name, p := range c.Pools {

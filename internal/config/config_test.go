@@ -234,6 +234,7 @@ func TestValues(t *testing.T) {
 		ShutdownTimeout: 0, TunnelIdleTimeout: 90 * time.Second, MaxConnections: 10, Workers: 1, Processes: 2, CPUAffinity: true, MaxHeaderBytes: 8192,
 		ClientBodyTimeout: 11 * time.Second, ClientBodyMinRate: 0, MaxBodyBytes: 1000000, BodyBufferBytes: 0,
 		AdminListen: "0.0.0.0:9902", AdminToken: "0123456789abcdef0123",
+		EscapedSlashes: DefaultEscapedSlashes,
 	}
 	got := *c
 	gotBackends := got.Backends

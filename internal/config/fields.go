@@ -108,6 +108,8 @@ var fields = []field{
 	{key: "backends", pool: decodeBackends},
 	{key: "discovery", set: decodeDiscovery},
 	{key: "pools", set: decodePools},
+	{key: "routes", set: decodeRoutes},
+	strField("escaped_slashes", func(c *Config) *string { return &c.EscapedSlashes }),
 	upstreamTLSField("tls_ca_file"),
 	upstreamTLSField("tls_server_name"),
 	upstreamTLSField("tls_client_cert_file"),

@@ -50,6 +50,7 @@ func (c *Config) check(errs *Errors, opts Options) {
 	top.at = func(key string) Problem { topBad[key] = true; return at(key) }
 	c.Pool.check(errs, top, opts)
 	c.checkPools(errs, opts, topBad)
+	c.checkRoutes(errs, bad)
 
 	for i, p := range c.TrustedProxies {
 		if !p.IsValid() {

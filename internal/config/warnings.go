@@ -15,6 +15,7 @@ func (c *Config) Warnings(opts Options) []Problem {
 			ws = append(ws, p)
 		}
 	}
+	ws = append(ws, c.routeWarnings()...)
 	return ws
 }
 
