@@ -225,3 +225,17 @@ func TestChangedPools(t *testing.T) {
 		})
 	}
 }
+
+// TestPoolWeightsWarning: weights that differ under an algorithm that
+// ignores them are a warning in a named pool too, on its backend.
+func TestPoolWeightsWarning(t *testing.T) {
+	opts := testOpts
+	opts.IgnoringWeights = []string{"random", "round-robin"}
+	c := mustParse(t, y("pools:", "  api:", "    backends:", "      - http://127.0.0.1:8001", "      - url: http://127.0.0.1:8002", "        weight: 3",
+		"routes:", "  - pool: api"))
+	ws := c.Warnings(opts)
+	want := "test.yml:6: warning: pools.api.backends[1].weight: weight 3 differs from the first backend's (1), but algorithm round-robin (the default) ignores them"
+	if len(ws) != 1 || !strings.HasPrefix(ws[0].Warning(), want) {
+		t.Fatalf("warnings %v, want one starting %q", ws, want)
+	}
+}
