@@ -18,15 +18,15 @@ var backendKeys = append([]string{"url", "weight", "max_requests"}, upstreamTLSK
 // an optional weight, or just the URL string (weight 1). Entries whose URL
 // cannot even be parsed are dropped after reporting; everything else is kept
 // for validation so its other problems are found too.
-func decodeBackends(d *decoder, c *Config, v *yaml.Node) {
+func decodeBackends(d *decoder, c *Pool, v *yaml.Node, path string) {
 	if v.Kind != yaml.SequenceNode {
-		d.problem(v.Line, "backends", "must be a list of backends (- url: http://HOST:PORT), got %s", describe(v))
+		d.problem(v.Line, path, "must be a list of backends (- url: http://HOST:PORT), got %s", describe(v))
 		c.backendProblems++
 		return
 	}
 	for i, item := range v.Content {
 		item = resolve(item)
-		prefix := fmt.Sprintf("backends[%d]", i)
+		prefix := fmt.Sprintf("%s[%d]", path, i)
 		b := Backend{Weight: DefaultWeight, Line: item.Line, key: prefix}
 		var raw *yaml.Node
 		switch {
@@ -236,15 +236,22 @@ func canonicalHost(u *url.URL) string {
 	return net.JoinHostPort(host, port)
 }
 
-// normalize rewrites every backend URL to its canonical form. It runs only
-// after validation, when each URL is known to be a plain http:// or
-// https://HOST:PORT.
+// normalize rewrites every backend URL of every pool to its canonical
+// form. It runs only after validation, when each URL is known to be a
+// plain http:// or https://HOST:PORT.
 func (c *Config) normalize() {
-	for i := range c.Backends {
-		b := &c.Backends[i]
+	c.Pool.normalize()
+	for _, p := range c.Pools {
+		p.normalize()
+	}
+}
+
+func (p *Pool) normalize() {
+	for i := range p.Backends {
+		b := &p.Backends[i]
 		b.URL = &url.URL{Scheme: strings.ToLower(b.URL.Scheme), Host: canonicalHost(b.URL)}
 		if b.URL.Scheme == "https" {
-			b.TLS = b.TLS.over(c.BackendTLS, b.insecureSet)
+			b.TLS = b.TLS.over(p.BackendTLS, b.insecureSet)
 		}
 	}
 }

@@ -65,6 +65,7 @@ const (
 	DefaultClientBodyMinRate      = 1024
 	DefaultAdminListen            = "127.0.0.1:9901"
 	DefaultTLSMinVersion          = "1.2"
+	DefaultEscapedSlashes         = "reject"
 )
 
 // MinAdminToken is the shortest admin_token accepted: the token is all that
@@ -148,6 +149,11 @@ type HealthCheck struct {
 // Config is relay's whole configuration. Load, Parse and Default produce one;
 // Apply lays command-line flags over it.
 type Config struct {
+	// Pool is the pool named "default": the top level's pool keys
+	// (backends, algorithm, health checks, timeouts, breakers, caps,
+	// upstream TLS). It exists when it has backends or Discovery; with
+	// Pools given it may have none.
+	Pool
 	// Path is the file the configuration was read from, "" if none.
 	Path string
 	// Listen is the host:port relay accepts clients on. When the file sets
@@ -161,20 +167,27 @@ type Config struct {
 	TLSListen string
 	// TLSCertificates are the certificates served on TLSListen: the name
 	// the client asks for (SNI) picks one, the first is the default.
-	TLSCertificates []Certificate
+	TLSCertificates []Certificate `reload:"live"`
 	// TLSMinVersion is the oldest TLS version accepted, "1.2" or "1.3".
-	TLSMinVersion string
+	TLSMinVersion string `reload:"live"`
 	// H2C accepts HTTP/2 without TLS (prior knowledge) on Listen.
 	H2C bool
-	// Algorithm names the balancing algorithm; it is one of Options.Algorithms.
-	Algorithm string
-	// Backends are the upstream servers, no two alike; at least one unless
-	// Discovery finds them.
-	Backends []Backend
 	// Discovery finds more backends while relay runs.
-	Discovery Discovery
-	// HealthCheck configures active health checks.
-	HealthCheck HealthCheck
+	Discovery Discovery `reload:"live"`
+	// Pools are the named pools, by name; PoolNames are their names in
+	// the order of the file. Every pool key a named pool leaves out holds
+	// the top level's value (backends excepted), as of Load or Apply.
+	Pools     map[string]*Pool `reload:"live"`
+	PoolNames []string         `key:"pools" reload:"live"`
+	// Routes pick a pool, or a redirect, for each request: the first whose
+	// conditions hold takes it; a request none takes goes to the default
+	// pool, or gets 404 when there is none.
+	Routes []Route `reload:"live"`
+	// EscapedSlashes is what routing does with %2F, %5C and a raw \ in a
+	// request path: "reject" (400), "decode" (to / and \, then
+	// normalised like any other) or "keep" (left as they are, never a
+	// segment boundary). Only used when there are routes.
+	EscapedSlashes string `reload:"live"`
 	// TrustedProxies are the client address ranges whose X-Forwarded-For is
 	// believed; from anyone else the header is replaced. Addresses are
 	// compared as they are, so the proxy should unmap IPv4-in-IPv6 peers.
@@ -188,7 +201,7 @@ type Config struct {
 	// LogMaxAgeDays is how long rotated files are kept; 0 keeps them forever.
 	LogMaxAgeDays int
 	// LogLevel is the least severe level logged: debug, info, warn or error.
-	LogLevel string
+	LogLevel string `reload:"live"`
 	// AccessLog turns the per-request log line on or off.
 	AccessLog bool
 	// AccessLogFile is where access lines go, rotated as LogFile is (by
@@ -202,11 +215,6 @@ type Config struct {
 	// proxy or made by relay, sent to the backend and back to the client
 	// and written in the access log.
 	RequestID bool
-	// ConnectTimeout bounds dialing a backend; exceeding it is a 502.
-	ConnectTimeout time.Duration
-	// ResponseTimeout bounds the wait for a backend's response head once the
-	// request is sent; exceeding it is a 504.
-	ResponseTimeout time.Duration
 	// ClientHeaderTimeout bounds how long a client may take to send a whole
 	// request head.
 	ClientHeaderTimeout time.Duration
@@ -215,19 +223,11 @@ type Config struct {
 	// ShutdownTimeout is how long in-flight requests may run after a stop
 	// signal; 0 closes at once.
 	ShutdownTimeout time.Duration
-	// MaxIdleConnsPerBackend caps the idle keep-alive connections kept to
-	// each backend; 0 keeps none.
-	MaxIdleConnsPerBackend int
-	// UpstreamIdleTimeout closes kept connections to backends idle longer.
-	UpstreamIdleTimeout time.Duration
 	// TunnelIdleTimeout closes a tunnel (WebSocket) in which neither side
 	// sent anything for longer.
 	TunnelIdleTimeout time.Duration
 	// MaxConnections caps concurrent client connections.
 	MaxConnections int
-	// Retries is how many extra attempts, each on another backend, a request
-	// that failed safely may get; 0 disables retries.
-	Retries int
 	// Workers sets GOMAXPROCS, the scheduler threads of each serving
 	// process; 0 uses all cores, shared among the processes.
 	Workers int
@@ -241,34 +241,6 @@ type Config struct {
 	CPUAffinity bool
 	// MaxHeaderBytes caps a request head; larger ones get 431.
 	MaxHeaderBytes int
-	// BreakerFailures failed requests in a row open a backend's circuit
-	// breaker; 0 turns breakers off.
-	BreakerFailures int
-	// BreakerStatuses are the response statuses that count as failures.
-	BreakerStatuses []int
-	// BreakerOpenTime is how long an opened breaker first keeps its
-	// backend out; it doubles at each reopening, up to 5 minutes.
-	BreakerOpenTime time.Duration
-	// MaxEjectedPercent bounds the share of backends breakers hold out.
-	MaxEjectedPercent int
-	// BackendTLS are the TLS settings of https backends that do not set
-	// their own.
-	BackendTLS UpstreamTLS
-	// BackendMaxRequests caps the requests in flight to each backend that
-	// sets no max_requests of its own; 0 means no cap.
-	BackendMaxRequests int
-	// MaxQueuedRequests bounds the requests waiting for a backend below its
-	// cap; QueueTimeout bounds each wait.
-	MaxQueuedRequests int
-	QueueTimeout      time.Duration
-	// RetryBudgetPercent bounds retries to this share of recent requests;
-	// 0 turns the budget off. RetryBudgetFloor retries a second are
-	// always allowed.
-	RetryBudgetPercent int
-	RetryBudgetFloor   int
-	// SlowStart is how long a backend that comes (back) into rotation takes
-	// to reach its full share; 0 turns slow start off.
-	SlowStart time.Duration
 	// MaxBodyBytes caps a request body; 0 means no cap.
 	MaxBodyBytes int64
 	// BodyBufferBytes is the longest Content-Length whose body relay reads
@@ -299,9 +271,6 @@ type Config struct {
 	lines map[string]int
 	// flags maps a top-level YAML key to the flag that overrode it.
 	flags map[string]string
-	// backendProblems counts backend entries dropped while decoding, so an
-	// all-bad list is not also reported as an empty one.
-	backendProblems int
 	// undecoded holds keys whose value could not be read; checks relating
 	// them to other keys are skipped instead of judging the default.
 	undecoded map[string]bool
@@ -322,54 +291,31 @@ type Options struct {
 // does not validate until backends are added.
 func Default() *Config {
 	return &Config{
-		Listen:        ":" + strconv.Itoa(DefaultPort),
-		Port:          DefaultPort,
-		TLSMinVersion: DefaultTLSMinVersion,
-		Algorithm:     DefaultAlgorithm,
-		HealthCheck: HealthCheck{
-			Type:     DefaultHealthCheckType,
-			Path:     DefaultHealthCheckPath,
-			Interval: DefaultHealthCheckInterval,
-			Timeout:  DefaultHealthCheckTimeout,
-			Rise:     DefaultHealthCheckRise,
-			Fall:     DefaultHealthCheckFall,
-
-			ReuseConnection: DefaultHealthCheckReuseConn,
-		},
-		LogMaxSizeMB:           DefaultLogMaxSizeMB,
-		LogMaxBackups:          DefaultLogMaxBackups,
-		LogMaxAgeDays:          DefaultLogMaxAgeDays,
-		LogLevel:               DefaultLogLevel,
-		AccessLog:              DefaultAccessLog,
-		AccessLogFormat:        DefaultAccessLogFormat,
-		RequestID:              DefaultRequestID,
-		ConnectTimeout:         DefaultConnectTimeout,
-		ResponseTimeout:        DefaultResponseTimeout,
-		ClientHeaderTimeout:    DefaultClientHeaderTimeout,
-		IdleTimeout:            DefaultIdleTimeout,
-		ShutdownTimeout:        DefaultShutdownTimeout,
-		MaxIdleConnsPerBackend: DefaultMaxIdleConnsPerBackend,
-		UpstreamIdleTimeout:    DefaultUpstreamIdleTimeout,
-		TunnelIdleTimeout:      DefaultTunnelIdleTimeout,
-		MaxConnections:         DefaultMaxConnections,
-		Retries:                DefaultRetries,
-		Workers:                DefaultWorkers,
-		Processes:              DefaultProcesses,
-		MaxHeaderBytes:         DefaultMaxHeaderBytes,
-		BreakerFailures:        DefaultBreakerFailures,
-		BreakerOpenTime:        DefaultBreakerOpenTime,
-		MaxEjectedPercent:      DefaultMaxEjectedPercent,
-		BackendMaxRequests:     DefaultBackendMaxRequests,
-		MaxQueuedRequests:      DefaultMaxQueuedRequests,
-		QueueTimeout:           DefaultQueueTimeout,
-		RetryBudgetPercent:     DefaultRetryBudgetPercent,
-		RetryBudgetFloor:       DefaultRetryBudgetFloor,
-		SlowStart:              DefaultSlowStart,
-		MaxBodyBytes:           DefaultMaxBodyBytes,
-		BodyBufferBytes:        DefaultBodyBufferBytes,
-		ClientBodyTimeout:      DefaultClientBodyTimeout,
-		ClientBodyMinRate:      DefaultClientBodyMinRate,
-		AdminListen:            DefaultAdminListen,
+		Pool:                defaultPool(),
+		Listen:              ":" + strconv.Itoa(DefaultPort),
+		Port:                DefaultPort,
+		TLSMinVersion:       DefaultTLSMinVersion,
+		LogMaxSizeMB:        DefaultLogMaxSizeMB,
+		LogMaxBackups:       DefaultLogMaxBackups,
+		LogMaxAgeDays:       DefaultLogMaxAgeDays,
+		LogLevel:            DefaultLogLevel,
+		AccessLog:           DefaultAccessLog,
+		AccessLogFormat:     DefaultAccessLogFormat,
+		RequestID:           DefaultRequestID,
+		ClientHeaderTimeout: DefaultClientHeaderTimeout,
+		IdleTimeout:         DefaultIdleTimeout,
+		ShutdownTimeout:     DefaultShutdownTimeout,
+		TunnelIdleTimeout:   DefaultTunnelIdleTimeout,
+		MaxConnections:      DefaultMaxConnections,
+		Workers:             DefaultWorkers,
+		Processes:           DefaultProcesses,
+		MaxHeaderBytes:      DefaultMaxHeaderBytes,
+		MaxBodyBytes:        DefaultMaxBodyBytes,
+		BodyBufferBytes:     DefaultBodyBufferBytes,
+		ClientBodyTimeout:   DefaultClientBodyTimeout,
+		ClientBodyMinRate:   DefaultClientBodyMinRate,
+		AdminListen:         DefaultAdminListen,
+		EscapedSlashes:      DefaultEscapedSlashes,
 	}
 }
 
@@ -386,15 +332,17 @@ func (c *Config) ServingProcesses() int {
 // on it and leave c untouched when the result is invalid.
 func (c *Config) clone() *Config {
 	n := *c
-	n.Backends = append([]Backend(nil), c.Backends...)
-	for i, b := range n.Backends {
-		if b.URL != nil {
-			u := *b.URL
-			n.Backends[i].URL = &u
+	n.Pool = c.Pool.clone()
+	n.PoolNames = append([]string(nil), c.PoolNames...)
+	n.Routes = append([]Route(nil), c.Routes...)
+	if c.Pools != nil {
+		n.Pools = make(map[string]*Pool, len(c.Pools))
+		for name, p := range c.Pools {
+			q := p.clone()
+			n.Pools[name] = &q
 		}
 	}
 	n.TrustedProxies = append([]netip.Prefix(nil), c.TrustedProxies...)
-	n.BreakerStatuses = append([]int(nil), c.BreakerStatuses...)
 	n.AdminAllowedHosts = append([]string(nil), c.AdminAllowedHosts...)
 	n.lines = make(map[string]int, len(c.lines))
 	for k, v := range c.lines {

@@ -216,20 +216,25 @@ func TestValues(t *testing.T) {
 		"  - url: http://[fe80::1%25eth0]:8080",
 	))
 	want := Config{
-		Listen: "127.0.0.1:9000", Port: 8081, TLSMinVersion: "1.3", H2C: true, Algorithm: "ip-hash",
-		HealthCheck: HealthCheck{Type: "tcp", Path: "/ready?full=1", Interval: 5 * time.Second, Timeout: 500 * time.Millisecond, Rise: 1, Fall: 5, ReuseConnection: false},
+		Pool: Pool{
+			Algorithm:      "ip-hash",
+			HealthCheck:    HealthCheck{Type: "tcp", Path: "/ready?full=1", Interval: 5 * time.Second, Timeout: 500 * time.Millisecond, Rise: 1, Fall: 5, ReuseConnection: false},
+			ConnectTimeout: time.Second, ResponseTimeout: 2 * time.Minute, MaxIdleConnsPerBackend: 0, UpstreamIdleTimeout: 9 * time.Second, Retries: 0,
+			BreakerFailures: 7, BreakerStatuses: []int{502, 503}, BreakerOpenTime: 10 * time.Second, MaxEjectedPercent: 34,
+			BackendMaxRequests: 100, MaxQueuedRequests: 50, QueueTimeout: time.Second, RetryBudgetPercent: 10, RetryBudgetFloor: 1, SlowStart: time.Minute,
+		},
+		Listen: "127.0.0.1:9000", Port: 8081, TLSMinVersion: "1.3", H2C: true,
 		TrustedProxies: []netip.Prefix{
 			netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.7/32"),
 			netip.MustParsePrefix("::1/128"), netip.MustParsePrefix("fd00::/8"),
 		},
 		LogFile: "/var/log/relay.log", LogMaxSizeMB: 10, LogMaxBackups: 0, LogMaxAgeDays: 7, LogLevel: "debug", AccessLog: true,
 		AccessLogFile: "/var/log/relay-access.log", AccessLogFormat: "combined", RequestID: false,
-		ConnectTimeout: time.Second, ResponseTimeout: 2 * time.Minute, ClientHeaderTimeout: 3 * time.Second, IdleTimeout: 4 * time.Second,
-		ShutdownTimeout: 0, MaxIdleConnsPerBackend: 0, UpstreamIdleTimeout: 9 * time.Second, TunnelIdleTimeout: 90 * time.Second, MaxConnections: 10, Retries: 0, Workers: 1, Processes: 2, CPUAffinity: true, MaxHeaderBytes: 8192,
+		ClientHeaderTimeout: 3 * time.Second, IdleTimeout: 4 * time.Second,
+		ShutdownTimeout: 0, TunnelIdleTimeout: 90 * time.Second, MaxConnections: 10, Workers: 1, Processes: 2, CPUAffinity: true, MaxHeaderBytes: 8192,
 		ClientBodyTimeout: 11 * time.Second, ClientBodyMinRate: 0, MaxBodyBytes: 1000000, BodyBufferBytes: 0,
-		BreakerFailures: 7, BreakerStatuses: []int{502, 503}, BreakerOpenTime: 10 * time.Second, MaxEjectedPercent: 34,
-		BackendMaxRequests: 100, MaxQueuedRequests: 50, QueueTimeout: time.Second, RetryBudgetPercent: 10, RetryBudgetFloor: 1, SlowStart: time.Minute,
 		AdminListen: "0.0.0.0:9902", AdminToken: "0123456789abcdef0123",
+		EscapedSlashes: DefaultEscapedSlashes,
 	}
 	got := *c
 	gotBackends := got.Backends

@@ -23,6 +23,13 @@ var nestedKeys = []struct {
 	{discoveryKeys, "discovery"},
 	{etcdKeys, "discovery"},
 	{announceKeys, "discovery"},
+	{routeKeys, "routes"},
+	{matchKeys, "routes"},
+	{headerActionKeys, "routes"},
+	// redirect's port shares its name with the top-level port, which a
+	// reload does not apply; its row would contradict port's, so the
+	// redirect row describes it.
+	{slices.DeleteFunc(slices.Clone(redirectKeys), func(k string) bool { return k == "port" }), "routes"},
 }
 
 // referenceRows reads the key tables of docs/configuration.md into key ->

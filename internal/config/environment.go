@@ -99,16 +99,21 @@ func unwrapPath(err error) error {
 	return err
 }
 
-// checkSelf reports every backend that self says is relay itself, at its
-// entry.
+// checkSelf reports every backend, of every pool, that self says is
+// relay itself, at its entry.
 func (c *Config) checkSelf(errs *Errors, self SelfCheck) {
-	us := make([]*url.URL, len(c.Backends))
-	for i, b := range c.Backends {
-		us[i] = b.URL
+	var us []*url.URL
+	var where []func() Problem
+	for _, np := range c.allPoolsDeclared() {
+		s := c.siteOf(np)
+		for i, b := range np.Backends {
+			us = append(us, b.URL)
+			where = append(where, func() Problem { return s.backendAt(i, "url", b.Line) })
+		}
 	}
 	for i, msg := range self.Each(us) {
 		if msg != "" {
-			p := c.backendAt(i, "url", c.Backends[i].Line)
+			p := where[i]()
 			p.Msg = msg
 			errs.add(p)
 		}

@@ -10,13 +10,49 @@ import (
 )
 
 // field is one top-level YAML key and how its value lands in a Config.
+// A pool key sets a Pool instead (pool is set, set is not): the top
+// level's, or a named pool's, where path names the key in problems
+// ("pools.api.retries").
 type field struct {
-	key string
-	set func(d *decoder, c *Config, v *yaml.Node)
+	key  string
+	set  func(d *decoder, c *Config, v *yaml.Node)
+	pool func(d *decoder, p *Pool, v *yaml.Node, path string)
+}
+
+func poolStr(key string, ptr func(*Pool) *string) field {
+	return field{key: key, pool: func(d *decoder, p *Pool, v *yaml.Node, path string) {
+		if s, ok := d.str(v, path); ok {
+			*ptr(p) = s
+		}
+	}}
+}
+
+func poolInt(key string, ptr func(*Pool) *int) field {
+	return field{key: key, pool: func(d *decoder, p *Pool, v *yaml.Node, path string) {
+		if n, ok := d.integer(v, path); ok {
+			*ptr(p) = n
+		}
+	}}
+}
+
+func poolDur(key string, ptr func(*Pool) *time.Duration) field {
+	return field{key: key, pool: func(d *decoder, p *Pool, v *yaml.Node, path string) {
+		if t, ok := d.duration(v, path); ok {
+			*ptr(p) = t
+		}
+	}}
+}
+
+func poolBool(key string, ptr func(*Pool) *bool) field {
+	return field{key: key, pool: func(d *decoder, p *Pool, v *yaml.Node, path string) {
+		if b, ok := d.boolean(v, path); ok {
+			*ptr(p) = b
+		}
+	}}
 }
 
 func strField(key string, p func(*Config) *string) field {
-	return field{key, func(d *decoder, c *Config, v *yaml.Node) {
+	return field{key: key, set: func(d *decoder, c *Config, v *yaml.Node) {
 		if s, ok := d.str(v, key); ok {
 			*p(c) = s
 		}
@@ -24,7 +60,7 @@ func strField(key string, p func(*Config) *string) field {
 }
 
 func intField(key string, p func(*Config) *int) field {
-	return field{key, func(d *decoder, c *Config, v *yaml.Node) {
+	return field{key: key, set: func(d *decoder, c *Config, v *yaml.Node) {
 		if n, ok := d.integer(v, key); ok {
 			*p(c) = n
 		}
@@ -32,7 +68,7 @@ func intField(key string, p func(*Config) *int) field {
 }
 
 func durField(key string, p func(*Config) *time.Duration) field {
-	return field{key, func(d *decoder, c *Config, v *yaml.Node) {
+	return field{key: key, set: func(d *decoder, c *Config, v *yaml.Node) {
 		if t, ok := d.duration(v, key); ok {
 			*p(c) = t
 		}
@@ -40,7 +76,7 @@ func durField(key string, p func(*Config) *time.Duration) field {
 }
 
 func int64Field(key string, p func(*Config) *int64) field {
-	return field{key, func(d *decoder, c *Config, v *yaml.Node) {
+	return field{key: key, set: func(d *decoder, c *Config, v *yaml.Node) {
 		if n, ok := d.integer(v, key); ok {
 			*p(c) = int64(n)
 		}
@@ -48,7 +84,7 @@ func int64Field(key string, p func(*Config) *int64) field {
 }
 
 func boolField(key string, p func(*Config) *bool) field {
-	return field{key, func(d *decoder, c *Config, v *yaml.Node) {
+	return field{key: key, set: func(d *decoder, c *Config, v *yaml.Node) {
 		if b, ok := d.boolean(v, key); ok {
 			*p(c) = b
 		}
@@ -58,32 +94,35 @@ func boolField(key string, p func(*Config) *bool) field {
 // fields lists every top-level key relay understands, in the order
 // examples/config.yml documents them. It is read-only.
 var fields = []field{
-	{"listen", func(d *decoder, c *Config, v *yaml.Node) {
+	{key: "listen", set: func(d *decoder, c *Config, v *yaml.Node) {
 		if s, ok := d.str(v, "listen"); ok {
 			c.Listen, c.listenSet = s, true
 		}
 	}},
 	intField("port", func(c *Config) *int { return &c.Port }),
 	strField("tls_listen", func(c *Config) *string { return &c.TLSListen }),
-	{"tls_certificates", decodeCertificates},
-	{"tls_min_version", decodeTLSMinVersion},
+	{key: "tls_certificates", set: decodeCertificates},
+	{key: "tls_min_version", set: decodeTLSMinVersion},
 	boolField("h2c", func(c *Config) *bool { return &c.H2C }),
-	strField("algorithm", func(c *Config) *string { return &c.Algorithm }),
-	{"backends", decodeBackends},
-	{"discovery", decodeDiscovery},
+	poolStr("algorithm", func(p *Pool) *string { return &p.Algorithm }),
+	{key: "backends", pool: decodeBackends},
+	{key: "discovery", set: decodeDiscovery},
+	{key: "pools", set: decodePools},
+	{key: "routes", set: decodeRoutes},
+	strField("escaped_slashes", func(c *Config) *string { return &c.EscapedSlashes }),
 	upstreamTLSField("tls_ca_file"),
 	upstreamTLSField("tls_server_name"),
 	upstreamTLSField("tls_client_cert_file"),
 	upstreamTLSField("tls_client_key_file"),
 	upstreamTLSField("tls_insecure_skip_verify"),
-	strField("health_check_type", func(c *Config) *string { return &c.HealthCheck.Type }),
-	strField("health_check_path", func(c *Config) *string { return &c.HealthCheck.Path }),
-	durField("health_check_interval", func(c *Config) *time.Duration { return &c.HealthCheck.Interval }),
-	durField("health_check_timeout", func(c *Config) *time.Duration { return &c.HealthCheck.Timeout }),
-	intField("health_check_rise", func(c *Config) *int { return &c.HealthCheck.Rise }),
-	intField("health_check_fall", func(c *Config) *int { return &c.HealthCheck.Fall }),
-	boolField("health_check_reuse_connection", func(c *Config) *bool { return &c.HealthCheck.ReuseConnection }),
-	{"trusted_proxies", decodeTrustedProxies},
+	poolStr("health_check_type", func(p *Pool) *string { return &p.HealthCheck.Type }),
+	poolStr("health_check_path", func(p *Pool) *string { return &p.HealthCheck.Path }),
+	poolDur("health_check_interval", func(p *Pool) *time.Duration { return &p.HealthCheck.Interval }),
+	poolDur("health_check_timeout", func(p *Pool) *time.Duration { return &p.HealthCheck.Timeout }),
+	poolInt("health_check_rise", func(p *Pool) *int { return &p.HealthCheck.Rise }),
+	poolInt("health_check_fall", func(p *Pool) *int { return &p.HealthCheck.Fall }),
+	poolBool("health_check_reuse_connection", func(p *Pool) *bool { return &p.HealthCheck.ReuseConnection }),
+	{key: "trusted_proxies", set: decodeTrustedProxies},
 	strField("log_file", func(c *Config) *string { return &c.LogFile }),
 	intField("log_max_size_mb", func(c *Config) *int { return &c.LogMaxSizeMB }),
 	intField("log_max_backups", func(c *Config) *int { return &c.LogMaxBackups }),
@@ -93,8 +132,8 @@ var fields = []field{
 	strField("access_log_file", func(c *Config) *string { return &c.AccessLogFile }),
 	strField("access_log_format", func(c *Config) *string { return &c.AccessLogFormat }),
 	boolField("request_id", func(c *Config) *bool { return &c.RequestID }),
-	durField("connect_timeout", func(c *Config) *time.Duration { return &c.ConnectTimeout }),
-	durField("response_timeout", func(c *Config) *time.Duration { return &c.ResponseTimeout }),
+	poolDur("connect_timeout", func(p *Pool) *time.Duration { return &p.ConnectTimeout }),
+	poolDur("response_timeout", func(p *Pool) *time.Duration { return &p.ResponseTimeout }),
 	durField("client_header_timeout", func(c *Config) *time.Duration { return &c.ClientHeaderTimeout }),
 	durField("idle_timeout", func(c *Config) *time.Duration { return &c.IdleTimeout }),
 	durField("client_body_timeout", func(c *Config) *time.Duration { return &c.ClientBodyTimeout }),
@@ -102,28 +141,28 @@ var fields = []field{
 	int64Field("max_body_bytes", func(c *Config) *int64 { return &c.MaxBodyBytes }),
 	int64Field("body_buffer_bytes", func(c *Config) *int64 { return &c.BodyBufferBytes }),
 	durField("shutdown_timeout", func(c *Config) *time.Duration { return &c.ShutdownTimeout }),
-	intField("max_idle_conns_per_backend", func(c *Config) *int { return &c.MaxIdleConnsPerBackend }),
-	durField("upstream_idle_timeout", func(c *Config) *time.Duration { return &c.UpstreamIdleTimeout }),
+	poolInt("max_idle_conns_per_backend", func(p *Pool) *int { return &p.MaxIdleConnsPerBackend }),
+	poolDur("upstream_idle_timeout", func(p *Pool) *time.Duration { return &p.UpstreamIdleTimeout }),
 	durField("tunnel_idle_timeout", func(c *Config) *time.Duration { return &c.TunnelIdleTimeout }),
 	intField("max_connections", func(c *Config) *int { return &c.MaxConnections }),
-	intField("retries", func(c *Config) *int { return &c.Retries }),
+	poolInt("retries", func(p *Pool) *int { return &p.Retries }),
 	intField("workers", func(c *Config) *int { return &c.Workers }),
 	intField("processes", func(c *Config) *int { return &c.Processes }),
 	boolField("cpu_affinity", func(c *Config) *bool { return &c.CPUAffinity }),
 	intField("max_header_bytes", func(c *Config) *int { return &c.MaxHeaderBytes }),
-	intField("breaker_failures", func(c *Config) *int { return &c.BreakerFailures }),
-	{"breaker_statuses", decodeStatuses},
-	durField("breaker_open_time", func(c *Config) *time.Duration { return &c.BreakerOpenTime }),
-	intField("max_ejected_percent", func(c *Config) *int { return &c.MaxEjectedPercent }),
-	intField("backend_max_requests", func(c *Config) *int { return &c.BackendMaxRequests }),
-	intField("max_queued_requests", func(c *Config) *int { return &c.MaxQueuedRequests }),
-	durField("queue_timeout", func(c *Config) *time.Duration { return &c.QueueTimeout }),
-	intField("retry_budget_percent", func(c *Config) *int { return &c.RetryBudgetPercent }),
-	intField("retry_budget_floor", func(c *Config) *int { return &c.RetryBudgetFloor }),
-	durField("slow_start", func(c *Config) *time.Duration { return &c.SlowStart }),
+	poolInt("breaker_failures", func(p *Pool) *int { return &p.BreakerFailures }),
+	{key: "breaker_statuses", pool: decodeStatuses},
+	poolDur("breaker_open_time", func(p *Pool) *time.Duration { return &p.BreakerOpenTime }),
+	poolInt("max_ejected_percent", func(p *Pool) *int { return &p.MaxEjectedPercent }),
+	poolInt("backend_max_requests", func(p *Pool) *int { return &p.BackendMaxRequests }),
+	poolInt("max_queued_requests", func(p *Pool) *int { return &p.MaxQueuedRequests }),
+	poolDur("queue_timeout", func(p *Pool) *time.Duration { return &p.QueueTimeout }),
+	poolInt("retry_budget_percent", func(p *Pool) *int { return &p.RetryBudgetPercent }),
+	poolInt("retry_budget_floor", func(p *Pool) *int { return &p.RetryBudgetFloor }),
+	poolDur("slow_start", func(p *Pool) *time.Duration { return &p.SlowStart }),
 	strField("admin_listen", func(c *Config) *string { return &c.AdminListen }),
 	strField("admin_token", func(c *Config) *string { return &c.AdminToken }),
-	{"admin_allowed_hosts", decodeAdminAllowedHosts},
+	{key: "admin_allowed_hosts", set: decodeAdminAllowedHosts},
 }
 
 // Keys lists every top-level YAML key relay understands.
@@ -188,7 +227,11 @@ func (d *decoder) settings(root *yaml.Node, c *Config) {
 		for _, f := range fields {
 			if f.key == key {
 				before := len(d.errs.Problems)
-				f.set(d, c, v)
+				if f.pool != nil {
+					f.pool(d, &c.Pool, v, key)
+				} else {
+					f.set(d, c, v)
+				}
 				if len(d.errs.Problems) > before {
 					c.undecoded[key] = true
 				}

@@ -56,6 +56,7 @@ func parse(data []byte, path string, o Overlay, opts Options) (*Config, error) {
 	}
 	c.overlay(o, &errs)
 	c.followInterval()
+	c.resolvePools()
 	c.check(&errs, opts)
 	if err := errs.err(); err != nil {
 		return nil, err

@@ -31,6 +31,7 @@ func (c *Config) Apply(o Overlay, opts Options) error {
 	n := c.clone()
 	var errs Errors
 	n.overlay(o, &errs)
+	n.resolvePools()
 	n.check(&errs, opts)
 	if err := errs.err(); err != nil {
 		return err

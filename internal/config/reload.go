@@ -8,17 +8,25 @@ import (
 )
 
 // LiveKeys are the settings a reload applies while relay serves: the
-// backends, the pool's settings and the log level. Every other setting
-// takes effect when relay restarts.
-var LiveKeys = []string{
-	"backends", "discovery", "algorithm", "retries", "connect_timeout", "response_timeout",
-	"max_idle_conns_per_backend", "upstream_idle_timeout",
-	"breaker_failures", "breaker_statuses", "breaker_open_time", "max_ejected_percent",
-	"backend_max_requests", "max_queued_requests", "queue_timeout",
-	"retry_budget_percent", "retry_budget_floor", "slow_start", "log_level",
-	"tls_certificates", "tls_min_version",
-	"backend_tls_ca_file", "backend_tls_server_name", "backend_tls_client_cert_file",
-	"backend_tls_client_key_file", "backend_tls_insecure_skip_verify",
+// pools (backends and every pool setting but the health checks), the
+// routes, the certificates and the log level. Every other setting takes
+// effect when relay restarts. The tag reload:"live" on a field of Config
+// or Pool declares it; this list is derived from the tags, in the order
+// of Keys.
+var LiveKeys = liveKeys()
+
+func liveKeys() []string {
+	live := map[string]bool{}
+	walkSettings(reflect.TypeOf(Config{}), "", false, nil, func(key string, l bool, _ []int) {
+		live[key] = live[key] || l
+	})
+	var keys []string
+	for _, k := range Keys() {
+		if live[k] {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }
 
 // RestartOnly lists the keys, in the order examples/config.yml shows
@@ -50,35 +58,93 @@ func changedKeys(a, b *Config, keep func(string) bool) []string {
 	return keys
 }
 
-// diff marks the key of every exported field that differs between a and
-// b; the fields of a nested struct (HealthCheck) take its name as a prefix,
-// unless the struct is a section of its own (discovery).
-func diff(a, b reflect.Value, prefix string, changed map[string]bool) {
-	t := a.Type()
+// diff marks the key of every setting that differs between a and b.
+func diff(a, b reflect.Value, _ string, changed map[string]bool) {
+	walkSettings(a.Type(), "", false, nil, func(key string, _ bool, index []int) {
+		if !sameSetting(a.FieldByIndex(index), b.FieldByIndex(index)) {
+			changed[key] = true
+		}
+	})
+}
+
+// walkSettings calls visit for each exported field of struct type t that
+// holds a setting, with its key, whether a reload applies it, and its
+// index in t. A field's key is its tag key:"..." or its name in
+// snake_case after prefix; an embedded struct's fields (Config's Pool)
+// are keys of the same level, and a nested struct that is no key of its
+// own (HealthCheck) lends its name as a prefix to its fields'
+// (health_check_interval). A field tagged reload:"live" is applied by
+// reload, and so is everything inside it.
+func walkSettings(t reflect.Type, prefix string, live bool, index []int, visit func(key string, live bool, index []int)) {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if !f.IsExported() || f.Name == "Path" && prefix == "" {
 			continue
 		}
-		key := prefix + snake(f.Name)
-		if flattened(t, f, key) {
-			diff(a.Field(i), b.Field(i), key+"_", changed)
+		idx := append(append([]int(nil), index...), i)
+		l := live || f.Tag.Get("reload") == "live"
+		if f.Anonymous {
+			walkSettings(f.Type, prefix, l, idx, visit)
 			continue
 		}
-		if !sameSetting(a.Field(i), b.Field(i)) {
-			changed[key] = true
+		key := f.Tag.Get("key")
+		if key == "" {
+			key = prefix + snake(f.Name)
 		}
+		if flattened(t, f, key) {
+			walkSettings(f.Type, key+"_", l, idx, visit)
+			continue
+		}
+		visit(key, l, idx)
 	}
 }
 
 // sameSetting reports whether two values of a setting are the same,
-// wherever in the file they stand: certificates moved to other lines
-// (Certificate.Line) are the same certificates.
+// wherever in the file they stand: the exported fields other than Line
+// are compared, so certificates, backends, pools and routes moved to
+// other lines are the same.
 func sameSetting(a, b reflect.Value) bool {
-	if ca, ok := a.Interface().([]Certificate); ok {
-		return slices.EqualFunc(ca, b.Interface().([]Certificate), func(x, y Certificate) bool {
-			return x.CertFile == y.CertFile && x.KeyFile == y.KeyFile
-		})
+	switch a.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if a.IsNil() || b.IsNil() {
+			return a.IsNil() == b.IsNil()
+		}
+		return sameSetting(a.Elem(), b.Elem())
+	case reflect.Struct:
+		if !a.CanInterface() || a.Type().PkgPath() != "relay/internal/config" {
+			return reflect.DeepEqual(a.Interface(), b.Interface())
+		}
+		for i := range a.NumField() {
+			f := a.Type().Field(i)
+			if !f.IsExported() || f.Name == "Line" {
+				continue
+			}
+			if !sameSetting(a.Field(i), b.Field(i)) {
+				return false
+			}
+		}
+		return true
+	case reflect.Slice:
+		if a.Len() != b.Len() {
+			return false
+		}
+		for i := range a.Len() {
+			if !sameSetting(a.Index(i), b.Index(i)) {
+				return false
+			}
+		}
+		return true
+	case reflect.Map:
+		if a.Len() != b.Len() {
+			return false
+		}
+		for _, k := range a.MapKeys() {
+			bv := b.MapIndex(k)
+			if !bv.IsValid() || !sameSetting(a.MapIndex(k), bv) {
+				return false
+			}
+		}
+		return true
 	}
 	return reflect.DeepEqual(a.Interface(), b.Interface())
 }

@@ -6,27 +6,54 @@ import (
 	"testing"
 )
 
+// newLiveKeys are the live keys that came with named pools and routes.
+var newLiveKeys = []string{"pools", "routes", "escaped_slashes"}
+
 // TestEveryFieldHasItsKey keeps RestartOnly honest: each exported field of
-// Config maps to a key relay reads, so a changed setting is always named.
+// Config, those of the embedded Pool included, maps to a key relay reads,
+// so a changed setting is always named.
 func TestEveryFieldHasItsKey(t *testing.T) {
 	keys := Keys()
-	var walk func(rt reflect.Type, prefix string)
-	walk = func(rt reflect.Type, prefix string) {
-		for i := range rt.NumField() {
-			f := rt.Field(i)
-			if !f.IsExported() || f.Name == "Path" && prefix == "" {
-				continue
-			}
-			if flattened(rt, f, prefix+snake(f.Name)) {
-				walk(f.Type, prefix+snake(f.Name)+"_")
-				continue
-			}
-			if k := prefix + snake(f.Name); !slices.Contains(keys, k) {
-				t.Errorf("field %s maps to %q, which is not a key", f.Name, k)
-			}
+	fields := 0
+	walkSettings(reflect.TypeOf(Config{}), "", false, nil, func(key string, _ bool, index []int) {
+		fields++
+		if !slices.Contains(keys, key) {
+			t.Errorf("field %s maps to %q, which is not a key", reflect.TypeOf(Config{}).FieldByIndex(index).Name, key)
 		}
+	})
+	if fields < len(keys) {
+		t.Errorf("%d setting fields for %d keys", fields, len(keys))
 	}
-	walk(reflect.TypeOf(Config{}), "")
+}
+
+// TestLiveKeysFromTags: the keys the reload:"live" tags declare are the
+// ones a reload applied before the tags (the list below, as it was
+// written by hand), and the new sections, pools and routes and
+// escaped_slashes.
+func TestLiveKeysFromTags(t *testing.T) {
+	before := []string{
+		"backends", "discovery", "algorithm", "retries", "connect_timeout", "response_timeout",
+		"max_idle_conns_per_backend", "upstream_idle_timeout",
+		"breaker_failures", "breaker_statuses", "breaker_open_time", "max_ejected_percent",
+		"backend_max_requests", "max_queued_requests", "queue_timeout",
+		"retry_budget_percent", "retry_budget_floor", "slow_start", "log_level",
+		"tls_certificates", "tls_min_version",
+		"backend_tls_ca_file", "backend_tls_server_name", "backend_tls_client_cert_file",
+		"backend_tls_client_key_file", "backend_tls_insecure_skip_verify",
+	}
+	want := append(before, newLiveKeys...)
+	got := slices.Clone(LiveKeys)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("LiveKeys = %q\nwant      %q", got, want)
+	}
+	// In the order of Keys, which the reload line follows.
+	if !slices.IsSortedFunc(LiveKeys, func(a, b string) int {
+		return slices.Index(Keys(), a) - slices.Index(Keys(), b)
+	}) {
+		t.Errorf("LiveKeys %q are not in the order of Keys", LiveKeys)
+	}
 }
 
 func TestRestartOnlyNamesChangedSettings(t *testing.T) {

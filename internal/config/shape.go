@@ -20,8 +20,16 @@ func init() { topKeys = Keys() }
 // key that is unknown everywhere.
 func misplacedKey(name, prefix string) string {
 	top := prefix == ""
-	inBackend := strings.HasPrefix(prefix, "backends[")
+	inBackend := strings.HasPrefix(prefix, "backends[") || strings.Contains(prefix, ".backends[")
+	inPool := strings.HasPrefix(prefix, "pools.") && strings.Count(prefix, ".") == 2
 	switch {
+	case inPool && slices.Contains(upstreamTLSKeys, name):
+		return fmt.Sprintf("unknown key in a pool; did you mean %q (the default for the pool's https backends)? "+
+			"For one backend, indent it under that backend's \"- url:\", lined up with url", "backend_"+name)
+	case inPool && slices.Contains(backendKeys, name):
+		return "unknown key in a pool; it belongs to a backend: indent it under the backend's \"- url:\" in the pool's backends, lined up with url"
+	case inPool && slices.Contains(topKeys, name):
+		return "not a pool setting: it applies to relay as a whole; move it to the top level"
 	case top && slices.Contains(upstreamTLSKeys, name):
 		return fmt.Sprintf("unknown key at the top level; did you mean %q (the default for every https backend)? "+
 			"For one backend, indent it under that backend's \"- url:\", lined up with url", "backend_"+name)

@@ -56,10 +56,11 @@ func decodeUpstreamTLS(d *decoder, t *UpstreamTLS, key, path string, v *yaml.Nod
 	}
 }
 
-// upstreamTLSField is a top-level default (backend_tls_...).
+// upstreamTLSField is a pool's default for its https backends
+// (backend_tls_...).
 func upstreamTLSField(key string) field {
-	return field{"backend_" + key, func(d *decoder, c *Config, v *yaml.Node) {
-		decodeUpstreamTLS(d, &c.BackendTLS, key, "backend_"+key, v)
+	return field{key: "backend_" + key, pool: func(d *decoder, p *Pool, v *yaml.Node, path string) {
+		decodeUpstreamTLS(d, &p.BackendTLS, key, path, v)
 	}}
 }
 
@@ -131,28 +132,28 @@ func LoadCAFile(file string) (*x509.CertPool, error) {
 
 // checkUpstreamTLS reports TLS settings on backends that do not use TLS
 // and settings that do not load.
-func (c *Config) checkUpstreamTLS(errs *Errors, where func(i int, field string, line int) Problem) {
-	if c.BackendTLS.Set() {
-		for _, tp := range c.BackendTLS.Problems() {
-			p := c.at("backend_" + tp.Key)
-			p.Msg = strings.Replace(tp.Msg, "tls_", "backend_tls_", 1)
-			errs.add(p)
+func (p *Pool) checkUpstreamTLS(errs *Errors, s site) {
+	if p.BackendTLS.Set() {
+		for _, tp := range p.BackendTLS.Problems() {
+			pr := s.at("backend_" + tp.Key)
+			pr.Msg = strings.Replace(tp.Msg, "tls_", "backend_tls_", 1)
+			errs.add(pr)
 		}
 	}
-	for i, b := range c.Backends {
+	for i, b := range p.Backends {
 		if !b.TLS.Set() || b.URL == nil {
 			continue
 		}
 		if !strings.EqualFold(b.URL.Scheme, "https") {
-			p := where(i, b.tlsKey, b.tlsLine)
-			p.Msg = fmt.Sprintf("%s applies to https backends only; this one is %s", b.tlsKey, b.URL.Scheme)
-			errs.add(p)
+			pr := s.backendAt(i, b.tlsKey, b.tlsLine)
+			pr.Msg = fmt.Sprintf("%s applies to https backends only; this one is %s", b.tlsKey, b.URL.Scheme)
+			errs.add(pr)
 			continue
 		}
 		for _, tp := range b.TLS.Problems() {
-			p := where(i, b.tlsKey, b.tlsLine)
-			p.Msg = tp.Msg
-			errs.add(p)
+			pr := s.backendAt(i, b.tlsKey, b.tlsLine)
+			pr.Msg = tp.Msg
+			errs.add(pr)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,26 +33,8 @@ func (c *Config) check(errs *Errors, opts Options) {
 		p.Msg = fmt.Sprintf(format, args...)
 		errs.add(p)
 	}
-	intRange := func(key string, v, lo, hi int) {
-		switch {
-		case v < 0 && lo >= 0:
-			bad(key, "must not be negative, got %d", v)
-		case v < lo || v > hi:
-			if hi == maxInt {
-				bad(key, "must be at least %d, got %d", lo, v)
-			} else {
-				bad(key, "must be between %d and %d, got %d", lo, hi, v)
-			}
-		}
-	}
-	positive := func(key string, d time.Duration) {
-		switch {
-		case d < 0:
-			bad(key, "must not be negative, got %v", d)
-		case d == 0:
-			bad(key, "must be longer than zero")
-		}
-	}
+	intRange := rangeCheck(bad)
+	positive := positiveCheck(bad)
 
 	intRange("port", c.Port, 1, 65535)
 	// A listen derived from port is only as good as port, already checked.
@@ -63,34 +44,13 @@ func (c *Config) check(errs *Errors, opts Options) {
 		}
 	}
 	c.checkTLS(bad)
-	switch {
-	case c.Algorithm == "":
-		bad("algorithm", "must not be empty")
-	case len(opts.Algorithms) > 0 && !slices.Contains(opts.Algorithms, c.Algorithm):
-		known := strings.Join(opts.Algorithms, ", ")
-		if s := closest(c.Algorithm, opts.Algorithms); s != "" {
-			bad("algorithm", "unknown algorithm %s; did you mean %q? known: %s", quote(c.Algorithm), s, known)
-		} else {
-			bad("algorithm", "unknown algorithm %s; known: %s", quote(c.Algorithm), known)
-		}
-	}
-	c.checkBackends(errs)
-
-	hc := c.HealthCheck
-	if hc.Type != "http" && hc.Type != "tcp" {
-		bad("health_check_type", `must be "http" or "tcp", got %s%s`, quote(hc.Type), didYouMean(hc.Type, []string{"http", "tcp"}))
-	}
-	if msg := checkHealthPath(hc.Path); msg != "" {
-		bad("health_check_path", "%s", msg)
-	}
-	positive("health_check_interval", hc.Interval)
-	positive("health_check_timeout", hc.Timeout)
-	if hc.Interval > 0 && hc.Timeout > 0 && hc.Timeout >= hc.Interval &&
-		!c.undecoded["health_check_interval"] && !c.undecoded["health_check_timeout"] {
-		bad("health_check_timeout", "health_check_timeout (%v) must be shorter than health_check_interval (%v), so checks of one backend never overlap", hc.Timeout, hc.Interval)
-	}
-	intRange("health_check_rise", hc.Rise, 1, maxInt)
-	intRange("health_check_fall", hc.Fall, 1, maxInt)
+	top := c.topSite()
+	topBad := map[string]bool{} // the pool keys the top level is faulted on
+	at := top.at
+	top.at = func(key string) Problem { topBad[key] = true; return at(key) }
+	c.Pool.check(errs, top, opts)
+	c.checkPools(errs, opts, topBad)
+	c.checkRoutes(errs, bad)
 
 	for i, p := range c.TrustedProxies {
 		if !p.IsValid() {
@@ -119,8 +79,6 @@ func (c *Config) check(errs *Errors, opts Options) {
 		bad("log_level", "must be one of debug, info, warn, error; got %s%s", quote(c.LogLevel), didYouMean(c.LogLevel, []string{"debug", "info", "warn", "error"}))
 	}
 
-	positive("connect_timeout", c.ConnectTimeout)
-	positive("response_timeout", c.ResponseTimeout)
 	positive("client_header_timeout", c.ClientHeaderTimeout)
 	positive("idle_timeout", c.IdleTimeout)
 	positive("client_body_timeout", c.ClientBodyTimeout)
@@ -135,41 +93,43 @@ func (c *Config) check(errs *Errors, opts Options) {
 		bad("shutdown_timeout", "must not be negative, got %v", c.ShutdownTimeout)
 	}
 
-	intRange("max_idle_conns_per_backend", c.MaxIdleConnsPerBackend, 0, maxInt)
-	positive("upstream_idle_timeout", c.UpstreamIdleTimeout)
 	positive("tunnel_idle_timeout", c.TunnelIdleTimeout)
 	intRange("max_connections", c.MaxConnections, 1, maxInt)
-	intRange("retries", c.Retries, 0, MaxRetries)
 	intRange("workers", c.Workers, 0, maxInt)
 	intRange("processes", c.Processes, 0, MaxProcesses)
 	if c.CPUAffinity && c.Processes == 1 {
 		bad("cpu_affinity", "binds each serving process to a core, so it needs processes other than 1")
 	}
 	intRange("max_header_bytes", c.MaxHeaderBytes, MinHeaderBytes, MaxHeaderBytesLimit)
-	intRange("breaker_failures", c.BreakerFailures, 0, maxInt)
-	for _, s := range c.BreakerStatuses {
-		if s < 100 || s > 599 {
-			bad("breaker_statuses", "%d is not an HTTP status (100-599)", s)
+	c.checkAdmin(bad)
+}
+
+// rangeCheck returns a check that v, the value of key, is in lo..hi.
+func rangeCheck(bad func(key, format string, args ...any)) func(key string, v, lo, hi int) {
+	return func(key string, v, lo, hi int) {
+		switch {
+		case v < 0 && lo >= 0:
+			bad(key, "must not be negative, got %d", v)
+		case v < lo || v > hi:
+			if hi == maxInt {
+				bad(key, "must be at least %d, got %d", lo, v)
+			} else {
+				bad(key, "must be between %d and %d, got %d", lo, hi, v)
+			}
 		}
 	}
-	if c.BreakerFailures > 0 {
-		positive("breaker_open_time", c.BreakerOpenTime)
+}
+
+// positiveCheck returns a check that d, the value of key, is above 0.
+func positiveCheck(bad func(key, format string, args ...any)) func(key string, d time.Duration) {
+	return func(key string, d time.Duration) {
+		switch {
+		case d < 0:
+			bad(key, "must not be negative, got %v", d)
+		case d == 0:
+			bad(key, "must be longer than zero")
+		}
 	}
-	intRange("max_ejected_percent", c.MaxEjectedPercent, 0, 100)
-	intRange("backend_max_requests", c.BackendMaxRequests, 0, maxInt)
-	if n := c.ServingProcesses(); c.BackendMaxRequests > 0 && c.BackendMaxRequests < n {
-		bad("backend_max_requests", splitMsg, c.BackendMaxRequests, n)
-	}
-	intRange("max_queued_requests", c.MaxQueuedRequests, 0, maxInt)
-	if c.QueueTimeout < 0 {
-		bad("queue_timeout", "must not be negative, got %v", c.QueueTimeout)
-	}
-	intRange("retry_budget_percent", c.RetryBudgetPercent, 0, 100)
-	intRange("retry_budget_floor", c.RetryBudgetFloor, 0, maxInt)
-	if c.SlowStart < 0 {
-		bad("slow_start", "must not be negative, got %v", c.SlowStart)
-	}
-	c.checkAdmin(bad)
 }
 
 // checkAdmin reports an admin listener that is not HOST:PORT, one reachable
@@ -228,67 +188,6 @@ const maxInt = int(^uint(0) >> 1)
 // processes each serves an equal part of every cap, and a part of 0 would
 // serve nothing.
 const splitMsg = "%d cannot be split over %d serving processes (each gets an equal part of the cap); set at least the process count, or 0 for no cap"
-
-// checkBackends reports empty lists, bad URLs and weights, and duplicates.
-func (c *Config) checkBackends(errs *Errors) {
-	fromFlags := c.flags["backends"]
-	where := c.backendAt
-	if len(c.Backends) == 0 && c.backendProblems == 0 && c.Discovery.Etcd == nil && !c.undecoded["discovery"] {
-		p := c.at("backends")
-		p.Msg = "no backends configured; list at least one (- url: http://HOST:PORT), pass -backends, or discover them (discovery: etcd:)"
-		errs.add(p)
-	}
-	c.checkUpstreamTLS(errs, where)
-	first := make(map[string]int, len(c.Backends))
-	for i, b := range c.Backends {
-		msgs := checkBackendURL(b.URL, b.raw)
-		for _, m := range msgs {
-			p := where(i, "url", b.Line)
-			p.Msg = m
-			errs.add(p)
-		}
-		wl := b.weightLine
-		if wl == 0 {
-			wl = b.Line
-		}
-		switch {
-		case b.Weight < 1:
-			p := where(i, "weight", wl)
-			p.Msg = fmt.Sprintf("weight %d is below 1", b.Weight)
-			errs.add(p)
-		case b.Weight > MaxWeight:
-			p := where(i, "weight", wl)
-			p.Msg = fmt.Sprintf("weight %d is above the maximum %d", b.Weight, MaxWeight)
-			errs.add(p)
-		}
-		if n := c.ServingProcesses(); b.MaxRequests > 0 && b.MaxRequests < n {
-			p := where(i, "max_requests", b.maxRequestsLine)
-			p.Msg = fmt.Sprintf(splitMsg, b.MaxRequests, n)
-			errs.add(p)
-		}
-		if len(msgs) > 0 {
-			continue
-		}
-		id := strings.ToLower(b.URL.Scheme) + "://" + canonicalHost(b.URL)
-		if j, dup := first[id]; dup {
-			p := where(i, "url", b.Line)
-			earlier := quote(c.Backends[j].raw)
-			if l := c.Backends[j].Line; l > 0 && fromFlags == "" {
-				earlier = fmt.Sprintf("line %d", l)
-			} else if c.Backends[j].raw == "" {
-				earlier = fmt.Sprintf("backends[%d]", j)
-			}
-			name := b.raw
-			if name == "" {
-				name = b.URL.String()
-			}
-			p.Msg = fmt.Sprintf("%s duplicates the backend at %s (both are %s)", quote(name), earlier, id)
-			errs.add(p)
-			continue
-		}
-		first[id] = i
-	}
-}
 
 // backendAt returns a Problem located at field of backend i: the flag
 // that gave the backends, else the entry's key and line in the file.

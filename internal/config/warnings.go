@@ -10,9 +10,12 @@ import (
 // and still succeeds, and relay logs them when it starts and reloads.
 func (c *Config) Warnings(opts Options) []Problem {
 	var ws []Problem
-	if p, ok := c.weightsIgnored(opts); ok {
-		ws = append(ws, p)
+	for _, np := range c.allPoolsDeclared() {
+		if p, ok := c.weightsIgnored(np, opts); ok {
+			ws = append(ws, p)
+		}
 	}
+	ws = append(ws, c.routeWarnings()...)
 	return ws
 }
 
@@ -42,26 +45,31 @@ func differ(weights []int) bool {
 	return false
 }
 
-// weightsIgnored is the weights warning for the file's backends, on the
+// weightsIgnored is the weights warning for a pool's backends, on the
 // first backend whose weight differs from the first one's.
-func (c *Config) weightsIgnored(opts Options) (Problem, bool) {
-	if !slices.Contains(opts.IgnoringWeights, c.Algorithm) {
+func (c *Config) weightsIgnored(np NamedPool, opts Options) (Problem, bool) {
+	if !slices.Contains(opts.IgnoringWeights, np.Algorithm) {
 		return Problem{}, false
 	}
-	for i, b := range c.Backends {
-		if b.Weight == c.Backends[0].Weight {
+	for i, b := range np.Backends {
+		if b.Weight == np.Backends[0].Weight {
 			continue
 		}
 		line := b.weightLine
 		if line == 0 {
 			line = b.Line
 		}
-		alg := "algorithm " + c.Algorithm
-		if _, set := c.lines["algorithm"]; !set && c.flags["algorithm"] == "" {
+		alg := "algorithm " + np.Algorithm
+		_, set := c.lines["algorithm"]
+		if np.Name != DefaultPool {
+			_, own := np.lines["algorithm"]
+			set = set || own
+		}
+		if !set && c.flags["algorithm"] == "" {
 			alg += " (the default)"
 		}
-		p := c.backendAt(i, "weight", line)
-		p.Msg = fmt.Sprintf("weight %d differs from the first backend's (%d), but %s", b.Weight, c.Backends[0].Weight, ignores(alg))
+		p := c.siteOf(np).backendAt(i, "weight", line)
+		p.Msg = fmt.Sprintf("weight %d differs from the first backend's (%d), but %s", b.Weight, np.Backends[0].Weight, ignores(alg))
 		return p, true
 	}
 	return Problem{}, false
