@@ -231,6 +231,13 @@ func (p *Pool) Reconfigure(pc PoolConfig) error {
 	return nil
 }
 
+// Check reports what Reconfigure would refuse in pc, changing nothing.
+func (p *Pool) Check(pc PoolConfig) error {
+	pc.Name = p.Name()
+	_, err := p.settingsFor(pc, nil)
+	return err
+}
+
 // Name returns the pool's name.
 func (p *Pool) Name() string { return p.cfg().Name }
 

@@ -79,6 +79,7 @@ func (c *Core) route(x *Exchange) (p *Pool, o Outcome, done bool) {
 		}
 		return rt.Default, o, false
 	}
+	x.match.Secure = x.Peer.TLS
 	ok, err := rt.Table.Match(x.Req, &x.match)
 	if err != nil {
 		return nil, c.unrouted(x, 400, "request path refused: "+err.Error()), true

@@ -85,50 +85,86 @@ func New(cfg *config.Config, opts Options) (*Plane, error) {
 		Logger: opts.Logger, MaxBodyBytes: cfg.MaxBodyBytes, HoldBodyBytes: cfg.BodyBufferBytes,
 		Descriptors: opts.Descriptors, Instance: opts.Instance,
 	})
-	for _, ps := range poolsOf(cfg) {
-		if _, err := pl.core.AddPool(pl.poolConfig(ps), nil); err != nil {
+	for _, np := range cfg.AllPools() {
+		if _, err := pl.core.AddPool(pl.poolConfig(np), nil); err != nil {
 			return nil, err
 		}
 	}
 	if err := pl.setMembers(membersOf(cfg)); err != nil {
 		return nil, err
 	}
+	r, err := routingOf(cfg, pl.core)
+	if err != nil {
+		return nil, err
+	}
+	pl.core.SetRouting(r)
 	return pl, nil
 }
 
 // Core returns the forwarding core the front doors hand requests to.
 func (pl *Plane) Core() *core.Core { return pl.core }
 
-// poolConfig is the core's settings for the pool section ps, with this
+// poolConfig is the core's settings for the pool section np, with this
 // process's share of its request cap and the data plane's hooks.
-func (pl *Plane) poolConfig(ps poolSection) core.PoolConfig {
-	pc := poolConfigOf(ps)
+func (pl *Plane) poolConfig(np config.NamedPool) core.PoolConfig {
+	pc := poolConfigOf(np.Name, np.Pool)
 	pc.MaxRequests = pl.opts.Share(pc.MaxRequests)
 	pc.OnBreaker = pl.opts.OnBreaker
 	return pc
 }
 
-// Reconfigure applies a reloaded configuration's pool settings while the
-// pools serve: a pool that stays takes its new settings (requests in
-// flight finish as they started), a new pool starts empty until the
-// control gives it members, and a pool the file no longer has is removed
-// once its members are. Every pool's settings are checked before any
-// changes.
+// Reconfigure applies a reloaded configuration while the pools serve: a
+// pool that stays takes its new settings (requests in flight finish as
+// they started), a new pool starts empty until the control gives it
+// members, the routes are swapped whole, and a pool the file no longer has
+// is removed once no route sends to it. Nothing changes when a pool's
+// settings or the routes are refused.
 func (pl *Plane) Reconfigure(cfg *config.Config) error {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	for _, ps := range poolsOf(cfg) {
-		if pl.core.Pool(ps.name) == nil {
-			if _, err := pl.core.AddPool(pl.poolConfig(ps), nil); err != nil {
-				return err
-			}
+	keep := map[string]bool{}
+	var added []string
+	for _, np := range cfg.AllPools() {
+		keep[np.Name] = true
+		if pl.core.Pool(np.Name) != nil {
 			continue
 		}
-		if err := pl.core.Pool(ps.name).Reconfigure(pl.poolConfig(ps)); err != nil {
+		if _, err := pl.core.AddPool(pl.poolConfig(np), nil); err != nil {
+			pl.removeAll(added)
+			return err
+		}
+		added = append(added, np.Name)
+	}
+	r, err := routingOf(cfg, pl.core)
+	if err != nil {
+		pl.removeAll(added)
+		return err
+	}
+	for _, np := range cfg.AllPools() {
+		if err := pl.core.Pool(np.Name).Check(pl.poolConfig(np)); err != nil {
+			pl.removeAll(added)
 			return err
 		}
 	}
+	for _, np := range cfg.AllPools() {
+		if err := pl.core.Pool(np.Name).Reconfigure(pl.poolConfig(np)); err != nil {
+			return err // checked above: cannot happen
+		}
+	}
+	pl.core.SetRouting(r)
+	for _, p := range pl.core.Pools() {
+		if !keep[p.Name()] {
+			pl.core.RemovePool(p.Name())
+		}
+	}
 	return nil
+}
+
+// removeAll removes the pools a refused reload added.
+func (pl *Plane) removeAll(names []string) {
+	for _, n := range names {
+		pl.core.RemovePool(n)
+	}
 }
 
 // SetMembers makes ms the members of every pool and returns the backend

@@ -1,58 +1,111 @@
 package dataplane
 
 import (
+	"fmt"
+
 	"relay/internal/config"
 	"relay/internal/core"
+	"relay/internal/route"
 )
 
 // DefaultPool names the pool the file's top level describes.
-const DefaultPool = "default"
-
-// poolSection is one pool of the configuration, named.
-type poolSection struct {
-	name string
-	cfg  *config.Config
-}
-
-// poolsOf lists the configuration's pools.
-func poolsOf(cfg *config.Config) []poolSection {
-	return []poolSection{{name: DefaultPool, cfg: cfg}}
-}
+const DefaultPool = config.DefaultPool
 
 // membersOf is every pool's membership as the file gives it.
 func membersOf(cfg *config.Config) []Member {
-	ms := make([]Member, 0, len(cfg.Backends))
-	for _, b := range cfg.Backends {
-		ms = append(ms, Member{Pool: DefaultPool, URL: b.URL.String(), Weight: b.Weight, MaxRequests: b.MaxRequests})
+	var ms []Member
+	for _, np := range cfg.AllPools() {
+		for _, b := range np.Backends {
+			ms = append(ms, Member{Pool: np.Name, URL: b.URL.String(), Weight: b.Weight, MaxRequests: b.MaxRequests})
+		}
 	}
 	return ms
 }
 
 // poolConfigOf is the one conversion of a pool's section of the
 // configuration into the core's settings for it.
-func poolConfigOf(ps poolSection) core.PoolConfig {
-	c := ps.cfg
+func poolConfigOf(name string, p *config.Pool) core.PoolConfig {
 	return core.PoolConfig{
-		Name:              ps.name,
-		Algorithm:         c.Algorithm,
-		Retries:           c.Retries,
-		ConnectTimeout:    c.ConnectTimeout,
-		ResponseTimeout:   c.ResponseTimeout,
-		MaxIdlePerBackend: c.MaxIdleConnsPerBackend,
-		IdleTimeout:       c.UpstreamIdleTimeout,
+		Name:              name,
+		Algorithm:         p.Algorithm,
+		Retries:           p.Retries,
+		ConnectTimeout:    p.ConnectTimeout,
+		ResponseTimeout:   p.ResponseTimeout,
+		MaxIdlePerBackend: p.MaxIdleConnsPerBackend,
+		IdleTimeout:       p.UpstreamIdleTimeout,
 
-		BreakerFailures:   c.BreakerFailures,
-		BreakerStatuses:   c.BreakerStatuses,
-		BreakerOpenTime:   c.BreakerOpenTime,
-		MaxEjectedPercent: c.MaxEjectedPercent,
+		BreakerFailures:   p.BreakerFailures,
+		BreakerStatuses:   p.BreakerStatuses,
+		BreakerOpenTime:   p.BreakerOpenTime,
+		MaxEjectedPercent: p.MaxEjectedPercent,
 
-		MaxRequests:  c.BackendMaxRequests,
-		MaxQueued:    c.MaxQueuedRequests,
-		QueueTimeout: c.QueueTimeout,
+		MaxRequests:  p.BackendMaxRequests,
+		MaxQueued:    p.MaxQueuedRequests,
+		QueueTimeout: p.QueueTimeout,
 
-		RetryBudgetPercent: c.RetryBudgetPercent,
-		RetryBudgetFloor:   c.RetryBudgetFloor,
+		RetryBudgetPercent: p.RetryBudgetPercent,
+		RetryBudgetFloor:   p.RetryBudgetFloor,
 
-		SlowStart: c.SlowStart,
+		SlowStart: p.SlowStart,
 	}
+}
+
+// escapedSlashes maps the file's escaped_slashes to the route table's mode.
+var escapedSlashes = map[string]route.EscapedSlashes{"reject": route.Reject, "decode": route.Decode, "keep": route.Keep}
+
+// routingOf builds the route table cfg describes over the core's pools:
+// each route's pool by name, the default pool for what no route takes
+// (none when the file's top level has no backends: 404).
+func routingOf(cfg *config.Config, c *core.Core) (core.Routing, error) {
+	var r core.Routing
+	if cfg.HasDefaultPool() {
+		r.Default = c.Pool(DefaultPool)
+	}
+	if len(cfg.Routes) == 0 {
+		return r, nil
+	}
+	index := map[string]int{}
+	specs := make([]route.Spec, len(cfg.Routes))
+	for i, cr := range cfg.Routes {
+		s := route.Spec{
+			Name: cr.Name, Hosts: cr.Match.Hosts, Path: cr.Match.Path, PathPrefix: cr.Match.PathPrefix,
+			Methods: cr.Match.Methods, Headers: kvs(cr.Match.Headers), Query: kvs(cr.Match.Query), Scheme: cr.Match.Scheme,
+			StripPrefix: cr.StripPrefix, Replace: cr.ReplacePrefix != "", ReplacePrefix: cr.ReplacePrefix,
+			RequestHeaders: ops(cr.RequestHeaders), ResponseHeaders: ops(cr.ResponseHeaders),
+		}
+		if rd := cr.Redirect; rd != nil {
+			s.Redirect = &route.Redirect{Status: rd.Status, Scheme: rd.Scheme, Host: rd.Host, Port: rd.Port, Path: rd.Path}
+		} else {
+			p := c.Pool(cr.Pool)
+			if p == nil {
+				return r, fmt.Errorf("route %q: pool %q does not exist", cr.Name, cr.Pool)
+			}
+			j, ok := index[cr.Pool]
+			if !ok {
+				j = len(r.Pools)
+				index[cr.Pool] = j
+				r.Pools = append(r.Pools, p)
+			}
+			s.Target = j
+		}
+		specs[i] = s
+	}
+	t, err := route.New(specs, escapedSlashes[cfg.EscapedSlashes])
+	if err != nil {
+		return r, err
+	}
+	r.Table = t
+	return r, nil
+}
+
+func kvs(nv []config.NameValue) []route.KV {
+	out := make([]route.KV, len(nv))
+	for i, x := range nv {
+		out[i] = route.KV{Name: x.Name, Value: x.Value}
+	}
+	return out
+}
+
+func ops(a config.HeaderActions) route.HeaderOps {
+	return route.HeaderOps{Set: kvs(a.Set), Add: kvs(a.Add), Remove: a.Remove}
 }

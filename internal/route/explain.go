@@ -67,7 +67,7 @@ func (t *Table) Explain(method, target, host string, headers [][2]string) Explan
 	for _, h := range headers {
 		req.Fields = append(req.Fields, h1.Field{Name: []byte(h[0]), Value: []byte(h[1])})
 	}
-	var m Match
+	m := Match{Secure: scheme == "https"}
 	ok, err := t.Match(req, &m)
 	e := Explanation{Route: -1, Pool: -1, Err: err}
 	if err != nil {
@@ -108,6 +108,13 @@ func (r *compiled) explain(req *h1.Request, m *Match, query []byte) (reasons []s
 		} else {
 			bad = append(bad, no)
 		}
+	}
+	if r.spec.Scheme != "" {
+		scheme := "http"
+		if m.Secure {
+			scheme = "https"
+		}
+		check(r.schemeOK(m.Secure), "scheme "+scheme+" is "+r.spec.Scheme, "scheme "+scheme+" is not "+r.spec.Scheme)
 	}
 	if len(r.hosts) > 0 {
 		want := strings.Join(r.spec.Hosts, " or ")

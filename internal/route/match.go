@@ -12,6 +12,9 @@ import (
 type Match struct {
 	// Route is the index of the matching route, or -1.
 	Route int
+	// Secure says the request came over TLS, for routes that match on
+	// the scheme; the caller sets it before Match.
+	Secure bool
 
 	path   []byte // the normalised request path, or "*"
 	target []byte // the path the backend gets, then "?" and the query
@@ -96,7 +99,7 @@ func (t *Table) Match(req *h1.Request, m *Match) (ok bool, err error) {
 		if len(hostless) > 0 && hostless[0] == i {
 			hostless = hostless[1:]
 		}
-		if t.routes[i].matchRest(req, m.path, star, query) {
+		if r := &t.routes[i]; r.schemeOK(m.Secure) && r.matchRest(req, m.path, star, query) {
 			m.Route = int(i)
 			break
 		}
@@ -114,6 +117,12 @@ func (t *Table) Match(req *h1.Request, m *Match) (ok bool, err error) {
 		m.target = append(m.target, query...)
 	}
 	return m.Route >= 0, nil
+}
+
+// schemeOK reports whether a request over TLS (secure) or not is one r's
+// scheme condition takes.
+func (r *compiled) schemeOK(secure bool) bool {
+	return r.spec.Scheme == "" || (r.spec.Scheme == "https") == secure
 }
 
 // wildFor returns the candidates of the longest suffix of host (after one

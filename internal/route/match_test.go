@@ -5,6 +5,8 @@ import (
 	"math/rand"
 	"strings"
 	"testing"
+
+	"relay/internal/h1"
 )
 
 // matchCase is one request and the route (by name, "" for none) and
@@ -333,5 +335,30 @@ func TestMatchEmptyTable(t *testing.T) {
 	ok, err = tab.Match(request("GET", "/%zz", "h"), &m)
 	if ok || err != ErrEscape || len(m.Target()) != 0 {
 		t.Errorf("bad escape: %v %v %q", ok, err, m.Target())
+	}
+}
+
+// A route with a scheme takes only requests that came over that kind of
+// listener, so an http-to-https redirect does not catch TLS requests.
+func TestMatchScheme(t *testing.T) {
+	tb, err := New([]Spec{
+		{Name: "to-https", Scheme: "http", Redirect: &Redirect{Status: 301, Scheme: "https"}},
+		{Name: "app", PathPrefix: "/"},
+	}, Reject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &h1.Request{Method: []byte("GET"), Target: []byte("/a"), Host: []byte("example.com")}
+	for _, tt := range []struct {
+		secure bool
+		want   int
+	}{{false, 0}, {true, 1}} {
+		m := Match{Secure: tt.secure}
+		if ok, err := tb.Match(req, &m); !ok || err != nil || m.Route != tt.want {
+			t.Errorf("secure %v: route %d (%v, %v), want %d", tt.secure, m.Route, ok, err, tt.want)
+		}
+	}
+	if _, err := New([]Spec{{Scheme: "ftp"}}, Reject); err == nil {
+		t.Error("scheme ftp accepted")
 	}
 }

@@ -22,6 +22,9 @@ type Spec struct {
 	Headers []KV
 	// Query: each parameter must be present; a Value of "" matches any.
 	Query []KV
+	// Scheme: "http" or "https" for requests that came over a cleartext
+	// or a TLS listener only; "" matches both.
+	Scheme string
 
 	// StripPrefix removes PathPrefix from the forwarded path.
 	StripPrefix bool

@@ -133,6 +133,9 @@ func (t *Table) Spec(i int) *Spec { return &t.routes[i].spec }
 
 func compile(s Spec, mode EscapedSlashes) (compiled, error) {
 	c := compiled{spec: s}
+	if s.Scheme != "" && s.Scheme != "http" && s.Scheme != "https" {
+		return c, fmt.Errorf("scheme %q is not http or https", s.Scheme)
+	}
 	for _, h := range s.Hosts {
 		p, err := hostPattern(h)
 		if err != nil {
