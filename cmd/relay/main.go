@@ -40,6 +40,8 @@ import (
 type flags struct {
 	config    string
 	check     bool
+	explain   string
+	headers   headerFlags
 	demo      bool
 	version   bool
 	overlay   config.Overlay
@@ -57,6 +59,8 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.config, "config", "", "YAML configuration `file` (default config.yml when it exists)")
 	fs.BoolVar(&f.check, "check", false, "validate the configuration, print every problem, and exit")
+	fs.StringVar(&f.explain, "explain", "", "print how the configuration routes the `request` \"METHOD URL\" (e.g. \"GET https://api.example.com/v1/users\") and exit")
+	fs.Var(&f.headers, "header", "a `field` \"Name: value\" of the request -explain routes; repeat for more")
 	fs.BoolVar(&f.version, "version", false, "print relay's version, commit, build time and Go version, and exit")
 	fs.BoolVar(&f.demo, "demo", false, "run three demo backends on 127.0.0.1:8001-8003 and balance over them on :8080")
 	fs.StringVar(&f.backends, "backends", "", "comma-separated backend `URLs`, each weight 1; replaces the file's backends")
@@ -145,6 +149,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if f.check {
 		return report(cfg, stdout, stderr)
 	}
+	if f.explain != "" {
+		return explain(cfg, f, stdout, stderr)
+	}
 	if f.demo && f.config == "" {
 		// The demo's connection cap is nobody's choice: sized to what
 		// the open-file limit holds, it starts without the warning a
@@ -183,8 +190,21 @@ func report(cfg *config.Config, stdout, stderr io.Writer) int {
 	default:
 		note = fmt.Sprintf(", %d warnings", len(ws))
 	}
-	fmt.Fprintf(stdout, "%s: ok (%d backends, %s)%s\n", name, len(cfg.Backends), cfg.Algorithm, note)
+	fmt.Fprintf(stdout, "%s: ok (%s)%s\n", name, summary(cfg), note)
 	return 0
+}
+
+// summary says what a valid configuration serves: its backends and
+// algorithm, or with pools and routes how many of each.
+func summary(cfg *config.Config) string {
+	if len(cfg.Pools) == 0 && len(cfg.Routes) == 0 {
+		return fmt.Sprintf("%d backends, %s", len(cfg.Backends), cfg.Algorithm)
+	}
+	pools, backends := cfg.AllPools(), 0
+	for _, np := range pools {
+		backends += len(np.Backends)
+	}
+	return fmt.Sprintf("%d pools, %d backends, %d routes", len(pools), backends, len(cfg.Routes))
 }
 
 // readSource reads the configuration named by -config, config.yml when it

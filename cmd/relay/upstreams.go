@@ -44,9 +44,13 @@ func (u *upstreams) reload(cfg *config.Config) {
 
 // settingsIn returns the TLS settings cfg gives the backend named name.
 func settingsIn(cfg *config.Config, name string) config.UpstreamTLS {
-	for _, cb := range cfg.Backends {
-		if cb.URL.String() == name {
-			return cb.TLS
+	// An address is one connection target whichever pools hold it: the
+	// first pool that lists it (the top level first) decides.
+	for _, np := range cfg.AllPools() {
+		for _, cb := range np.Backends {
+			if cb.URL.String() == name {
+				return cb.TLS
+			}
 		}
 	}
 	return cfg.BackendTLS

@@ -1,0 +1,72 @@
+package dataplane
+
+import (
+	"fmt"
+	"strings"
+
+	"relay/internal/config"
+	"relay/internal/core"
+)
+
+// Explain says how cfg routes one request, as relay -explain prints it:
+// the normalised path, each route tried and why it matched or not, and
+// where the request ends: a pool and the target its backend gets, a
+// redirect, 404 or 400. target is a path or an absolute http or https URL
+// (whose authority is the Host unless headers give one; https stands for
+// a request over TLS). served reports that a pool or a redirect takes the
+// request.
+func Explain(cfg *config.Config, method, target string, headers [][2]string) (text string, served bool, err error) {
+	c := core.New(core.Config{})
+	for _, np := range cfg.AllPools() {
+		if _, err := c.AddPool(poolConfigOf(np.Name, np.Pool), nil); err != nil {
+			return "", false, err
+		}
+	}
+	r, err := routingOf(cfg, c)
+	if err != nil {
+		return "", false, err
+	}
+	var b strings.Builder
+	if r.Table == nil {
+		if r.Default == nil {
+			return "no routes and no default pool: 404\n", false, nil
+		}
+		fmt.Fprintf(&b, "no routes: pool %s, backend gets %s unchanged\n", DefaultPool, target)
+		return b.String(), true, nil
+	}
+	host := ""
+	for _, h := range headers {
+		if strings.EqualFold(h[0], "host") {
+			host = h[1]
+		}
+	}
+	e := r.Table.Explain(method, target, host, headers)
+	if e.Err != nil && e.Path == "" {
+		fmt.Fprintf(&b, "refused with 400: %v\n", e.Err)
+		return b.String(), false, nil
+	}
+	fmt.Fprintf(&b, "normalised path: %s\n", e.Path)
+	for _, s := range e.Steps {
+		verdict := "no"
+		if s.Matched {
+			verdict = "MATCH"
+		}
+		fmt.Fprintf(&b, "  %-5s %s: %s\n", verdict, s.Name, strings.Join(s.Reasons, "; "))
+	}
+	switch {
+	case e.Err != nil:
+		fmt.Fprintf(&b, "refused with 400: %v\n", e.Err)
+	case e.Redirect != "":
+		fmt.Fprintf(&b, "route %s redirects: %d, Location: %s\n", e.Name, e.RedirectStatus, e.Redirect)
+		served = true
+	case e.Route >= 0:
+		fmt.Fprintf(&b, "route %s -> pool %s, backend gets %s\n", e.Name, r.Pools[e.Pool].Name(), e.Target)
+		served = true
+	case r.Default != nil:
+		fmt.Fprintf(&b, "no route matches -> pool %s, backend gets %s\n", DefaultPool, e.Target)
+		served = true
+	default:
+		b.WriteString("no route matches and there is no default pool: 404\n")
+	}
+	return b.String(), served, nil
+}
