@@ -1,6 +1,7 @@
 package route
 
 import (
+	"bytes"
 	"errors"
 	"strconv"
 
@@ -10,6 +11,15 @@ import (
 // ErrNoHost: a redirect that takes the request's host, for a request
 // without a valid one.
 var ErrNoHost = errors.New("route: redirect needs the request's host, and it has none")
+
+// requestPort returns ":PORT" of a Host value, or nil when it has none.
+func requestPort(h []byte) []byte {
+	i := bytes.LastIndexByte(h, ':')
+	if i < 0 || bytes.IndexByte(h[i:], ']') >= 0 {
+		return nil
+	}
+	return h[i:]
+}
 
 // Redirect builds the answer of the matched route's redirect into m's own
 // buffer: the status and the Location, an absolute URL. scheme is the
@@ -35,9 +45,14 @@ func (t *Table) Redirect(m *Match, req *h1.Request, scheme string) (status int, 
 			return 0, nil, true, ErrNoHost
 		}
 	}
-	if r.Port != 0 {
+	switch {
+	case r.Port != 0:
 		loc = append(loc, ':')
 		loc = strconv.AppendInt(loc, int64(r.Port), 10)
+	case r.Scheme == "" && r.Host == "":
+		// Same scheme, same host: the same port, so that a moved page
+		// on :8080 stays on :8080. Another scheme or host needs its own.
+		loc = append(loc, requestPort(req.Host)...)
 	}
 	switch {
 	case r.Path != "":

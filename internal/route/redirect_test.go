@@ -26,7 +26,8 @@ func TestRedirect(t *testing.T) {
 		{"other host, request scheme", "GET", "/a?", "old.test", "https", 302, "https://new.test/a?", nil},
 		{"fixed path keeps query", "GET", "/moved/x?q=%2F", "h.test", "http", 307, "http://h.test/here?q=%2F", nil},
 		{"rewritten path", "GET", "/old/x", "h.test", "http", 303, "http://h.test/x", nil},
-		{"ipv6 host", "GET", "/old/x", "[::1]:81", "http", 303, "http://[::1]/x", nil},
+		{"same host and scheme keep the port", "GET", "/old/x", "[::1]:81", "http", 303, "http://[::1]:81/x", nil},
+		{"same host without a port", "GET", "/old/x", "h.test", "http", 303, "http://h.test/x", nil},
 		{"star gets root", "OPTIONS", "*", "h.test", "http", 301, "https://h.test/", nil},
 		{"no host", "GET", "/old/x", "", "http", 0, "", ErrNoHost},
 	}

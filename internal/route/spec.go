@@ -67,8 +67,9 @@ type Redirect struct {
 	Scheme string
 	// Host replaces the request's host; it carries no port.
 	Host string
-	// Port, when not 0, is written after the host. The request's own port
-	// is never kept: a redirect to another scheme needs another port.
+	// Port, when not 0, is written after the host. Without it the
+	// request's own port is kept only when neither Scheme nor Host is
+	// given: another scheme or host needs a port of its own.
 	Port int
 	// Path replaces the path; the request's query is still kept.
 	Path string
