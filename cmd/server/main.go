@@ -16,15 +16,19 @@
 //	                      empty, the default, announces nothing
 //	-register-prefix P    the prefix relay watches (default /relay/backends/)
 //	-register-key NAME    the key's name after the prefix (default the
-//	                      advertised HOST:PORT)
+//	                      advertised HOST:PORT, after POOL/ outside the pool
+//	                      "default")
 //	-register-ttl D       the key's lease (default 10s, at least 2s)
 //	-advertise URL        where relays reach this server (default
 //	                      http://HOST:PORT: the listen host, 127.0.0.1 when
 //	                      listening on all interfaces, and the port listened on)
 //	-weight N             the weight announced (default 1, 1..1000)
+//	-pool NAME            the relay pool announced (default "default"; a-z,
+//	                      0-9, _ and -, as relay's pool names)
 //
 // With -register, once the server listens it puts the key
-// PREFIX+NAME = {"url": "http://HOST:PORT", "weight": N} under a lease it
+// PREFIX+NAME = {"url": "http://HOST:PORT", "weight": N, "pool": "NAME"}
+// (no "pool" for the pool "default") under a lease it
 // keeps alive, and puts it again whenever etcd lost it; a server killed
 // outright disappears when the lease runs out. An unreachable etcd never
 // stops the server from serving: it retries and logs. The other

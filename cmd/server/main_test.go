@@ -245,7 +245,7 @@ func TestQuietAndHelp(t *testing.T) {
 	}
 	for _, want := range []string{"-port", "-addr", "-quiet", "/health", "/echo", "/download?size=N", "chunked=1",
 		"/upload", "/admin/health/fail", "/admin/health/ok", "delay=", "status=", "SIGUSR1", "SIGTERM",
-		"-register", "-register-prefix", "-register-key", "-register-ttl", "-advertise", "-weight"} {
+		"-register", "-register-prefix", "-register-key", "-register-ttl", "-advertise", "-weight", "-pool"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("-help does not mention %q", want)
 		}

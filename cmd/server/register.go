@@ -23,21 +23,25 @@ type registration struct {
 	ttl       time.Duration
 	advertise string // "" for the listen address
 	weight    int
+	pool      string // the relay pool the server is a backend of
 }
 
 // companions are the flags that mean something only with -register.
-var companions = []string{"register-prefix", "register-key", "register-ttl", "advertise", "weight"}
+var companions = []string{"register-prefix", "register-key", "register-ttl", "advertise", "weight", "pool"}
 
 func (r *registration) flags(fs *flag.FlagSet) {
 	fs.StringVar(&r.endpoints, "register", "", "announce this server in etcd at these `endpoints` (comma-separated client URLs,\n"+
 		"as http://127.0.0.1:2379), so relays discovering backends there find it; empty: do not")
 	fs.StringVar(&r.prefix, "register-prefix", "/relay/backends/", "etcd key `prefix` relay watches (its discovery.etcd.prefix)")
-	fs.StringVar(&r.key, "register-key", "", "key `name` after -register-prefix (default the advertised HOST:PORT)")
+	fs.StringVar(&r.key, "register-key", "", "key `name` after -register-prefix (default the advertised HOST:PORT,\n"+
+		"after POOL/ when -pool is not "+config.DefaultPool+")")
 	fs.DurationVar(&r.ttl, "register-ttl", config.DefaultAnnounceTTL, "`duration` of the key's lease, at least 2s: a server that dies without\n"+
 		"withdrawing its key disappears from etcd this long after")
 	fs.StringVar(&r.advertise, "advertise", "", "`URL` relays reach this server at (default http://HOST:PORT with the listen\n"+
 		"host, 127.0.0.1 when listening on all interfaces, and the port listened on)")
 	fs.IntVar(&r.weight, "weight", config.DefaultWeight, fmt.Sprintf("the weight `N` announced with -register, 1..%d", config.MaxWeight))
+	fs.StringVar(&r.pool, "pool", config.DefaultPool, "the relay pool `NAME` announced with -register: relays put this server\n"+
+		"in their pool of that name (1 to 64 of a-z, 0-9, _ and -)")
 }
 
 // check judges the flags before anything listens; the error names the flag
@@ -69,6 +73,9 @@ func (r *registration) check(set map[string]bool) error {
 	if r.weight < 1 || r.weight > config.MaxWeight {
 		return fmt.Errorf("-weight: %d is outside 1..%d", r.weight, config.MaxWeight)
 	}
+	if err := config.CheckPoolName(r.pool); err != nil {
+		return fmt.Errorf("-pool: %v", err)
+	}
 	if r.advertise != "" {
 		if _, err := config.BackendURL(r.advertise); err != nil {
 			return fmt.Errorf("-advertise: %v", err)
@@ -96,11 +103,11 @@ func (r *registration) announcement(addr *net.TCPAddr) (key string, value []byte
 	if err != nil {
 		return "", nil, fmt.Errorf("-advertise: %v (the default, from the listen address)", err)
 	}
-	key = discovery.KeyFor(r.prefix, u.String())
+	key = discovery.PoolKeyFor(r.prefix, r.pool, u.String())
 	if r.key != "" {
 		key = r.prefix + r.key
 	}
-	return key, discovery.Marshal(u.String(), r.weight), nil
+	return key, discovery.MarshalPool(u.String(), r.weight, r.pool), nil
 }
 
 // start announces the server in the background; the announcement is kept

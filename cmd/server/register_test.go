@@ -3,16 +3,21 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"relay/internal/config"
+	"relay/internal/discovery"
 	"relay/internal/etcdtest"
 	"relay/internal/testaddr"
+	"relay/internal/testlog"
 )
 
 // under returns every key under prefix with its value.
@@ -107,6 +112,53 @@ func TestRegister(t *testing.T) {
 	})
 }
 
+// TestRegisterInAPool: a server registered with -pool api is a backend of
+// pool api for a relay's watcher of the same prefix, under a key of its
+// own beside the same address in the default pool.
+func TestRegisterInAPool(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client()
+	const prefix = "/p/"
+	r := start(t, nil, "-addr", "127.0.0.1:0", "-register", etcd.Endpoint, "-register-prefix", prefix, "-pool", "api", "-weight", "2", "-quiet")
+	_, port, _ := net.SplitHostPort(r.addr)
+	url := "http://127.0.0.1:" + port
+	key := prefix + "api/127.0.0.1:" + port
+	if got, want := awaitKey(t, cli, prefix, key), `{"url":"`+url+`","weight":2,"pool":"api"}`; got != want {
+		t.Errorf("%s = %s, want %s", key, got, want)
+	}
+	// The same address in the default pool, as another registration
+	// would put it: its key does not overwrite the server's.
+	etcd.Put(cli, prefix+"127.0.0.1:"+port, string(discovery.Marshal(url, 1)))
+
+	sets := make(chan []discovery.Backend, 16)
+	log, _ := testlog.New()
+	w := discovery.Watch(&config.Etcd{Endpoints: []string{etcd.Endpoint}, Prefix: prefix, DialTimeout: 2 * time.Second}, log,
+		func(set []discovery.Backend) error { sets <- set; return nil }, nil)
+	defer w.Stop()
+	want := []discovery.Backend{
+		{Key: prefix + "127.0.0.1:" + port, Pool: config.DefaultPool, URL: url, Weight: 1},
+		{Key: key, Pool: "api", URL: url, Weight: 2},
+	}
+	deadline := time.After(5 * time.Second)
+	for got := []discovery.Backend(nil); !slices.Equal(got, want); {
+		select {
+		case got = <-sets:
+		case <-deadline:
+			t.Fatalf("the watcher's set is %+v, want %+v", got, want)
+		}
+	}
+
+	r.stop(t)
+	deadline = time.After(5 * time.Second)
+	for got := []discovery.Backend(nil); !slices.Equal(got, want[:1]); {
+		select {
+		case got = <-sets:
+		case <-deadline:
+			t.Fatalf("after the server stopped the watcher's set is %+v, want %+v", got, want[:1])
+		}
+	}
+}
+
 // TestRegisterWithoutEtcd: no etcd answering does not keep the server from
 // serving, nor from stopping at once.
 func TestRegisterWithoutEtcd(t *testing.T) {
@@ -141,6 +193,8 @@ func TestRegisterFlags(t *testing.T) {
 		{[]string{"-register", ep, "-register-prefix", ""}, "-register-prefix"},
 		{[]string{"-weight", "2"}, "-weight"},
 		{[]string{"-advertise", "http://127.0.0.1:8001"}, "-advertise"},
+		{[]string{"-register", ep, "-pool", "API"}, "-pool"},
+		{[]string{"-pool", "api"}, "-pool"},
 	}
 	for _, tt := range tests {
 		var out bytes.Buffer
@@ -151,6 +205,44 @@ func TestRegisterFlags(t *testing.T) {
 		cancel()
 		if code != 2 || !strings.Contains(out.String(), tt.flag+":") {
 			t.Errorf("%q: exit %d, output %q; want 2 and a message naming %s", tt.args, code, out.String(), tt.flag)
+		}
+	}
+}
+
+// TestRegisterPoolFlag: -pool takes what relay takes as a pool's name, and
+// says what a name may be when it refuses one.
+func TestRegisterPoolFlag(t *testing.T) {
+	const ep = "http://127.0.0.1:2379"
+	const rule = "-pool: pool names are 1 to 64 of a-z, 0-9, _ and -, starting with a letter or digit (they become metric labels), got "
+	for _, tt := range []struct {
+		args []string
+		say  string // "" when the flags are accepted
+	}{
+		{[]string{"-register", ep, "-pool", "api"}, ""},
+		{[]string{"-register", ep, "-pool", "default"}, ""},
+		{[]string{"-register", ep, "-pool", "v2_static-0"}, ""},
+		{[]string{"-register", ep, "-pool", strings.Repeat("p", 64)}, ""},
+		{[]string{"-register", ep, "-pool", "API"}, rule + `"API"`},
+		{[]string{"-register", ep, "-pool", ""}, rule + `""`},
+		{[]string{"-register", ep, "-pool", "_api"}, rule + `"_api"`},
+		{[]string{"-register", ep, "-pool", "api/v2"}, rule + `"api/v2"`},
+		{[]string{"-register", ep, "-pool", strings.Repeat("p", 65)}, rule + `"ppppp`},
+		{[]string{"-pool", "api"}, "-pool: means something only with -register ENDPOINTS, which is not given"},
+	} {
+		var reg registration
+		fs := flag.NewFlagSet("server", flag.ContinueOnError)
+		reg.flags(fs)
+		if err := fs.Parse(tt.args); err != nil {
+			t.Fatalf("%q: %v", tt.args, err)
+		}
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		err := reg.check(set)
+		switch {
+		case tt.say == "" && err != nil:
+			t.Errorf("%q: refused: %v", tt.args, err)
+		case tt.say != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.say)):
+			t.Errorf("%q: error %v, want %s...", tt.args, err, tt.say)
 		}
 	}
 }

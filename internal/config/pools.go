@@ -13,6 +13,16 @@ import (
 // poolName is what a pool may be called: its name becomes a metric label.
 var poolName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
+// CheckPoolName says what is wrong with name as a pool's name, or returns
+// nil. It is the one rule for the pools section and for every other place
+// a pool is named (an etcd value, a flag); DefaultPool passes it.
+func CheckPoolName(name string) error {
+	if !poolName.MatchString(name) {
+		return fmt.Errorf("pool names are 1 to 64 of a-z, 0-9, _ and -, starting with a letter or digit (they become metric labels), got %s", quote(name))
+	}
+	return nil
+}
+
 // NamedPool is one pool with its name, as AllPools lists them.
 type NamedPool struct {
 	Name string
@@ -98,12 +108,12 @@ func decodePools(d *decoder, c *Config, v *yaml.Node) {
 			continue
 		}
 		seen[name] = k.Line
-		switch {
-		case name == DefaultPool:
+		if name == DefaultPool {
 			d.problem(k.Line, at, "%q is the name of the top level's pool: write its keys (backends, algorithm, ...) at the top level", DefaultPool)
 			continue
-		case !poolName.MatchString(name):
-			d.problem(k.Line, at, "pool names are 1 to 64 of a-z, 0-9, _ and -, starting with a letter or digit (they become metric labels), got %s", quote(name))
+		}
+		if err := CheckPoolName(name); err != nil {
+			d.problem(k.Line, at, "%s", err)
 			continue
 		}
 		p := &Pool{line: k.Line, lines: map[string]int{}, undecoded: map[string]bool{}}

@@ -27,7 +27,8 @@ var (
 
 // Watcher keeps the backends under an etcd prefix: it lists the prefix,
 // then watches it from the list's revision, and calls apply with the whole
-// discovered set (sorted by key) whenever it changes. When etcd cannot be
+// discovered set (sorted by key; the backends of every pool together, each
+// with its Pool) whenever it changes. When etcd cannot be
 // reached it keeps the last set, says so once, retries with backoff and
 // lists again when etcd answers; it lists again too when the revision it
 // watched from was compacted away.
@@ -45,7 +46,7 @@ type Watcher struct {
 	keys    map[string]Backend // the valid value of each key
 	created map[string]int64   // the revision each of those keys was created at
 	applied []Backend          // the set last handed to apply
-	dups    map[string]bool    // keys whose URL an earlier key has, as last logged
+	dups    map[string]bool    // keys whose pool and URL an earlier key has, as last logged
 	refusal string             // why apply refused the last set, as logged; "" once one is applied
 }
 
@@ -293,8 +294,9 @@ func (w *Watcher) parse(key string, value []byte, prev map[string]Backend) (Back
 }
 
 // publish hands the current set to apply when it differs from the last
-// one applied. Two keys naming the same URL are one backend, the first
-// key's. A set apply refuses is an *applyError, and offered again next
+// one applied. Two keys naming the same URL in the same pool are one
+// backend, the first key's; the same URL in two pools is a backend of
+// each. A set apply refuses is an *applyError, and offered again next
 // time.
 func (w *Watcher) publish() error {
 	set := make([]Backend, 0, len(w.keys))
@@ -302,18 +304,20 @@ func (w *Watcher) publish() error {
 		set = append(set, b)
 	}
 	slices.SortFunc(set, func(a, b Backend) int { return cmp.Compare(a.Key, b.Key) })
-	seen := make(map[string]string, len(set))
+	type member struct{ pool, url string }
+	seen := make(map[member]string, len(set))
 	dups := map[string]bool{}
 	kept := set[:0]
 	for _, b := range set {
-		if first, dup := seen[b.URL]; dup {
+		m := member{b.Pool, b.URL}
+		if first, dup := seen[m]; dup {
 			if !w.dups[b.Key] {
-				w.log.Warn("discovery: two keys name one backend; the first key's counts", "backend", b.URL, "key", b.Key, "first", first)
+				w.log.Warn("discovery: two keys name one backend of one pool; the first key's counts", "pool", b.Pool, "backend", b.URL, "key", b.Key, "first", first)
 			}
 			dups[b.Key] = true
 			continue
 		}
-		seen[b.URL] = b.Key
+		seen[m] = b.Key
 		kept = append(kept, b)
 	}
 	w.dups = dups

@@ -56,8 +56,9 @@ func (s *sets) last() []Backend {
 	return s.all[len(s.all)-1]
 }
 
-// await waits until the last set applied is want (URL=weight, sorted by
-// key) and returns how long that took.
+// await waits until the last set applied is want (URL=weight, or
+// POOL:URL=weight outside the default pool, sorted by key) and returns how
+// long that took.
 func (s *sets) await(t *testing.T, within time.Duration, want ...string) time.Duration {
 	t.Helper()
 	start := time.Now()
@@ -79,6 +80,10 @@ func (s *sets) await(t *testing.T, within time.Duration, want ...string) time.Du
 func describe(set []Backend) []string {
 	out := []string{}
 	for _, b := range set {
+		if b.Pool != config.DefaultPool {
+			out = append(out, fmt.Sprintf("%s:%s=%d", b.Pool, b.URL, b.Weight))
+			continue
+		}
 		out = append(out, fmt.Sprintf("%s=%d", b.URL, b.Weight))
 	}
 	return out
@@ -143,6 +148,54 @@ func TestWatchListsThenFollowsPutsAndDeletes(t *testing.T) {
 	got.await(t, time.Second, "http://127.0.0.1:8002=5", "http://127.0.0.1:8003=1", "http://127.0.0.1:8004=1")
 	if got.count() != n+1 {
 		t.Errorf("%d sets applied for one change, want 1", got.count()-n)
+	}
+}
+
+// TestWatchFillsSeveralPools: one URL under two keys of two pools is a
+// backend of each; under two keys of one pool it is one backend, the first
+// key's, and the log says so once; a key whose value names another pool
+// moves its backend there.
+func TestWatchFillsSeveralPools(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cli := srv.Client()
+	srv.Put(cli, prefix+"a", value("http://127.0.0.1:8001", 2))
+	srv.Put(cli, prefix+"api/a", string(MarshalPool("http://127.0.0.1:8001", 3, "api")))
+	srv.Put(cli, prefix+"api/b", string(MarshalPool("http://127.0.0.1:8002", 1, "api")))
+	log, logs := newLog()
+	got := newSets()
+	w := Watch(settings(srv.Endpoint), log, got.apply, nil)
+	defer w.Stop()
+	got.await(t, 5*time.Second, "http://127.0.0.1:8001=2", "api:http://127.0.0.1:8001=3", "api:http://127.0.0.1:8002=1")
+	for _, b := range got.last() {
+		if want := map[string]string{prefix + "a": "default", prefix + "api/a": "api", prefix + "api/b": "api"}[b.Key]; b.Pool != want {
+			t.Errorf("key %s: pool %q, want %q", b.Key, b.Pool, want)
+		}
+	}
+
+	// The same URL twice in pool api: the first key's counts.
+	srv.Put(cli, prefix+"api/c", `{"url": "http://127.0.0.1:8002/", "weight": 9, "pool": "api"}`)
+	srv.Put(cli, prefix+"z", value("http://127.0.0.1:8009", 1)) // a marker: api/c came before it
+	got.await(t, time.Second, "http://127.0.0.1:8001=2", "api:http://127.0.0.1:8001=3", "api:http://127.0.0.1:8002=1", "http://127.0.0.1:8009=1")
+	if !awaitLog(logs, "two keys name one backend of one pool") || !strings.Contains(logs.String(), `/relay/backends/api/c`) {
+		t.Errorf("the log does not name the second key of one backend:\n%s", logs)
+	}
+
+	// Key a moves to pool web; deleting api/b lets api/c count.
+	srv.Put(cli, prefix+"a", `{"url": "http://127.0.0.1:8001", "weight": 2, "pool": "web"}`)
+	got.await(t, time.Second, "web:http://127.0.0.1:8001=2", "api:http://127.0.0.1:8001=3", "api:http://127.0.0.1:8002=1", "http://127.0.0.1:8009=1")
+	srv.Delete(cli, prefix+"api/b")
+	got.await(t, time.Second, "web:http://127.0.0.1:8001=2", "api:http://127.0.0.1:8001=3", "api:http://127.0.0.1:8002=9", "http://127.0.0.1:8009=1")
+
+	// A value naming a bad pool is ignored, and the key keeps its last
+	// valid value.
+	srv.Put(cli, prefix+"a", `{"url": "http://127.0.0.1:8001", "pool": "Web"}`)
+	srv.Delete(cli, prefix+"z") // a marker: the bad put came before it
+	got.await(t, time.Second, "web:http://127.0.0.1:8001=2", "api:http://127.0.0.1:8001=3", "api:http://127.0.0.1:8002=9")
+	if !strings.Contains(logs.String(), `got \"Web\"`) {
+		t.Errorf("the log does not name the bad pool:\n%s", logs)
+	}
+	if n := logs.Count("two keys name one backend"); n != 1 {
+		t.Errorf("the duplicate was logged %d times, want once", n)
 	}
 }
 
