@@ -46,6 +46,13 @@ type Filter struct {
 	// say: the pool has none in rotation and tries them all rather than
 	// refuse the request.
 	Panic bool
+	// Retry says the request was tried on a backend already. Pickers
+	// that keep a shared position (round-robin, weighted round-robin)
+	// choose a retry without moving it: the retries of the requests that
+	// failed on one backend would otherwise take the turns that follow
+	// it, and the next requests' first picks would land on that backend
+	// again and again.
+	Retry bool
 }
 
 // Add remembers a backend the request was tried on; beyond MaxAttempts it

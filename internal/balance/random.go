@@ -18,14 +18,19 @@ type random struct {
 }
 
 func (p *random) Pick(_ uint64, f Filter) *backend.Backend {
-	// Redrawing keeps the choice uniform over the allowed backends; when
-	// most are refused a scan from a random start ends the search.
+	return draw(p.bs, p.rand, &f)
+}
+
+// draw chooses uniformly at random among the entries of bs that f allows.
+// Redrawing keeps the choice uniform over them; when most are refused a
+// scan from a random start ends the search.
+func draw(bs []*backend.Backend, rand func(n int) int, f *Filter) *backend.Backend {
 	for range redraws {
-		if b := p.bs[p.rand(len(p.bs))]; f.Allows(b) {
+		if b := bs[rand(len(bs))]; f.Allows(b) {
 			return b
 		}
 	}
-	return scan(p.bs, p.rand(len(p.bs)), &f)
+	return scan(bs, rand(len(bs)), f)
 }
 
 // redraws bounds the random draws a pick makes before it scans.

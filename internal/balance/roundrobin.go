@@ -14,19 +14,29 @@ import (
 // backend that was skipped to, so a backend that is out has its share spread
 // evenly over the rest (with a b c d and b out: a c d a c d) instead of
 // doubling its neighbour's.
-func NewRoundRobin(bs []*backend.Backend, _ Options) Picker {
+//
+// A retry (Filter.Retry) leaves the position where it is and draws among
+// the backends the filter allows at random, with o.Rand: the next
+// request's first pick is not shifted, and the retries of a backend that
+// failed under load spread evenly over the others instead of all taking
+// the backend after it.
+func NewRoundRobin(bs []*backend.Backend, o Options) Picker {
 	if len(bs) == 0 {
 		return empty{}
 	}
-	return &roundRobin{bs: clone(bs)}
+	return &roundRobin{bs: clone(bs), rand: o.randN()}
 }
 
 type roundRobin struct {
 	next atomic.Uint64
 	bs   []*backend.Backend
+	rand func(n int) int
 }
 
 func (p *roundRobin) Pick(_ uint64, f Filter) *backend.Backend {
+	if f.Retry {
+		return draw(p.bs, p.rand, &f)
+	}
 	return step(&p.next, p.bs, &f)
 }
 

@@ -2,6 +2,7 @@ package balance
 
 import (
 	"math"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 
@@ -30,11 +31,17 @@ const (
 // probe, so the others keep their proportions among themselves (5,1,1 with
 // b out: a gets 5 picks for c's 1) and a backend that returns gets no burst:
 // it accumulated nothing while it was out.
-func NewWeightedRoundRobin(bs []*backend.Backend, _ Options) Picker {
+//
+// A retry (Filter.Retry) does not move the schedule: it draws a backend
+// the filter allows at random, in proportion to the weights, with o.Rand.
+// The next request's first pick is not shifted, and the retries of a
+// backend that failed under load spread over the others by weight.
+func NewWeightedRoundRobin(bs []*backend.Backend, o Options) Picker {
 	if len(bs) == 0 {
 		return empty{}
 	}
 	s := newSmooth(bs)
+	s.rand = o.randN()
 	if cycle := s.total; cycle <= maxCycle && cycle*int64(len(bs)) <= maxCycleWork {
 		return s.table()
 	}
@@ -46,9 +53,10 @@ func NewWeightedRoundRobin(bs []*backend.Backend, _ Options) Picker {
 type smooth struct {
 	mu      sync.Mutex
 	bs      []*backend.Backend
-	weight  []int64
+	weight  []int64 // fixed once built: read without mu
 	current []int64
 	total   int64
+	rand    func(n int) int
 }
 
 func newSmooth(bs []*backend.Backend) *smooth {
@@ -56,7 +64,7 @@ func newSmooth(bs []*backend.Backend) *smooth {
 	for _, b := range bs {
 		g = gcd(g, int64(b.EffectiveWeight()))
 	}
-	s := &smooth{bs: clone(bs), weight: make([]int64, len(bs)), current: make([]int64, len(bs))}
+	s := &smooth{bs: clone(bs), weight: make([]int64, len(bs)), current: make([]int64, len(bs)), rand: rand.IntN}
 	for i, b := range bs {
 		// Dividing by the GCD changes no decision (every current weight
 		// scales by the same factor) but shortens the cycle: 10,10,10 is
@@ -86,6 +94,9 @@ func (s *smooth) next() int {
 }
 
 func (s *smooth) Pick(_ uint64, f Filter) *backend.Backend {
+	if f.Retry {
+		return s.draw(&f)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// A refused backend's turns pass to whoever comes next in the
@@ -99,6 +110,31 @@ func (s *smooth) Pick(_ uint64, f Filter) *backend.Backend {
 	return scan(s.bs, s.next(), &f)
 }
 
+// draw picks a backend f allows at random, in proportion to the weights,
+// leaving the schedule alone.
+func (s *smooth) draw(f *Filter) *backend.Backend {
+	var allowed int64
+	for i, b := range s.bs {
+		if f.Allows(b) {
+			allowed += s.weight[i]
+		}
+	}
+	if allowed == 0 {
+		return nil
+	}
+	r := int64(s.rand(int(allowed)))
+	for i, b := range s.bs {
+		if !f.Allows(b) {
+			continue
+		}
+		if r < s.weight[i] {
+			return b
+		}
+		r -= s.weight[i]
+	}
+	return scan(s.bs, 0, f) // an allowed backend went out between the two passes
+}
+
 // table runs one full cycle of s. After total picks every backend has been
 // chosen exactly weight times and all current weights are back to zero, so
 // the cycle repeats from there unchanged.
@@ -107,15 +143,21 @@ func (s *smooth) table() *smoothTable {
 	for k := range seq {
 		seq[k] = s.bs[s.next()]
 	}
-	return &smoothTable{seq: seq}
+	return &smoothTable{seq: seq, rand: s.rand}
 }
 
 type smoothTable struct {
 	next atomic.Uint64
 	seq  []*backend.Backend
+	rand func(n int) int
 }
 
 func (p *smoothTable) Pick(_ uint64, f Filter) *backend.Backend {
+	if f.Retry {
+		// Each backend holds weight of the cycle's places, so a draw
+		// from them follows the weights.
+		return draw(p.seq, p.rand, &f)
+	}
 	return step(&p.next, p.seq, &f)
 }
 

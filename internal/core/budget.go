@@ -13,9 +13,20 @@ import (
 // count. The earnings banked are capped at what the last second's attempts
 // earned (at least budgetBurst retries), so a backend that dies under load
 // can have every request it held retried at once, while a long quiet spell
-// does not bank a flood for the next outage. Beyond the earnings, floor
-// retries a second are always allowed, so a relay with little traffic can
-// still retry.
+// does not bank a flood for the next outage.
+//
+// The floor: beyond the earnings, floor retries a second are always
+// allowed, from the pool's first second on (retry_budget_floor, 3 by
+// default, as Envoy's min_retry_concurrency is 3). A pool at low traffic
+// earns next to nothing, and without it would refuse the retry that takes
+// a request from a backend that just died to one that is up.
+//
+// A retry that a backend answers (with a status the breakers do not count
+// as a failure) gives back what it spent, as gRPC's retry throttling counts
+// successes back in: the budget bounds retries that fail. A pool where one
+// backend fails and the others answer its requests' retries spends
+// nothing, whatever the share of requests that land on the failing one;
+// a pool that fails as a whole gets no refunds and is held to the share.
 //
 // The second's attempts are not counted here: the pool's backends count
 // every request sent to them already (Backend.Served), and the budget
@@ -61,19 +72,52 @@ func (b *budget) request(sec int64) {
 	}
 }
 
-// retry reports whether one retry may go out in second sec, and spends it.
-func (b *budget) retry(sec int64) bool {
+// grant is what a retry the budget allowed spent, so that it can be given
+// back.
+type grant uint8
+
+const (
+	noRetry    grant = iota // refused: the budget is spent
+	freeRetry               // nothing: no budget, or not a retry
+	bankRetry               // one retry of the earnings
+	floorRetry              // one of the second's floor retries
+)
+
+// retry reports whether one retry may go out in second sec, and spends it:
+// from the earnings, or else from the second's floor.
+func (b *budget) retry(sec int64) grant {
 	if b.earn == 0 {
-		return true
+		return freeRetry
 	}
 	if b.milli.Add(-1000) >= 0 {
-		return true
+		return bankRetry
 	}
 	b.milli.Add(1000)
 	if sec > b.sec.Load() {
 		b.roll(sec)
 	}
-	return b.used.Add(1) <= b.floor
+	if b.used.Add(1) <= b.floor {
+		return floorRetry
+	}
+	b.used.Add(-1) // used counts the floor retries granted, for refunds
+	return noRetry
+}
+
+// refund gives back what a retry granted in second sec spent: to the
+// earnings, up to their cap, or to the floor of sec if that is still the
+// current second. (A second starting between the check and the refund
+// leaves the new one a floor retry more; that is all a race can do.)
+func (b *budget) refund(sec int64, g grant) {
+	switch g {
+	case bankRetry:
+		if b.milli.Load() < b.cap.Load() {
+			b.milli.Add(1000)
+		}
+	case floorRetry:
+		if b.sec.Load() == sec {
+			b.used.Add(-1)
+		}
+	}
 }
 
 // roll starts second sec: the cap becomes what the last second's attempts

@@ -54,7 +54,7 @@ func (bp *budgetPool) request(sec int64) {
 func (bp *budgetPool) retries(sec int64, n int) int {
 	ok := 0
 	for range n {
-		if bp.b.retry(sec) {
+		if bp.b.retry(sec) != noRetry {
 			bp.send()
 			ok++
 		}

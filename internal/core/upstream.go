@@ -136,6 +136,10 @@ func (p *conns) connect() (*upstream, error) {
 	return u, nil
 }
 
+// errHandshake marks a failed TLS handshake: the backend took the
+// connection, so it is up, but relay could not talk to it.
+var errHandshake = errors.New("TLS handshake")
+
 // handshake runs the TLS handshake with an https backend within ctx. The
 // client session cache in tc lets later connections resume the session
 // instead of a full handshake.
@@ -143,7 +147,7 @@ func (p *conns) handshake(ctx context.Context, c net.Conn, tc *tls.Config) (net.
 	t := tls.Client(rawio.NewConn(c), tc) // records over raw system calls
 	if err := t.HandshakeContext(ctx); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("backend %q: TLS handshake: %w", p.b.Name, err)
+		return nil, fmt.Errorf("backend %q: %w: %w", p.b.Name, errHandshake, err)
 	}
 	return t, nil
 }

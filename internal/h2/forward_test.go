@@ -206,7 +206,7 @@ func TestStreamsRequestBodyOfUnknownLength(t *testing.T) {
 
 // The core's retries and error answers through this door: a dead
 // backend is skipped; with every backend out the client gets relay's 503,
-// and with only dead ones relay's 502.
+// and with only dead ones its 503 saying no backend is up.
 func TestRetriesAnotherBackendAndAnswersErrors(t *testing.T) {
 	good := newBackend(t, "good", nil)
 	dead := deadBackend(t)
@@ -243,8 +243,10 @@ func TestRetriesAnotherBackendAndAnswersErrors(t *testing.T) {
 	}
 	body, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 502 || string(body) != "Bad Gateway: backend unreachable\n" {
-		t.Fatalf("with every backend dead: %d %q, want relay's 502", resp.StatusCode, body)
+	if resp.StatusCode != 503 || string(body) != "Service Unavailable: no backend is up: every one tried is unreachable\n" ||
+		resp.Header.Get("Retry-After") != core.RetryAfter {
+		t.Fatalf("with every backend dead: %d %q (Retry-After %q), want relay's 503 saying no backend is up",
+			resp.StatusCode, body, resp.Header.Get("Retry-After"))
 	}
 }
 

@@ -34,14 +34,20 @@ func TestFailoverAroundRefusedBackend(t *testing.T) {
 	expectNoneInFlight(t, r)
 }
 
-func TestEveryBackendRefusingGives502(t *testing.T) {
+// Every backend refusing connections, though still in rotation (nothing
+// has noticed yet): relay's answer is the one for no backend up, 503 with
+// Retry-After, as when checks or breakers have taken them out already.
+func TestEveryBackendRefusingGives503(t *testing.T) {
 	bs := []*backend.Backend{newBackendFor(t, deadAddr(t), 1), newBackendFor(t, deadAddr(t), 1)}
 	r := startRelay(t, Config{Pool: core.PoolConfig{Retries: 2}}, bs...)
 	cl := newClient(t, 1, "")
 	for _, method := range []string{"GET", "POST"} {
 		req, _ := http.NewRequest(method, r.url+"/", strings.NewReader("x"))
-		if res := do(t, cl, req); res.status != 502 {
-			t.Errorf("%s: status %d %q, want 502", method, res.status, res.body)
+		res := do(t, cl, req)
+		if res.status != 503 || res.body != "Service Unavailable: no backend is up: every one tried is unreachable\n" ||
+			res.header.Get("Retry-After") != core.RetryAfter {
+			t.Errorf("%s: status %d %q Retry-After %q, want 503 saying no backend is up, with Retry-After",
+				method, res.status, res.body, res.header.Get("Retry-After"))
 		}
 	}
 }

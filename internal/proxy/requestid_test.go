@@ -85,8 +85,8 @@ func TestRequestIDOnRelaysOwnAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := h.Get("X-Request-Id")
-	if !strings.Contains(status, " 502 ") || !madeID.MatchString(id) {
-		t.Fatalf("%q with X-Request-Id %q, want relay's 502 with an id", status, id)
+	if !strings.Contains(status, " 503 ") || !madeID.MatchString(id) {
+		t.Fatalf("%q with X-Request-Id %q, want relay's 503 (no backend is up) with an id", status, id)
 	}
 	c.Close()
 	if err := r.p.Shutdown(context.Background()); err != nil {
