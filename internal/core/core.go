@@ -7,16 +7,24 @@
 // a body and a Responder to answer through. Core.Forward then runs the same
 // steps for every front door:
 //
-//	route   the pool that serves the request (today: the default pool)
+//	route   the pool that serves the request: the first route of the
+//	        table (routing.go) that matches, else the default pool; the
+//	        path is normalised and rewritten, or relay answers itself
+//	        (404, a redirect, 400 for a refused path)
 //	pick    a backend the pool's algorithm chooses among those that may
-//	        be picked (backend.Available) and that the request has not tried
-//	forward the request over the pool's upstream connections, HTTP/1.1
-//	retry   on another backend, only when that is safe
+//	        be picked (backend.Available) and that the request has not
+//	        tried (pick.go)
+//	wait    in the pool's queue when every candidate is at its cap
+//	        (wait.go)
+//	attempt the request over the pool's upstream connections, HTTP/1.1;
+//	        judged for the breaker; retried on another backend only when
+//	        that is safe and the budget allows (attempt.go)
 //	account in-flight and failure counts, the access log
 //
 // and answers through the Responder: the backend's response, or relay's
 // own 502, 503 or 504. The core knows nothing of the client's wire format;
-// the upstream side is relay's own HTTP/1.1 engine (package h1).
+// the upstream side is relay's own HTTP/1.1 engine (package h1). Package
+// dataplane builds a core and its pools from the configuration.
 package core
 
 import (
