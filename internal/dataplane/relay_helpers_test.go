@@ -117,3 +117,15 @@ func startRelay(t testing.TB, yml string, opts Options) *testRelay {
 	})
 	return &testRelay{plane: pl, proxy: p, addr: ln.Addr().String()}
 }
+
+// waitFor polls cond until it holds, failing the test after ioTimeout.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(ioTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
