@@ -66,12 +66,25 @@ var sends = []struct {
 // the response.
 func sendH1(t testing.TB, addr string, rq rawReq) reply {
 	t.Helper()
+	return sendH1On(t, dialTCP(t, addr), rq)
+}
+
+// dialTCP connects to addr; every read and write is bounded by ioTimeout
+// from now.
+func dialTCP(t testing.TB, addr string) net.Conn {
+	t.Helper()
 	nc, err := net.DialTimeout("tcp", addr, ioTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
 	nc.SetDeadline(time.Now().Add(ioTimeout))
+	return nc
+}
+
+// sendH1On is sendH1 on a connection it then closes.
+func sendH1On(t testing.TB, nc net.Conn, rq rawReq) reply {
+	t.Helper()
+	defer nc.Close()
 	method, proto := rq.method, rq.proto
 	if method == "" {
 		method = "GET"
@@ -108,12 +121,14 @@ func sendH1(t testing.TB, addr string, rq rawReq) reply {
 // rq.target) and reads the frames of the answer.
 func sendH2(t testing.TB, addr string, rq rawReq) reply {
 	t.Helper()
-	nc, err := net.DialTimeout("tcp", addr, ioTimeout)
-	if err != nil {
-		t.Fatal(err)
-	}
+	return sendH2On(t, dialTCP(t, addr), "http", rq)
+}
+
+// sendH2On is sendH2 on a connection it then closes, with the :scheme
+// scheme.
+func sendH2On(t testing.TB, nc net.Conn, scheme string, rq rawReq) reply {
+	t.Helper()
 	defer nc.Close()
-	nc.SetDeadline(time.Now().Add(ioTimeout))
 	if _, err := io.WriteString(nc, http2.ClientPreface); err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +144,7 @@ func sendH2(t testing.TB, addr string, rq rawReq) reply {
 	var hb bytes.Buffer
 	enc := hpack.NewEncoder(&hb)
 	enc.WriteField(hpack.HeaderField{Name: ":method", Value: method})
-	enc.WriteField(hpack.HeaderField{Name: ":scheme", Value: "http"})
+	enc.WriteField(hpack.HeaderField{Name: ":scheme", Value: scheme})
 	enc.WriteField(hpack.HeaderField{Name: ":path", Value: rq.target})
 	if rq.host != "" {
 		enc.WriteField(hpack.HeaderField{Name: ":authority", Value: rq.host})

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 
 	"relay/internal/h2"
 	"relay/internal/proxy"
+	"relay/internal/testcert"
 )
 
 // ioTimeout bounds every read and write of the tests' clients.
@@ -127,5 +129,31 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// serveTLS opens a TLS listener on the relay with a certificate for
+// www.example.com and api.example.com from a new CA, offering h2 and
+// http/1.1, and returns a dialer for it: a TLS client with SNI sni that
+// asks for proto by ALPN.
+func (r *testRelay) serveTLS(t testing.TB) func(sni, proto string) net.Conn {
+	t.Helper()
+	ca := testcert.NewCA(t)
+	pair := ca.Server(t, testcert.ECDSA, "www.example.com", "api.example.com")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go r.proxy.ServeTLS(ln, &tls.Config{Certificates: []tls.Certificate{pair.TLS}, NextProtos: []string{"h2", "http/1.1"}})
+	return func(sni, proto string) net.Conn {
+		t.Helper()
+		tc := tls.Client(dialTCP(t, ln.Addr().String()), &tls.Config{RootCAs: ca.Pool, ServerName: sni, NextProtos: []string{proto}})
+		if err := tc.Handshake(); err != nil {
+			t.Fatal(err)
+		}
+		if got := tc.ConnectionState().NegotiatedProtocol; got != proto {
+			t.Fatalf("ALPN chose %q, want %q", got, proto)
+		}
+		return tc
 	}
 }

@@ -273,3 +273,27 @@ func TestRoutingHTTP11WithoutHost(t *testing.T) {
 		t.Fatalf("HTTP/1.1 without Host: %v; want relay's 400", &got)
 	}
 }
+
+// Over TLS, with both front doors: a route matches on the Host header, not
+// on the name the client sent by SNI, and the redirect to https that
+// matches scheme http lets https requests through to the routes after it.
+func TestRoutingOverTLS(t *testing.T) {
+	rep, _ := echoes(t, routingPools...)
+	r := startRelay(t, rep.Replace(routingYAML), Options{})
+	dial := r.serveTLS(t)
+	cases := []struct {
+		sni string
+		c   routeCase
+	}{
+		{"www.example.com", routeCase{name: "host not sni", rq: rawReq{target: "/x", host: "api.example.com"}, status: 200, pool: "api", target: "/x"}},
+		{"api.example.com", routeCase{name: "sni not host", rq: rawReq{target: "/x", host: "www.example.com"}, status: 200, pool: "default", target: "/x"}},
+		{"www.example.com", routeCase{name: "https passes the http redirect", rq: rawReq{target: "/moved/x", host: "www.example.com"}, status: 200, pool: "default", target: "/moved/x"}},
+		{"www.example.com", routeCase{name: "redirect for any scheme", rq: rawReq{target: "/old", host: "www.example.com"}, status: 301, location: "https://new.example.com:8443/new"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.c.name, func(t *testing.T) {
+			checkCase(t, tc.c, sendH1On(t, dial(tc.sni, "http/1.1"), tc.c.rq))
+			checkCase(t, tc.c, sendH2On(t, dial(tc.sni, "h2"), "https", tc.c.rq))
+		})
+	}
+}
