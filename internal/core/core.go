@@ -136,14 +136,16 @@ func (c *Core) AddPool(pc PoolConfig, bs []*backend.Backend) (*Pool, error) {
 
 // RemovePool removes the pool named name, once routing no longer sends to
 // it: requests on their way through it finish; its idle upstream
-// connections are closed.
+// connections are closed, and so is every one a request gives back. The
+// pool keeps its members: a request that took its route just before the
+// routing changed may not have picked a backend yet, and must find one.
 func (c *Core) RemovePool(name string) {
 	c.mu.Lock()
 	p := c.pools[name]
 	delete(c.pools, name)
 	c.mu.Unlock()
 	if p != nil {
-		p.SetBackends(nil)
+		p.closeIdle()
 	}
 }
 

@@ -115,10 +115,12 @@ func (pl *Plane) poolConfig(np config.NamedPool) core.PoolConfig {
 
 // Reconfigure applies a reloaded configuration while the pools serve: a
 // pool that stays takes its new settings (requests in flight finish as
-// they started), a new pool starts empty until the control gives it
-// members, the routes are swapped whole, and a pool the file no longer has
-// is removed once no route sends to it. Nothing changes when a pool's
-// settings or the routes are refused.
+// they started), a new pool starts with the backends the file gives it
+// (the control's membership, which follows the reload, then takes over:
+// a route to a new pool must not answer 503 in between), the routes are
+// swapped whole, and a pool the file no longer has is removed once no
+// route sends to it. Nothing changes when a pool's settings or the routes
+// are refused.
 func (pl *Plane) Reconfigure(cfg *config.Config) error {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
@@ -129,7 +131,11 @@ func (pl *Plane) Reconfigure(cfg *config.Config) error {
 		if pl.core.Pool(np.Name) != nil {
 			continue
 		}
-		if _, err := pl.core.AddPool(pl.poolConfig(np), nil); err != nil {
+		bs, err := pl.fileBackends(np)
+		if err == nil {
+			_, err = pl.core.AddPool(pl.poolConfig(np), bs)
+		}
+		if err != nil {
 			pl.removeAll(added)
 			return err
 		}
@@ -158,6 +164,33 @@ func (pl *Plane) Reconfigure(cfg *config.Config) error {
 		}
 	}
 	return nil
+}
+
+// fileBackends are the backends the file gives the pool np, on the
+// addresses the pools already share, each with this process's share of
+// its request cap, for a pool a reload adds.
+func (pl *Plane) fileBackends(np config.NamedPool) ([]*backend.Backend, error) {
+	var bs []*backend.Backend
+	for _, cb := range np.Backends {
+		h := pl.hosts[canonical(cb.URL)]
+		if h == nil {
+			var err error
+			if h, err = backend.NewHost(cb.URL); err != nil {
+				return nil, fmt.Errorf("pool %q: %w", np.Name, err)
+			}
+			pl.hosts[h.Name] = h
+		}
+		b, err := h.Member(cb.Weight)
+		if err != nil {
+			return nil, fmt.Errorf("pool %q: %w", np.Name, err)
+		}
+		b.SetMaxRequests(pl.opts.Share(cb.MaxRequests))
+		if err := pl.opts.Prepare(b); err != nil {
+			pl.opts.Logger.Error("backend TLS settings could not be loaded; using Go's defaults until the next membership", "pool", np.Name, "backend", b.Name, "err", err)
+		}
+		bs = append(bs, b)
+	}
+	return bs, nil
 }
 
 // removeAll removes the pools a refused reload added.

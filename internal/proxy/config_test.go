@@ -36,6 +36,9 @@ type Config struct {
 	Descriptors       *fds.Budget
 	Instance          string
 	restAfter         time.Duration
+	// routing, when set, puts routes in front of the pool once it is
+	// built (benchmarks).
+	routing func(*core.Core)
 }
 
 // testPool names the one pool of a test relay.
