@@ -10,6 +10,7 @@ import (
 
 	"relay/internal/admin"
 	"relay/internal/config"
+	"relay/internal/control"
 	"relay/internal/fds"
 	"relay/internal/supervisor"
 )
@@ -17,7 +18,7 @@ import (
 // controlled is relay's control and what runs beside it, however many
 // processes serve: the active checks, the admin listener and reloads.
 type controlled struct {
-	ctl    *supervisor.Control
+	ctl    *control.Control
 	admin  *admin.Server // nil when admin_listen is off
 	reload func() (uint64, error)
 	stop   func()
@@ -37,7 +38,7 @@ func startControl(f *flags, cfg *config.Config, src supervisor.ConfigSource, lg 
 	if err != nil {
 		return nil, err
 	}
-	ctl := supervisor.NewControl(src, bs, cfg.MaxEjectedPercent, log)
+	ctl := control.NewControl(src, bs, cfg.MaxEjectedPercent, log)
 	ctl.Prepare = up.plan
 	ctl.SetListeners(config.ListenersOf(cfg).Over(bound))
 	checks, err := startChecks(cfg, bs, ctl.HealthChanged, budget, log)
@@ -47,7 +48,7 @@ func startControl(f *flags, cfg *config.Config, src supervisor.ConfigSource, lg 
 	ctl.SetTargets(checks.Set)
 	r := &reloader{f: f, ctl: ctl, up: up, running: cfg, name: src.Name, logs: lg, log: log, builtIn: f.demo && f.config == ""}
 	r.applied.Store(cfg)
-	rotation, stopRotation := time.NewTicker(supervisor.TicketKeyRotation), make(chan struct{})
+	rotation, stopRotation := time.NewTicker(control.TicketKeyRotation), make(chan struct{})
 	go func() {
 		for {
 			select {
@@ -94,7 +95,7 @@ func (c *controlled) adminAddr() string {
 type reloader struct {
 	mu      sync.Mutex // one reload at a time
 	f       *flags
-	ctl     *supervisor.Control
+	ctl     *control.Control
 	up      *upstreams
 	disc    *discoverer
 	running *config.Config // what relay started with: restart-only settings

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"relay/internal/config"
+	"relay/internal/control"
 	"relay/internal/discovery"
 	"relay/internal/supervisor"
 )
@@ -17,7 +18,7 @@ import (
 // also keeps relay's own announcement, when the configuration asks for
 // one, from the moment relay serves until it begins to stop.
 type discoverer struct {
-	ctl *supervisor.Control
+	ctl *control.Control
 	log *slog.Logger
 
 	mu       sync.Mutex
@@ -29,7 +30,7 @@ type discoverer struct {
 	announcement *discovery.Announcement
 }
 
-func startDiscovery(cfg *config.Config, ctl *supervisor.Control, log *slog.Logger) *discoverer {
+func startDiscovery(cfg *config.Config, ctl *control.Control, log *slog.Logger) *discoverer {
 	d := &discoverer{ctl: ctl, log: log}
 	d.reload(cfg)
 	return d

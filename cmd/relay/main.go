@@ -30,6 +30,7 @@ import (
 	"relay/internal/backend"
 	"relay/internal/balance"
 	"relay/internal/config"
+	"relay/internal/control"
 	"relay/internal/logging"
 	"relay/internal/proxy"
 	"relay/internal/supervisor"
@@ -404,7 +405,7 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 	pcfg.Pool.MaxRequests = share(pcfg.Pool.MaxRequests)
 	// A breaker that opens or closes here does so in every process; the
 	// control decides and logs it.
-	pcfg.Pool.OnBreaker = sp.ReportBreaker
+	pcfg.Pool.OnBreaker = func(b *backend.Backend, until time.Time, reason string) { control.ReportBreaker(sp, b, until, reason) }
 	p, err := proxy.New(pcfg, bs)
 	if err != nil {
 		return err
@@ -416,7 +417,7 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 	// The control checks the backends for every process; the pool starts
 	// from its membership and health snapshot. A transition takes effect
 	// on the backend itself: pickers read its state at every pick.
-	err = sp.Follow(bs, supervisor.Updates{
+	err = control.Follow(sp, bs, control.Updates{
 		Membership: func(ms []supervisor.Member) []*backend.Backend { return applyMembership(p, ms, share, up, log) },
 		Config: func(src supervisor.ConfigSource) {
 			// The control validated it; what a reload changes live is

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"relay/internal/config"
+	"relay/internal/control"
 	"relay/internal/supervisor"
 	"relay/internal/testcert"
 )
@@ -44,7 +45,7 @@ func TestRefusedReloadKeepsTheUpstreamTLSSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctl := supervisor.NewControl(supervisor.ConfigSource{Generation: 1}, bs, 100, log)
+	ctl := control.NewControl(supervisor.ConfigSource{Generation: 1}, bs, 100, log)
 	ctl.Prepare = up.plan
 	tc := bs[0].TLS()
 

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"relay/internal/config"
+	"relay/internal/control"
 	"relay/internal/stats"
-	"relay/internal/supervisor"
 )
 
 // api serves the JSON endpoints.
@@ -99,7 +99,7 @@ func countsOf(c *stats.Counts) counts {
 }
 
 // breakerState names a member's breaker.
-func breakerState(m *supervisor.MemberStatus) string {
+func breakerState(m *control.MemberStatus) string {
 	switch {
 	case m.HalfOpen:
 		return "half-open"
@@ -111,7 +111,7 @@ func breakerState(m *supervisor.MemberStatus) string {
 
 // viewOf is a member as the API shows it, with its counters summed over
 // the processes.
-func viewOf(m *supervisor.MemberStatus, st *stats.Backend) backendView {
+func viewOf(m *control.MemberStatus, st *stats.Backend) backendView {
 	v := backendView{
 		Name: m.URL, Source: m.Source(), Key: m.Key, Weight: m.State.EffectiveWeight, ConfiguredWeight: m.Weight,
 		InRotation: m.State.Available() && !m.HalfOpen, Healthy: m.State.Healthy, Breaker: breakerState(m),
@@ -147,13 +147,13 @@ func viewOf(m *supervisor.MemberStatus, st *stats.Backend) backendView {
 
 // status reads relay's status, waiting for the processes' counters for
 // at most collectTimeout.
-func (a *api) status(r *http.Request) *supervisor.Status {
+func (a *api) status(r *http.Request) *control.Status {
 	ctx, cancel := context.WithTimeout(r.Context(), collectTimeout)
 	defer cancel()
 	return a.o.Control.Status(ctx)
 }
 
-func (a *api) listing(s *supervisor.Status) *listing {
+func (a *api) listing(s *control.Status) *listing {
 	l := &listing{Pool: a.o.Pool, Algorithm: a.o.Algorithm(), Generation: s.Generation, Processes: s.Processes, Time: s.Time}
 	byName := make(map[string]*stats.Backend, len(s.Stats.Backends))
 	for i := range s.Stats.Backends {
@@ -335,11 +335,11 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 func writeErr(w http.ResponseWriter, err error) {
 	status := http.StatusInternalServerError
 	switch {
-	case errors.Is(err, supervisor.ErrNoBackend):
+	case errors.Is(err, control.ErrNoBackend):
 		status = http.StatusNotFound
-	case errors.Is(err, supervisor.ErrInvalid):
+	case errors.Is(err, control.ErrInvalid):
 		status = http.StatusBadRequest
-	case errors.Is(err, supervisor.ErrConflict):
+	case errors.Is(err, control.ErrConflict):
 		status = http.StatusConflict
 	}
 	writeError(w, status, err.Error())

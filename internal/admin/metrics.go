@@ -14,7 +14,7 @@ import (
 
 // metrics exposes relay's counters in the Prometheus text format. Every
 // scrape collects the counters of every serving process at that moment
-// (supervisor.Control.Stats) and reports relay as one: counters summed
+// (control.Control.Stats) and reports relay as one: counters summed
 // over the processes, gauges summed (in flight, queued, connections) or
 // as the control holds them (health, breakers, which are relay-wide).
 type metrics struct {

@@ -1,7 +1,7 @@
 // Package admin is relay's admin listener: Prometheus metrics, a JSON API
 // to see and steer the backends, health and readiness for orchestrators,
 // configuration reloads, Go's profiler and the dashboard. It reads and
-// steers relay through the supervisor's Control, which is relay as one,
+// steers relay through the control's Control, which is relay as one,
 // however many processes serve; it never sees client traffic.
 package admin
 
@@ -19,13 +19,13 @@ import (
 	"golang.org/x/net/netutil"
 
 	"relay/internal/admin/ui"
-	"relay/internal/supervisor"
+	"relay/internal/control"
 )
 
 // Options is what the admin listener needs.
 type Options struct {
 	// Control is relay's control, which the listener reads and steers.
-	Control *supervisor.Control
+	Control *control.Control
 	// Token, when set, is the bearer token every request must carry.
 	Token string
 	// AllowedHosts are the Host header values, besides the listener's own

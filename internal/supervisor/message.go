@@ -206,6 +206,9 @@ func (m *Message) validate() error {
 	return nil
 }
 
+// TicketKeyLen is the length of a session-ticket key (crypto/tls's).
+const TicketKeyLen = 32
+
 // checkTicketKeys reports a session-ticket key of the wrong length, without
 // showing any key.
 func checkTicketKeys(keys [][]byte) error {

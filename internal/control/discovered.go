@@ -1,4 +1,6 @@
-package supervisor
+package control
+
+import "relay/internal/supervisor"
 
 // Discovered makes set the members relay discovered (in etcd), in every
 // process: members of an earlier set that are not in it leave, finishing
@@ -9,10 +11,10 @@ package supervisor
 // left out while it does: the file's entry wins. The set is kept, so a
 // reload or a removal that frees such a URL brings the discovered member
 // in. Nothing is logged or kept when the change fails.
-func (l *Control) Discovered(set []Member) error {
+func (l *Control) Discovered(set []supervisor.Member) error {
 	var log notes
 	set = etcdOnly(set)
-	return l.commit(func(ms []Member) ([]Member, error) {
+	return l.commit(func(ms []supervisor.Member) ([]supervisor.Member, error) {
 		static, old := staticOf(ms), fromEtcd(ms)
 		// What etcd said last time: a weight it still says leaves an
 		// operator's in place; a clash it still has was logged.
@@ -60,11 +62,11 @@ func (l *Control) Discovered(set []Member) error {
 // keeps its weight there, which may be an operator's. joined logs the
 // discovered members that come in and those now left out; the caller
 // runs it once the change is made.
-func (l *Control) withDiscoveredLocked(static, current []Member) (out []Member, joined func()) {
+func (l *Control) withDiscoveredLocked(static, current []supervisor.Member) (out []supervisor.Member, joined func()) {
 	serving := fromEtcd(current)
 	var log notes
 	have := urlsOf(static)
-	out = append([]Member(nil), static...)
+	out = append([]supervisor.Member(nil), static...)
 	for _, m := range l.discovered {
 		cur, ok := serving[m.URL]
 		switch {
@@ -94,23 +96,23 @@ func (n notes) write() {
 }
 
 // added is the line of a discovered member joining.
-func (l *Control) added(m Member) func() {
+func (l *Control) added(m supervisor.Member) func() {
 	return func() { l.log.Info("backend added", "backend", m.URL, "weight", m.Weight, "by", "etcd", "key", m.Key) }
 }
 
 // leftOut is the line of a discovered member left out for the file's or
 // the API's member of the same URL.
-func (l *Control) leftOut(m Member) func() {
+func (l *Control) leftOut(m supervisor.Member) func() {
 	return func() {
 		l.log.Warn("discovered backend left out: it is configured already", "backend", m.URL, "key", m.Key)
 	}
 }
 
 // fromEtcd is the members of ms that came from etcd, by URL.
-func fromEtcd(ms []Member) map[string]Member {
-	out := map[string]Member{}
+func fromEtcd(ms []supervisor.Member) map[string]supervisor.Member {
+	out := map[string]supervisor.Member{}
 	for _, m := range ms {
-		if m.From == FromEtcd {
+		if m.From == supervisor.FromEtcd {
 			out[m.URL] = m
 		}
 	}
@@ -118,11 +120,11 @@ func fromEtcd(ms []Member) map[string]Member {
 }
 
 // etcdOnly is the members of set that came from etcd, each URL once.
-func etcdOnly(set []Member) []Member {
-	out := make([]Member, 0, len(set))
+func etcdOnly(set []supervisor.Member) []supervisor.Member {
+	out := make([]supervisor.Member, 0, len(set))
 	seen := map[string]bool{}
 	for _, m := range set {
-		if m.From == FromEtcd && !seen[m.URL] {
+		if m.From == supervisor.FromEtcd && !seen[m.URL] {
 			seen[m.URL] = true
 			out = append(out, m)
 		}
@@ -131,17 +133,17 @@ func etcdOnly(set []Member) []Member {
 }
 
 // staticOf is the members of ms that did not come from etcd.
-func staticOf(ms []Member) []Member {
-	var out []Member
+func staticOf(ms []supervisor.Member) []supervisor.Member {
+	var out []supervisor.Member
 	for _, m := range ms {
-		if m.From != FromEtcd {
+		if m.From != supervisor.FromEtcd {
 			out = append(out, m)
 		}
 	}
 	return out
 }
 
-func urlsOf(ms []Member) map[string]bool {
+func urlsOf(ms []supervisor.Member) map[string]bool {
 	have := make(map[string]bool, len(ms))
 	for _, m := range ms {
 		have[m.URL] = true

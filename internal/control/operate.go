@@ -1,4 +1,4 @@
-package supervisor
+package control
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"relay/internal/backend"
 	"relay/internal/config"
 	"relay/internal/stats"
+	"relay/internal/supervisor"
 )
 
 // Errors of operator actions, for the admin API to map to statuses; the
@@ -68,7 +69,7 @@ func (l *Control) operate(name, msg string, act func(*backend.Backend) bool) err
 	if act(b) {
 		l.log.Info(msg, "backend", b.Name, "by", "operator")
 	}
-	l.broadcastLocked(Message{Kind: KindOperator, Operator: operatorOf(b)})
+	l.broadcastLocked(supervisor.Message{Kind: supervisor.KindOperator, Operator: operatorOf(b)})
 	return nil
 }
 
@@ -77,7 +78,7 @@ func (l *Control) SetWeight(name string, weight int) error {
 	if weight < 1 || weight > config.MaxWeight {
 		return fmt.Errorf("%w: weight %d is outside 1..%d; to take a backend out, drain it", ErrInvalid, weight, config.MaxWeight)
 	}
-	return l.change(func(ms []Member) ([]Member, error) {
+	return l.change(func(ms []supervisor.Member) ([]supervisor.Member, error) {
 		for i := range ms {
 			if ms[i].URL == name {
 				l.log.Info("backend weight changed", "backend", name, "weight", weight, "was", ms[i].Weight, "by", "operator")
@@ -107,14 +108,14 @@ func (l *Control) Add(rawURL string, weight int) (string, error) {
 		return "", fmt.Errorf("%w: weight %d is outside 1..%d", ErrInvalid, weight, config.MaxWeight)
 	}
 	name := u.String()
-	err = l.change(func(ms []Member) ([]Member, error) {
+	err = l.change(func(ms []supervisor.Member) ([]supervisor.Member, error) {
 		for _, m := range ms {
 			if m.URL == name {
 				return nil, fmt.Errorf("%w: backend %q is in the pool already", ErrConflict, name)
 			}
 		}
 		l.log.Info("backend added", "backend", name, "weight", weight, "by", "operator")
-		return append(ms, Member{URL: name, Weight: weight, From: FromAPI}), nil
+		return append(ms, supervisor.Member{URL: name, Weight: weight, From: supervisor.FromAPI}), nil
 	})
 	return name, err
 }
@@ -123,10 +124,10 @@ func (l *Control) Add(rawURL string, weight int) (string, error) {
 // flight to it finish.
 func (l *Control) Remove(name string) error {
 	var note func()
-	return l.commit(func(ms []Member) ([]Member, error) {
+	return l.commit(func(ms []supervisor.Member) ([]supervisor.Member, error) {
 		for i, m := range ms {
 			if m.URL == name {
-				if m.From == FromEtcd {
+				if m.From == supervisor.FromEtcd {
 					return nil, fmt.Errorf("%w: backend %q comes from etcd key %q; delete the key to remove it (drain it to stop its traffic meanwhile)", ErrConflict, name, m.Key)
 				}
 				rest := append(ms[:i:i], ms[i+1:]...)
@@ -154,7 +155,7 @@ func (l *Control) Remove(name string) error {
 // caller can take the configuration with them. A refused reload changes
 // nothing. It returns what the reload did to the membership, discovered
 // and operator-added members included.
-func (l *Control) Reloaded(src ConfigSource, members []Member, maxEjected int, prepare func(*backend.Backend) (func(), error), adopt func()) (Changes, error) {
+func (l *Control) Reloaded(src supervisor.ConfigSource, members []supervisor.Member, maxEjected int, prepare func(*backend.Backend) (func(), error), adopt func()) (Changes, error) {
 	// The file was checked against the addresses it names; relay still
 	// listens where it started, whatever the file says now.
 	if err := l.refuseSelf(members); err != nil {
@@ -162,7 +163,7 @@ func (l *Control) Reloaded(src ConfigSource, members []Member, maxEjected int, p
 	}
 	var joined func()
 	var changes Changes
-	err := l.commit(func(ms []Member) (next []Member, err error) {
+	err := l.commit(func(ms []supervisor.Member) (next []supervisor.Member, err error) {
 		next, joined = l.withDiscoveredLocked(members, ms)
 		changes = changesOf(ms, next)
 		return next, nil
@@ -175,7 +176,7 @@ func (l *Control) Reloaded(src ConfigSource, members []Member, maxEjected int, p
 		src.Instance = l.config.Instance // a reload is the same relay
 		l.config, l.maxEjected = src, maxEjected
 		l.reloads[0]++
-		l.broadcastLocked(Message{Kind: KindConfig, Config: &src})
+		l.broadcastLocked(supervisor.Message{Kind: supervisor.KindConfig, Config: &src})
 	})
 	if err != nil {
 		return Changes{}, err
@@ -191,7 +192,7 @@ func (l *Control) ReloadRefused() {
 }
 
 // Reopen tells every process that the shared log file was rotated.
-func (l *Control) Reopen() { l.broadcast(Message{Kind: KindReopen}) }
+func (l *Control) Reopen() { l.broadcast(supervisor.Message{Kind: supervisor.KindReopen}) }
 
 // Generation is the configuration generation relay runs.
 func (l *Control) Generation() uint64 {
@@ -203,7 +204,7 @@ func (l *Control) Generation() uint64 {
 // change applies edit to the membership under the control's lock, builds
 // the backends of the result (keeping those that stay), sends it to every
 // process and hands the checks their new targets.
-func (l *Control) change(edit func([]Member) ([]Member, error)) error {
+func (l *Control) change(edit func([]supervisor.Member) ([]supervisor.Member, error)) error {
 	return l.commit(edit, nil, nil)
 }
 
@@ -211,13 +212,13 @@ func (l *Control) change(edit func([]Member) ([]Member, error)) error {
 // backends, and then run under the control's lock once every check has
 // passed, before the steps and before the membership goes out: a change
 // that fails leaves nothing half done.
-func (l *Control) commit(edit func([]Member) ([]Member, error), prepare func(*backend.Backend) (func(), error), then func()) error {
+func (l *Control) commit(edit func([]supervisor.Member) ([]supervisor.Member, error), prepare func(*backend.Backend) (func(), error), then func()) error {
 	// One change at a time from start to end, so the checks get the
 	// targets of the last change, not of whichever finished last.
 	l.changing.Lock()
 	defer l.changing.Unlock()
 	l.mu.Lock()
-	ms, err := edit(append([]Member(nil), l.members...))
+	ms, err := edit(append([]supervisor.Member(nil), l.members...))
 	if err != nil {
 		l.mu.Unlock()
 		return err
@@ -243,7 +244,7 @@ func (l *Control) commit(edit func([]Member) ([]Member, error), prepare func(*ba
 		step()
 	}
 	l.members, l.bs = ms, bs
-	l.broadcastLocked(Message{Kind: KindMembership, Membership: append([]Member(nil), ms...)})
+	l.broadcastLocked(supervisor.Message{Kind: supervisor.KindMembership, Membership: append([]supervisor.Member(nil), ms...)})
 	targets := l.targets
 	l.mu.Unlock()
 	if targets != nil {
@@ -258,7 +259,7 @@ func (l *Control) commit(edit func([]Member) ([]Member, error), prepare func(*ba
 // and TLS settings changed in place by the step so it keeps its health,
 // breaker, operator state and counters; else a new one. Nothing changes
 // before the step runs.
-func (l *Control) memberLocked(m Member, prepare func(*backend.Backend) (func(), error)) (*backend.Backend, func(), error) {
+func (l *Control) memberLocked(m supervisor.Member, prepare func(*backend.Backend) (func(), error)) (*backend.Backend, func(), error) {
 	if b := l.backendLocked(m.URL); b != nil {
 		ready, err := prepare(b)
 		if err != nil {
@@ -310,7 +311,7 @@ type Status struct {
 // MemberStatus is one member of the pool: its configuration, its state as
 // the control holds it, what its checks and breaker did.
 type MemberStatus struct {
-	Member
+	supervisor.Member
 	State     backend.State
 	HalfOpen  bool // its breaker's open time is over and a probe decides
 	Checks    stats.CheckCounts

@@ -1,22 +1,21 @@
-package supervisor
+package control
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
 	"sync"
-	"syscall"
 	"time"
 
 	"relay/internal/backend"
 	"relay/internal/stats"
+	"relay/internal/supervisor"
 )
 
 // queueLen bounds the messages queued for one process; one that lets more
-// pile up is restarted rather than allowed to stall the supervisor.
+// pile up is restarted rather than allowed to stall the
 const queueLen = 4096
 
 // Control is what makes several serving processes one relay: the one home
@@ -46,13 +45,13 @@ type Control struct {
 	own own
 
 	mu      sync.Mutex
-	config  ConfigSource
-	members []Member // the pool's membership now
+	config  supervisor.ConfigSource
+	members []supervisor.Member // the pool's membership now
 	// discovered is the last set etcd gave (discovered.go), the file's
 	// and the API's URLs included: a weight etcd still gives leaves an
 	// operator's in place, and a member left out comes in when the
 	// file's or the API's entry goes.
-	discovered []Member
+	discovered []supervisor.Member
 	bs         []*backend.Backend // the backends checked here, in members' order
 	// targets hands the active checks the backends to check after a
 	// membership change; nil until SetTargets.
@@ -70,8 +69,8 @@ type Control struct {
 
 // link is one process's channel and the messages queued for it.
 type link struct {
-	ch    *Channel
-	queue chan Message
+	ch    *supervisor.Channel
+	queue chan supervisor.Message
 	// reading is the number of the process's latest counters
 	// (Message.Reading); guarded by the Control's mutex.
 	reading uint64
@@ -81,14 +80,14 @@ type link struct {
 // NewControl returns the control of a relay that starts with config,
 // whose pool is bs (the members of config, checked here). maxEjected is
 // max_ejected_percent.
-func NewControl(config ConfigSource, bs []*backend.Backend, maxEjected int, log *slog.Logger) *Control {
+func NewControl(config supervisor.ConfigSource, bs []*backend.Backend, maxEjected int, log *slog.Logger) *Control {
 	config.TicketKeys = nextTicketKeys(nil)
 	config.Instance = newInstance()
 	c := &Control{log: log, config: config, bs: bs, maxEjected: maxEjected, byProc: map[int]*link{},
 		latest: map[*link]*stats.Process{}, ejections: map[string]uint64{}}
-	c.members = make([]Member, len(bs))
+	c.members = make([]supervisor.Member, len(bs))
 	for i, b := range bs {
-		c.members[i] = Member{URL: b.Name, Weight: b.Weight, MaxRequests: b.MaxRequests()}
+		c.members[i] = supervisor.Member{URL: b.Name, Weight: b.Weight, MaxRequests: b.MaxRequests()}
 	}
 	return c
 }
@@ -101,21 +100,12 @@ func (c *Control) SetTargets(set func([]*backend.Backend)) {
 	c.targets = set
 }
 
-// attach opens the channel of process i and returns the end the process
+// Attach opens the channel of process i and returns the end the process
 // inherits. The process first gets the configuration, then a snapshot of
 // every backend's health, then every transition from then on.
-func (l *Control) attach(i int) (*os.File, error) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+func (l *Control) Attach(i int) (*os.File, error) {
+	ch, theirs, err := supervisor.NewPair()
 	if err != nil {
-		return nil, err
-	}
-	syscall.CloseOnExec(fds[0])
-	syscall.CloseOnExec(fds[1])
-	mine, theirs := os.NewFile(uintptr(fds[0]), "channel"), os.NewFile(uintptr(fds[1]), "channel")
-	conn, err := net.FileConn(mine)
-	mine.Close()
-	if err != nil {
-		theirs.Close()
 		return nil, err
 	}
 	l.mu.Lock()
@@ -124,7 +114,7 @@ func (l *Control) attach(i int) (*os.File, error) {
 	// The queue holds the start and queueLen more, so queueing the start
 	// never blocks, however many backends are ejected, drained or
 	// disabled, and a process that falls behind later still has queueLen.
-	lk := &link{ch: NewChannel(conn), queue: make(chan Message, len(start)+queueLen), done: make(chan struct{})}
+	lk := &link{ch: ch, queue: make(chan supervisor.Message, len(start)+queueLen), done: make(chan struct{})}
 	for _, m := range start {
 		lk.queue <- m
 	}
@@ -145,17 +135,17 @@ func (l *Control) attach(i int) (*os.File, error) {
 // membership, every backend's health, then the breakers that are open or
 // half-open and the operator state of backends drained or disabled; l.mu
 // is held.
-func (l *Control) startLocked() []Message {
+func (l *Control) startLocked() []supervisor.Message {
 	config := l.config
-	ms := []Message{
-		{Kind: KindConfig, Config: &config},
-		{Kind: KindMembership, Membership: append([]Member(nil), l.members...)},
+	ms := []supervisor.Message{
+		{Kind: supervisor.KindConfig, Config: &config},
+		{Kind: supervisor.KindMembership, Membership: append([]supervisor.Member(nil), l.members...)},
 	}
-	snap := &HealthUpdate{Snapshot: true}
+	snap := &supervisor.HealthUpdate{Snapshot: true}
 	for _, b := range l.bs {
-		snap.Backends = append(snap.Backends, BackendHealth{Name: b.Name, Up: b.Healthy()})
+		snap.Backends = append(snap.Backends, supervisor.BackendHealth{Name: b.Name, Up: b.Healthy()})
 	}
-	ms = append(ms, Message{Kind: KindHealth, Health: snap})
+	ms = append(ms, supervisor.Message{Kind: supervisor.KindHealth, Health: snap})
 	for _, b := range l.bs {
 		if b.Ejected() {
 			// Open, or half-open (its time over, so the new process sends
@@ -165,10 +155,10 @@ func (l *Control) startLocked() []Message {
 			if until.IsZero() {
 				until = time.Now()
 			}
-			ms = append(ms, Message{Kind: KindBreaker, Breaker: BreakerOf(b, until)})
+			ms = append(ms, supervisor.Message{Kind: supervisor.KindBreaker, Breaker: BreakerOf(b, until)})
 		}
 		if b.Draining() || b.Disabled() {
-			ms = append(ms, Message{Kind: KindOperator, Operator: operatorOf(b)})
+			ms = append(ms, supervisor.Message{Kind: supervisor.KindOperator, Operator: operatorOf(b)})
 		}
 	}
 	return ms
@@ -177,25 +167,22 @@ func (l *Control) startLocked() []Message {
 // Local attaches the serving side of a relay that runs as one process:
 // the same channel a serving process inherits, both ends in this process,
 // so one process follows the control exactly as each of several does.
-func (l *Control) Local(ln net.Listener) (*Process, error) {
-	f, err := l.attach(0)
+func (l *Control) Local(ln net.Listener) (*supervisor.Process, error) {
+	f, err := l.Attach(0)
 	if err != nil {
 		return nil, err
 	}
 	conn, err := net.FileConn(f)
 	f.Close()
 	if err != nil {
-		l.detach(0)
+		l.Detach(0)
 		return nil, err
 	}
-	p := &Process{Index: 0, Listener: ln, ch: NewChannel(conn)}
-	m, err := p.ch.Recv()
-	if err != nil || m.Kind != KindConfig {
-		conn.Close()
-		l.detach(0)
-		return nil, fmt.Errorf("the control's first message: %+v, %v", m.Kind, err)
+	p, err := supervisor.Attached(0, ln, conn)
+	if err != nil {
+		l.Detach(0)
+		return nil, err
 	}
-	p.Config = *m.Config
 	return p, nil
 }
 
@@ -210,9 +197,9 @@ func (l *Control) read(i int, lk *link) {
 			return
 		}
 		switch m.Kind {
-		case KindBreaker:
+		case supervisor.KindBreaker:
 			l.breakerChanged(i, m.Breaker)
-		case KindCounters:
+		case supervisor.KindCounters:
 			l.counted(i, lk, &m)
 		default:
 			l.log.Warn("unexpected message from a serving process", "process", i, "kind", string(m.Kind))
@@ -222,7 +209,7 @@ func (l *Control) read(i int, lk *link) {
 
 // counted keeps the counters process i sent over lk, unless it holds a
 // later reading already, and notes the collect they answer.
-func (l *Control) counted(i int, lk *link, m *Message) {
+func (l *Control) counted(i int, lk *link, m *supervisor.Message) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	current := l.byProc[i] == lk
@@ -267,11 +254,11 @@ func (l *Control) ended(i int, lk *link, err error) {
 // process still holds open.
 const drainWait = 500 * time.Millisecond
 
-// detach ends the channel of process i, which exited. What it sent before
+// Detach ends the channel of process i, which exited. What it sent before
 // it ended is still taken in, its last counters among them (a process
 // reports as it stops), up to the end of the channel or drainWait; detach
 // returns once they count among what exited processes counted.
-func (l *Control) detach(i int) {
+func (l *Control) Detach(i int) {
 	l.mu.Lock()
 	lk := l.byProc[i]
 	if lk != nil {
@@ -316,13 +303,13 @@ func (l *Control) unlinkLocked(i int, lk *link) {
 
 // broadcast queues m for every process. It never blocks: a process whose
 // queue is full loses its channel, and with it its place, and restarts.
-func (l *Control) broadcast(m Message) {
+func (l *Control) broadcast(m supervisor.Message) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.broadcastLocked(m)
 }
 
-func (l *Control) broadcastLocked(m Message) {
+func (l *Control) broadcastLocked(m supervisor.Message) {
 	for i, lk := range l.byProc {
 		select {
 		case lk.queue <- m:
@@ -342,13 +329,13 @@ func (l *Control) broadcastLocked(m Message) {
 // one meanwhile); logs each change of state once; and sends its verdict to
 // every process, the sender included. Every process applies the same
 // verdicts in the same order, so all end where the supervisor is.
-func (l *Control) breakerChanged(from int, s *BreakerState) {
+func (l *Control) breakerChanged(from int, s *supervisor.BreakerState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.backendLocked(s.Name)
 	if b == nil {
 		// Not a backend the supervisor knows: pass it on as it came.
-		l.broadcastLocked(Message{Kind: KindBreaker, Breaker: s})
+		l.broadcastLocked(supervisor.Message{Kind: supervisor.KindBreaker, Breaker: s})
 		return
 	}
 	verdict := *s
@@ -366,7 +353,7 @@ func (l *Control) breakerChanged(from int, s *BreakerState) {
 	case backend.EjectionExceeds(l.bs, b, l.maxEjected):
 		l.log.Warn("circuit breaker not opened: too many backends ejected already", "backend", b.Name,
 			"reason", s.Reason, "process", from, "max_ejected_percent", l.maxEjected)
-		verdict = BreakerState{Name: s.Name, Reason: "too many backends ejected already"}
+		verdict = supervisor.BreakerState{Name: s.Name, Reason: "too many backends ejected already"}
 	default:
 		l.ejections[b.Name]++
 		l.log.Warn("circuit breaker opened", "backend", b.Name, "reason", s.Reason, "process", from,
@@ -376,12 +363,12 @@ func (l *Control) breakerChanged(from int, s *BreakerState) {
 		verdict = *BreakerOf(b, b.EjectedUntil())
 	}
 	ApplyBreaker(b, &verdict)
-	l.broadcastLocked(Message{Kind: KindBreaker, Breaker: &verdict})
+	l.broadcastLocked(supervisor.Message{Kind: supervisor.KindBreaker, Breaker: &verdict})
 }
 
 // HealthChanged sends one backend's transition to every process.
 func (l *Control) HealthChanged(b *backend.Backend, up bool) {
-	l.broadcast(Message{Kind: KindHealth, Health: &HealthUpdate{Backends: []BackendHealth{{Name: b.Name, Up: up}}}})
+	l.broadcast(supervisor.Message{Kind: supervisor.KindHealth, Health: &supervisor.HealthUpdate{Backends: []supervisor.BackendHealth{{Name: b.Name, Up: up}}}})
 }
 
 // backendLocked returns the checked backend named name, or nil; l.mu is

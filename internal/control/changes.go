@@ -1,11 +1,13 @@
-package supervisor
+package control
+
+import "relay/internal/supervisor"
 
 // Changes is what a reload did to the pool's membership, for the line
 // that reports it.
 type Changes struct {
 	// Added and Removed are the members that came and went, in
 	// membership order.
-	Added, Removed []Member
+	Added, Removed []supervisor.Member
 	// Changed pairs a member that stayed with what it was before, for
 	// those whose weight or request cap changed.
 	Changed []MemberChange
@@ -13,13 +15,13 @@ type Changes struct {
 
 // MemberChange is one member that stayed, before and after a change.
 type MemberChange struct {
-	Before, After Member
+	Before, After supervisor.Member
 }
 
 // changesOf compares two memberships by URL.
-func changesOf(before, after []Member) Changes {
+func changesOf(before, after []supervisor.Member) Changes {
 	var c Changes
-	old := make(map[string]Member, len(before))
+	old := make(map[string]supervisor.Member, len(before))
 	for _, m := range before {
 		old[m.URL] = m
 	}

@@ -1,4 +1,4 @@
-package supervisor
+package control
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"relay/internal/backend"
+	"relay/internal/supervisor"
 )
 
 // TestReloadedReportsItsChanges: a reload returns the members it added
@@ -13,12 +14,12 @@ import (
 // request cap it changed, before and after; a member that stays as it
 // was is not named.
 func TestReloadedReportsItsChanges(t *testing.T) {
-	l := NewControl(ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002", "http://127.0.0.1:8005"), 100, slog.New(slog.DiscardHandler))
+	l := NewControl(supervisor.ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002", "http://127.0.0.1:8005"), 100, slog.New(slog.DiscardHandler))
 	l.SetTargets(func([]*backend.Backend) {})
 	if _, err := l.Add("http://127.0.0.1:8003", 1); err != nil {
 		t.Fatal(err)
 	}
-	ch, err := l.Reloaded(ConfigSource{Generation: 2}, []Member{
+	ch, err := l.Reloaded(supervisor.ConfigSource{Generation: 2}, []supervisor.Member{
 		{URL: "http://127.0.0.1:8001", Weight: 3, MaxRequests: 10},
 		{URL: "http://127.0.0.1:8005", Weight: 1},
 		{URL: "http://127.0.0.1:8004", Weight: 2},
@@ -26,7 +27,7 @@ func TestReloadedReportsItsChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	urls := func(ms []Member) string {
+	urls := func(ms []supervisor.Member) string {
 		var s string
 		for _, m := range ms {
 			s += m.URL[len(m.URL)-4:] + " "
@@ -44,7 +45,7 @@ func TestReloadedReportsItsChanges(t *testing.T) {
 	}
 
 	// Refused: nothing changed, nothing reported.
-	ch, err = l.Reloaded(ConfigSource{Generation: 3}, []Member{{URL: "http://127.0.0.1:8001", Weight: 1}, {URL: "::bad", Weight: 1}}, 100, nil, nil)
+	ch, err = l.Reloaded(supervisor.ConfigSource{Generation: 3}, []supervisor.Member{{URL: "http://127.0.0.1:8001", Weight: 1}, {URL: "::bad", Weight: 1}}, 100, nil, nil)
 	if err == nil || len(ch.Added)+len(ch.Removed)+len(ch.Changed) > 0 {
 		t.Errorf("a refused reload: %v, changes %+v; want an error and no changes", err, ch)
 	}
