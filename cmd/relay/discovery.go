@@ -62,14 +62,20 @@ func (d *discoverer) reload(cfg *config.Config) {
 	d.w = discovery.Watch(next, d.log, d.apply, d.ctl.Self)
 }
 
-// apply makes set the discovered members.
+// apply makes set the discovered members, of the default pool: the
+// watched prefix fills it (discoveredPool).
 func (d *discoverer) apply(set []discovery.Backend) error {
 	ms := make([]supervisor.Member, len(set))
 	for i, b := range set {
-		ms[i] = supervisor.Member{URL: b.URL, Weight: b.Weight, From: supervisor.FromEtcd, Key: b.Key}
+		ms[i] = supervisor.Member{Pool: discoveredPool(b), URL: b.URL, Weight: b.Weight, From: supervisor.FromEtcd, Key: b.Key}
 	}
 	return d.ctl.Discovered(ms)
 }
+
+// discoveredPool is the pool a discovered backend joins. One prefix is
+// watched today, and it fills the default pool; a key layout with a pool
+// per prefix, or a pool in the value, names it here.
+func discoveredPool(discovery.Backend) string { return control.DefaultPool }
 
 // stop ends the watch and the announcement.
 func (d *discoverer) stop() {

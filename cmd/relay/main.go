@@ -405,7 +405,7 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 	pcfg.Pool.MaxRequests = share(pcfg.Pool.MaxRequests)
 	// A breaker that opens or closes here does so in every process; the
 	// control decides and logs it.
-	pcfg.Pool.OnBreaker = func(b *backend.Backend, until time.Time, reason string) { control.ReportBreaker(sp, b, until, reason) }
+	pcfg.Pool.OnBreaker = control.ReportBreaker(sp, pcfg.Pool.Name)
 	p, err := proxy.New(pcfg, bs)
 	if err != nil {
 		return err
@@ -417,7 +417,7 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 	// The control checks the backends for every process; the pool starts
 	// from its membership and health snapshot. A transition takes effect
 	// on the backend itself: pickers read its state at every pick.
-	err = control.Follow(sp, bs, control.Updates{
+	err = control.Follow(sp, control.Updates{
 		Membership: func(ms []supervisor.Member) []*backend.Backend { return applyMembership(p, ms, share, up, log) },
 		Config: func(src supervisor.ConfigSource) {
 			// The control validated it; what a reload changes live is
@@ -508,41 +508,62 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 // applyMembership makes ms the pool's backends, keeping the Backend (and
 // with it the state) of every backend that stays: its weight and its
 // share of its request cap change in place. The snapshot it builds weighs
-// each member by its weight in ms.
+// each member by its weight in ms. It returns one backend per member of
+// ms, in its order (nil for a member of a pool this process does not
+// serve).
 func applyMembership(p *proxy.Proxy, ms []supervisor.Member, share func(int) int, up *upstreams, log *slog.Logger) []*backend.Backend {
 	cur := make(map[string]*backend.Backend)
 	for _, b := range p.Backends() {
 		cur[b.Name] = b
 	}
-	next := make([]*backend.Backend, 0, len(ms))
-	for _, m := range ms {
+	out := make([]*backend.Backend, len(ms))
+	var next []*backend.Backend
+	for i, m := range ms {
+		if m.Pool != pool {
+			continue
+		}
 		u, err := url.Parse(m.URL)
 		if err != nil {
 			log.Error("membership from the supervisor: bad backend URL; keeping the current backends", "url", m.URL, "err", err)
-			return p.Backends()
+			return keepMembers(ms, p.Backends())
 		}
 		b, err := backend.New(u, m.Weight)
 		if err != nil {
 			log.Error("membership from the supervisor: bad backend; keeping the current backends", "url", m.URL, "err", err)
-			return p.Backends()
+			return keepMembers(ms, p.Backends())
 		}
 		if old := cur[b.Name]; old != nil {
 			b = old // it stays, with its state
 		}
-		next = append(next, b)
-	}
-	for i, b := range next {
-		b.SetEffectiveWeight(ms[i].Weight)
-		b.SetMaxRequests(share(ms[i].MaxRequests))
+		control.ApplyMember(b, m, share)
 		if err := up.prepare(b); err != nil {
 			// The control loaded the same files a moment ago; keep what
 			// the backend had (Go's defaults when it is new).
 			log.Error("backend TLS settings could not be loaded; keeping its current ones", "backend", b.Name, "err", err)
 		}
+		out[i] = b
+		next = append(next, b)
 	}
 	p.SetBackends(next)
 	log.Debug("backends changed", "backends", len(next))
-	return next
+	return out
+}
+
+// pool is the pool this process's HTTP/1.1 door serves.
+const pool = control.DefaultPool
+
+// keepMembers pairs ms with the backends kept, by name, for a membership
+// that could not be applied.
+func keepMembers(ms []supervisor.Member, kept []*backend.Backend) []*backend.Backend {
+	out := make([]*backend.Backend, len(ms))
+	for i, m := range ms {
+		for _, b := range kept {
+			if m.Pool == pool && b.Name == m.URL {
+				out[i] = b
+			}
+		}
+	}
+	return out
 }
 
 // logs are relay's log outputs: the writer the logger and the access log

@@ -51,14 +51,14 @@ func TestRefusedReloadKeepsTheUpstreamTLSSettings(t *testing.T) {
 
 	bad := configOf("https://127.0.0.1:9443", "http://127.0.0.1:9080", "https://127.0.0.1:9444")
 	bad.Backends[2].TLS.CAFile = filepath.Join(dir, "missing.pem")
-	if _, err := ctl.Reloaded(supervisor.ConfigSource{Generation: 2}, membersOf(bad), 100, up.planUnder(bad), func() { up.reload(bad) }); err == nil {
+	if _, err := ctl.Reloaded(supervisor.ConfigSource{Generation: 2}, poolsOf(bad), membersOf(bad), up.planUnder(bad), func() { up.reload(bad) }); err == nil {
 		t.Fatal("a reload with a missing CA file was accepted")
 	}
 	if bs[0].TLS() != tc {
 		t.Error("the refused reload changed a backend's TLS settings")
 	}
 	os.Remove(caFile)
-	if err := ctl.SetWeight("http://127.0.0.1:9080", 5); err != nil {
+	if err := ctl.SetWeight("default", "http://127.0.0.1:9080", 5); err != nil {
 		t.Errorf("an admin change after the refused reload: %v", err)
 	}
 	if bs[0].TLS() != tc {

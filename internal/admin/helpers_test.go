@@ -54,8 +54,7 @@ func newAdmin(t *testing.T, o Options) *testAdmin {
 	}
 	a := &testAdmin{}
 	a.ctl = control.NewControl(supervisor.ConfigSource{Generation: 1}, bs, 50, slog.New(slog.DiscardHandler))
-	o.Control, o.Pool, o.Log = a.ctl, "default", slog.New(slog.DiscardHandler)
-	o.Algorithm = func() string { return "round-robin" }
+	o.Control, o.Log = a.ctl, slog.New(slog.DiscardHandler)
 	o.Reload = func() (uint64, error) {
 		a.reloads.Add(1)
 		return 2, nil

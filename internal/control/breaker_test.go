@@ -27,7 +27,7 @@ func TestCrossingBreakerOpeningsEndTheSameInEveryProcess(t *testing.T) {
 		own := make([][]*backend.Backend, 2)
 		for i, p := range procs {
 			own[i] = newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002")
-			if err := Follow(p, own[i], Updates{}); err != nil {
+			if err := follow(p, own[i], Updates{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -39,7 +39,7 @@ func TestCrossingBreakerOpeningsEndTheSameInEveryProcess(t *testing.T) {
 				b := own[i][i]
 				b.Trip()
 				b.Eject(until)
-				ReportBreaker(p, b, until, "3 failures in a row")
+				ReportBreaker(p, "default")(b, until, "3 failures in a row")
 			})
 		}
 		wg.Wait()
@@ -77,7 +77,7 @@ func TestTheSameBreakerOpenedTwiceIsLoggedOnce(t *testing.T) {
 	own := make([][]*backend.Backend, 2)
 	for i, p := range procs {
 		own[i] = newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002", "http://127.0.0.1:8003")
-		if err := Follow(p, own[i], Updates{}); err != nil {
+		if err := follow(p, own[i], Updates{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -85,7 +85,7 @@ func TestTheSameBreakerOpenedTwiceIsLoggedOnce(t *testing.T) {
 		until := time.Now().Add(time.Minute + time.Duration(i)*time.Millisecond)
 		own[i][0].Trip()
 		own[i][0].Eject(until)
-		ReportBreaker(p, own[i][0], until, "3 failures in a row")
+		ReportBreaker(p, "default")(own[i][0], until, "3 failures in a row")
 	}
 	waitFor(t, "the supervisor taking in both", func() bool { return checked[0].Ejected() })
 	time.Sleep(50 * time.Millisecond)
@@ -97,7 +97,7 @@ func TestTheSameBreakerOpenedTwiceIsLoggedOnce(t *testing.T) {
 	}
 	// One process's probe succeeds: closed everywhere, logged once.
 	own[1][0].Close()
-	ReportBreaker(procs[1], own[1][0], time.Time{}, "probe request succeeded")
+	ReportBreaker(procs[1], "default")(own[1][0], time.Time{}, "probe request succeeded")
 	waitFor(t, "the breaker closing everywhere", func() bool {
 		return !checked[0].Ejected() && !own[0][0].Ejected() && !own[1][0].Ejected()
 	})
@@ -118,7 +118,7 @@ func TestProcessStartedLaterProbesAHalfOpenBreaker(t *testing.T) {
 	l := NewControl(supervisor.ConfigSource{Generation: 1}, checked, 25, log)
 	p := attachProcess(t, l, 0)
 	own := newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002", "http://127.0.0.1:8003", "http://127.0.0.1:8004")
-	if err := Follow(p, own, Updates{}); err != nil {
+	if err := follow(p, own, Updates{}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the half-open breaker reaching the new process", own[0].Ejected)
@@ -130,11 +130,11 @@ func TestProcessStartedLaterProbesAHalfOpenBreaker(t *testing.T) {
 	own[0].Release()
 	own[0].Close()
 	own[0].EndProbe()
-	ReportBreaker(p, own[0], time.Time{}, "probe request succeeded")
+	ReportBreaker(p, "default")(own[0], time.Time{}, "probe request succeeded")
 	waitFor(t, "the supervisor closing it", func() bool { return !checked[0].Ejected() })
 	until := time.Now().Add(time.Minute)
 	own[1].Eject(until)
-	ReportBreaker(p, own[1], until, "5 failures in a row")
+	ReportBreaker(p, "default")(own[1], until, "5 failures in a row")
 	waitFor(t, "the next opening accepted", checked[1].Ejected)
 	if n := logCount(logs, "not opened"); n != 0 {
 		t.Errorf("%d refused openings, want none", n)

@@ -2,7 +2,7 @@ package control
 
 import "relay/internal/supervisor"
 
-// Changes is what a reload did to the pool's membership, for the line
+// Changes is what a reload did to the pools' membership, for the line
 // that reports it.
 type Changes struct {
 	// Added and Removed are the members that came and went, in
@@ -18,16 +18,16 @@ type MemberChange struct {
 	Before, After supervisor.Member
 }
 
-// changesOf compares two memberships by URL.
+// changesOf compares two memberships by pool and URL.
 func changesOf(before, after []supervisor.Member) Changes {
 	var c Changes
-	old := make(map[string]supervisor.Member, len(before))
+	old := make(map[memberKey]supervisor.Member, len(before))
 	for _, m := range before {
-		old[m.URL] = m
+		old[keyOf(m)] = m
 	}
-	now := urlsOf(after)
+	now := keysOf(after)
 	for _, m := range after {
-		was, stayed := old[m.URL]
+		was, stayed := old[keyOf(m)]
 		switch {
 		case !stayed:
 			c.Added = append(c.Added, m)
@@ -36,7 +36,7 @@ func changesOf(before, after []supervisor.Member) Changes {
 		}
 	}
 	for _, m := range before {
-		if !now[m.URL] {
+		if !now[keyOf(m)] {
 			c.Removed = append(c.Removed, m)
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"testing"
 
-	"relay/internal/backend"
 	"relay/internal/supervisor"
 )
 
@@ -15,15 +14,14 @@ import (
 // was is not named.
 func TestReloadedReportsItsChanges(t *testing.T) {
 	l := NewControl(supervisor.ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002", "http://127.0.0.1:8005"), 100, slog.New(slog.DiscardHandler))
-	l.SetTargets(func([]*backend.Backend) {})
-	if _, err := l.Add("http://127.0.0.1:8003", 1); err != nil {
+	if _, err := l.Add("default", "http://127.0.0.1:8003", 1); err != nil {
 		t.Fatal(err)
 	}
-	ch, err := l.Reloaded(supervisor.ConfigSource{Generation: 2}, []supervisor.Member{
-		{URL: "http://127.0.0.1:8001", Weight: 3, MaxRequests: 10},
-		{URL: "http://127.0.0.1:8005", Weight: 1},
-		{URL: "http://127.0.0.1:8004", Weight: 2},
-	}, 100, nil, nil)
+	ch, err := l.Reloaded(supervisor.ConfigSource{Generation: 2}, defaultPool(100), []supervisor.Member{
+		{Pool: "default", URL: "http://127.0.0.1:8001", Weight: 3, MaxRequests: 10},
+		{Pool: "default", URL: "http://127.0.0.1:8005", Weight: 1},
+		{Pool: "default", URL: "http://127.0.0.1:8004", Weight: 2},
+	}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,12 +38,12 @@ func TestReloadedReportsItsChanges(t *testing.T) {
 	if got := urls(ch.Removed); got != "8002 8003 " {
 		t.Errorf("removed %q, want 8002 and the operator's 8003", got)
 	}
-	if got := fmt.Sprint(ch.Changed); got != "[{{http://127.0.0.1:8001 1 0  } {http://127.0.0.1:8001 3 10  }}]" {
+	if got := fmt.Sprint(ch.Changed); got != "[{{default http://127.0.0.1:8001 1 0  } {default http://127.0.0.1:8001 3 10  }}]" {
 		t.Errorf("changed %s, want 8001 from weight 1 and no cap to weight 3 and 10", got)
 	}
 
 	// Refused: nothing changed, nothing reported.
-	ch, err = l.Reloaded(supervisor.ConfigSource{Generation: 3}, []supervisor.Member{{URL: "http://127.0.0.1:8001", Weight: 1}, {URL: "::bad", Weight: 1}}, 100, nil, nil)
+	ch, err = l.Reloaded(supervisor.ConfigSource{Generation: 3}, defaultPool(100), []supervisor.Member{{Pool: "default", URL: "http://127.0.0.1:8001", Weight: 1}, {Pool: "default", URL: "::bad", Weight: 1}}, nil, nil)
 	if err == nil || len(ch.Added)+len(ch.Removed)+len(ch.Changed) > 0 {
 		t.Errorf("a refused reload: %v, changes %+v; want an error and no changes", err, ch)
 	}

@@ -24,7 +24,7 @@ func TestAStuckProcessHoldsOnlyTheScrapeThatFindsIt(t *testing.T) {
 	gate := make(chan struct{})
 	var open sync.Once
 	t.Cleanup(func() { open.Do(func() { close(gate) }) })
-	err := Follow(stuck, newBackends(t, "http://127.0.0.1:8001"), Updates{Stats: func() *stats.Process {
+	err := follow(stuck, newBackends(t, "http://127.0.0.1:8001"), Updates{Stats: func() *stats.Process {
 		<-gate
 		return &stats.Process{ConnsAccepted: 100}
 	}})
@@ -33,7 +33,7 @@ func TestAStuckProcessHoldsOnlyTheScrapeThatFindsIt(t *testing.T) {
 	}
 	var accepted atomic.Uint64
 	accepted.Store(7)
-	err = Follow(live, newBackends(t, "http://127.0.0.1:8001"), Updates{Stats: func() *stats.Process {
+	err = follow(live, newBackends(t, "http://127.0.0.1:8001"), Updates{Stats: func() *stats.Process {
 		return &stats.Process{ConnsAccepted: accepted.Load()}
 	}})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"relay/internal/backend"
+	"relay/internal/health"
 	"relay/internal/stats"
 	"relay/internal/supervisor"
 )
@@ -19,7 +20,7 @@ import (
 const queueLen = 4096
 
 // Control is what makes several serving processes one relay: the one home
-// of what must be global. It holds the configuration generation, the
+// of what must be global. It holds the configuration generation, every
 // pool's membership, the backends it checks (their health, breakers and
 // operator state are the truth every process follows), each process's
 // channel, and what processes counted. Down every channel go the
@@ -27,6 +28,11 @@ const queueLen = 4096
 // operator actions; up come breaker changes and counters. With one
 // process it runs in that process, over the same channel, so relay
 // behaves the same however many processes serve.
+//
+// One address is one backend.Host across pools: a pool's member is a
+// backend.Backend over it. Breakers are the address's, so a verdict holds
+// it out of every pool; the max_ejected_percent bound is each pool's;
+// operator actions and check verdicts are a membership's.
 type Control struct {
 	// Prepare, when set before the control is shared, checks that a
 	// backend of a membership change can be readied for use (its TLS
@@ -35,33 +41,37 @@ type Control struct {
 	Prepare func(*backend.Backend) (ready func(), err error)
 
 	log *slog.Logger
-	// maxEjected is the most breakers may hold out, in percent of the
-	// backends: the bound every process keeps, kept here for them all.
-	maxEjected int
+	// startChecks starts the active checks of one check setting; nil
+	// runs none (checks.go).
+	startChecks StartChecks
 
 	changing sync.Mutex // serialises membership changes (operate.go)
 
 	// own is relay's own addresses, refused as backends (self.go).
 	own own
 
-	mu      sync.Mutex
-	config  supervisor.ConfigSource
-	members []supervisor.Member // the pool's membership now
+	mu     sync.Mutex
+	config supervisor.ConfigSource
+	// pools are the pools' rules, in the order their members are held.
+	pools   []PoolRules
+	members []supervisor.Member // every pool's membership now
 	// discovered is the last set etcd gave (discovered.go), the file's
 	// and the API's URLs included: a weight etcd still gives leaves an
 	// operator's in place, and a member left out comes in when the
 	// file's or the API's entry goes.
 	discovered []supervisor.Member
-	bs         []*backend.Backend // the backends checked here, in members' order
-	// targets hands the active checks the backends to check after a
-	// membership change; nil until SetTargets.
-	targets func([]*backend.Backend)
-	byProc  map[int]*link
+	bs         []*backend.Backend // the members' backends, in members' order
+	// hosts are the addresses of bs by name, one per address whichever
+	// pools hold it.
+	hosts map[string]*backend.Host
+	// checks are the active checks by their settings (checks.go).
+	checks map[health.Config]*checkGroup
+	byProc map[int]*link
 	// latest holds the last counters each process sent, by its link,
 	// until the link's reader ends and they move to retired.
 	latest  map[*link]*stats.Process
 	retired stats.Process // what exited processes counted
-	// ejections counts breaker openings by backend name.
+	// ejections counts breaker openings by address.
 	ejections map[string]uint64
 	reloads   [2]uint64 // reloads applied, refused
 	collect   collector
@@ -77,27 +87,58 @@ type link struct {
 	done    chan struct{} // closed when the reader has ended
 }
 
-// NewControl returns the control of a relay that starts with config,
-// whose pool is bs (the members of config, checked here). maxEjected is
-// max_ejected_percent.
+// Options are what New needs.
+type Options struct {
+	// Source is the configuration relay starts with.
+	Source supervisor.ConfigSource
+	// Pools are the pools' rules, Members their members (each naming one
+	// of Pools).
+	Pools   []PoolRules
+	Members []supervisor.Member
+	// Prepare becomes Control.Prepare.
+	Prepare func(*backend.Backend) (ready func(), err error)
+	// StartChecks starts active checks; nil runs none.
+	StartChecks StartChecks
+	Log         *slog.Logger
+}
+
+// New returns the control of a relay that starts with o.Source, holding
+// o.Members; the active checks have probed every member once when it
+// returns.
+func New(o Options) (*Control, error) {
+	c := newControl(o.Source, o.Log)
+	c.Prepare, c.startChecks = o.Prepare, o.StartChecks
+	if err := c.checkPools(o.Pools); err != nil {
+		return nil, err
+	}
+	c.pools = o.Pools
+	if err := c.change(func([]supervisor.Member) ([]supervisor.Member, error) { return o.Members, nil }); err != nil {
+		c.StopChecks()
+		return nil, err
+	}
+	return c, nil
+}
+
+// NewControl returns the control of a relay with one pool, "default",
+// whose members are bs as they are (their state included), and no active
+// checks; maxEjected is its max_ejected_percent. Tests and tools use it.
 func NewControl(config supervisor.ConfigSource, bs []*backend.Backend, maxEjected int, log *slog.Logger) *Control {
-	config.TicketKeys = nextTicketKeys(nil)
-	config.Instance = newInstance()
-	c := &Control{log: log, config: config, bs: bs, maxEjected: maxEjected, byProc: map[int]*link{},
-		latest: map[*link]*stats.Process{}, ejections: map[string]uint64{}}
+	c := newControl(config, log)
+	c.pools = []PoolRules{{Name: DefaultPool, MaxEjectedPercent: maxEjected}}
+	c.bs = bs
 	c.members = make([]supervisor.Member, len(bs))
 	for i, b := range bs {
-		c.members[i] = supervisor.Member{URL: b.Name, Weight: b.Weight, MaxRequests: b.MaxRequests()}
+		c.members[i] = supervisor.Member{Pool: DefaultPool, URL: b.Name, Weight: b.Weight, MaxRequests: b.MaxRequests()}
+		c.hosts[b.Name] = b.Host
 	}
 	return c
 }
 
-// SetTargets gives the control the function that tells the active checks
-// which backends to check; membership changes call it.
-func (c *Control) SetTargets(set func([]*backend.Backend)) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.targets = set
+func newControl(config supervisor.ConfigSource, log *slog.Logger) *Control {
+	config.TicketKeys = nextTicketKeys(nil)
+	config.Instance = newInstance()
+	return &Control{log: log, config: config, byProc: map[int]*link{}, hosts: map[string]*backend.Host{},
+		checks: map[health.Config]*checkGroup{}, latest: map[*link]*stats.Process{}, ejections: map[string]uint64{}}
 }
 
 // Attach opens the channel of process i and returns the end the process
@@ -132,33 +173,37 @@ func (l *Control) Attach(i int) (*os.File, error) {
 }
 
 // startLocked is what a process gets first: the configuration, the
-// membership, every backend's health, then the breakers that are open or
-// half-open and the operator state of backends drained or disabled; l.mu
+// membership, every member's health, then the breakers that are open or
+// half-open and the operator state of members drained or disabled; l.mu
 // is held.
 func (l *Control) startLocked() []supervisor.Message {
 	config := l.config
 	ms := []supervisor.Message{
 		{Kind: supervisor.KindConfig, Config: &config},
-		{Kind: supervisor.KindMembership, Membership: append([]supervisor.Member(nil), l.members...)},
+		{Kind: supervisor.KindMembership, Membership: append([]supervisor.Member{}, l.members...)},
 	}
-	snap := &supervisor.HealthUpdate{Snapshot: true}
-	for _, b := range l.bs {
-		snap.Backends = append(snap.Backends, supervisor.BackendHealth{Name: b.Name, Up: b.Healthy()})
+	snap := &supervisor.HealthUpdate{Snapshot: true, Backends: []supervisor.BackendHealth{}}
+	for i, b := range l.bs {
+		snap.Backends = append(snap.Backends, supervisor.BackendHealth{Pool: l.members[i].Pool, Name: b.Name, Up: b.Healthy()})
 	}
 	ms = append(ms, supervisor.Message{Kind: supervisor.KindHealth, Health: snap})
-	for _, b := range l.bs {
-		if b.Ejected() {
+	sent := map[*backend.Host]bool{}
+	for i, b := range l.bs {
+		if b.Ejected() && !sent[b.Host] {
 			// Open, or half-open (its time over, so the new process sends
-			// a probe and reports how it went): either way the supervisor
+			// a probe and reports how it went): either way the control
 			// counts it against max_ejected_percent until a close.
+			sent[b.Host] = true
 			until := b.EjectedUntil()
 			if until.IsZero() {
 				until = time.Now()
 			}
-			ms = append(ms, supervisor.Message{Kind: supervisor.KindBreaker, Breaker: BreakerOf(b, until)})
+			s := BreakerOf(b.Host, until)
+			s.Pool = l.members[i].Pool
+			ms = append(ms, supervisor.Message{Kind: supervisor.KindBreaker, Breaker: s})
 		}
 		if b.Draining() || b.Disabled() {
-			ms = append(ms, supervisor.Message{Kind: supervisor.KindOperator, Operator: operatorOf(b)})
+			ms = append(ms, supervisor.Message{Kind: supervisor.KindOperator, Operator: operatorOf(l.members[i].Pool, b)})
 		}
 	}
 	return ms
@@ -322,62 +367,94 @@ func (l *Control) broadcastLocked(m supervisor.Message) {
 
 // breakerChanged takes in a breaker that opened or closed in process from.
 // Processes judge their own requests, so two may change the same breaker,
-// or breakers of different backends, at the same moment; the supervisor
+// or breakers of different addresses, at the same moment; the control
 // decides. It applies the changes one at a time, in the order they
-// arrive, on its own backends; refuses an opening that would hold out
-// more than maxEjected percent of the backends (another process ejected
-// one meanwhile); logs each change of state once; and sends its verdict to
-// every process, the sender included. Every process applies the same
-// verdicts in the same order, so all end where the supervisor is.
+// arrive, on its own hosts; refuses an opening that would hold out more
+// than the reporting pool's max_ejected_percent of its members (another
+// process ejected one meanwhile); logs each change of state once; and
+// sends its verdict to every process, the sender included. Every process
+// applies the same verdicts in the same order, so all end where the
+// control is. The breaker is the address's: the verdict holds it out of
+// every pool that has it.
 func (l *Control) breakerChanged(from int, s *supervisor.BreakerState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b := l.backendLocked(s.Name)
-	if b == nil {
-		// Not a backend the supervisor knows: pass it on as it came.
+	h := l.hosts[s.Name]
+	if h == nil {
+		// Not an address the control knows: pass it on as it came.
 		l.broadcastLocked(supervisor.Message{Kind: supervisor.KindBreaker, Breaker: s})
 		return
 	}
+	pool, b := l.judgedLocked(s.Pool, h)
 	verdict := *s
+	verdict.Pool = pool.Name
 	switch {
 	case s.Until == 0:
-		if b.Ejected() {
-			l.log.Info("circuit breaker closed", "backend", b.Name, "reason", s.Reason, "process", from)
+		if h.Ejected() {
+			l.log.Info("circuit breaker closed", "backend", h.Name, "pool", pool.Name, "reason", s.Reason, "process", from)
 		}
-	case !b.EjectedUntil().IsZero():
+	case !h.EjectedUntil().IsZero():
 		// Open already: another process saw it first. The later end stands.
-	case b.Ejected():
-		l.ejections[b.Name]++
-		l.log.Warn("circuit breaker reopened", "backend", b.Name, "reason", s.Reason, "process", from,
+	case h.Ejected():
+		l.ejections[h.Name]++
+		l.log.Warn("circuit breaker reopened", "backend", h.Name, "pool", pool.Name, "reason", s.Reason, "process", from,
 			"open_for", time.Until(time.Unix(0, s.Until)).Round(time.Millisecond).String())
-	case backend.EjectionExceeds(l.bs, b, l.maxEjected):
-		l.log.Warn("circuit breaker not opened: too many backends ejected already", "backend", b.Name,
-			"reason", s.Reason, "process", from, "max_ejected_percent", l.maxEjected)
-		verdict = supervisor.BreakerState{Name: s.Name, Reason: "too many backends ejected already"}
+	case backend.EjectionExceeds(l.poolBackendsLocked(pool.Name), b, pool.MaxEjectedPercent):
+		l.log.Warn("circuit breaker not opened: too many backends ejected already", "backend", h.Name, "pool", pool.Name,
+			"reason", s.Reason, "process", from, "max_ejected_percent", pool.MaxEjectedPercent)
+		verdict = supervisor.BreakerState{Name: s.Name, Pool: pool.Name, Reason: "too many backends ejected already"}
 	default:
-		l.ejections[b.Name]++
-		l.log.Warn("circuit breaker opened", "backend", b.Name, "reason", s.Reason, "process", from,
+		l.ejections[h.Name]++
+		l.log.Warn("circuit breaker opened", "backend", h.Name, "pool", pool.Name, "reason", s.Reason, "process", from,
 			"open_for", time.Until(time.Unix(0, s.Until)).Round(time.Millisecond).String())
 	}
-	if verdict.Until != 0 && b.EjectedUntil().After(time.Unix(0, verdict.Until)) {
-		verdict = *BreakerOf(b, b.EjectedUntil())
+	if verdict.Until != 0 && h.EjectedUntil().After(time.Unix(0, verdict.Until)) {
+		v := BreakerOf(h, h.EjectedUntil())
+		v.Pool = verdict.Pool
+		verdict = *v
 	}
-	ApplyBreaker(b, &verdict)
+	ApplyBreaker(h, &verdict)
 	l.broadcastLocked(supervisor.Message{Kind: supervisor.KindBreaker, Breaker: &verdict})
 }
 
-// HealthChanged sends one backend's transition to every process.
-func (l *Control) HealthChanged(b *backend.Backend, up bool) {
-	l.broadcast(supervisor.Message{Kind: supervisor.KindHealth, Health: &supervisor.HealthUpdate{Backends: []supervisor.BackendHealth{{Name: b.Name, Up: up}}}})
+// judgedLocked is the pool whose members bound an opening of h's breaker
+// and h's membership there: the reporting pool when it holds h, else the
+// first pool that does. l.mu is held; h is a member somewhere.
+func (l *Control) judgedLocked(reported string, h *backend.Host) (PoolRules, *backend.Backend) {
+	var first int = -1
+	for i, b := range l.bs {
+		if b.Host != h {
+			continue
+		}
+		if l.members[i].Pool == reported {
+			first = i
+			break
+		}
+		if first < 0 {
+			first = i
+		}
+	}
+	return l.rulesLocked(l.members[first].Pool), l.bs[first]
 }
 
-// backendLocked returns the checked backend named name, or nil; l.mu is
+// backendLocked returns the member named name in pool, or nil; l.mu is
 // held.
-func (l *Control) backendLocked(name string) *backend.Backend {
-	for _, b := range l.bs {
-		if b.Name == name {
-			return b
+func (l *Control) backendLocked(pool, name string) *backend.Backend {
+	for i, m := range l.members {
+		if m.Pool == pool && m.URL == name {
+			return l.bs[i]
 		}
 	}
 	return nil
+}
+
+// poolBackendsLocked returns the members of pool; l.mu is held.
+func (l *Control) poolBackendsLocked(pool string) []*backend.Backend {
+	var bs []*backend.Backend
+	for i, m := range l.members {
+		if m.Pool == pool {
+			bs = append(bs, l.bs[i])
+		}
+	}
+	return bs
 }

@@ -54,7 +54,7 @@ func TestAttachQueuesTheStartOfAnyPool(t *testing.T) {
 	p := supervisor.NewChannel(c)
 	// More broadcasts than the process reads for now: it keeps its place.
 	for range queueLen / 2 {
-		l.HealthChanged(bs[0], false)
+		l.healthChanged(bs[0], false)
 	}
 	l.mu.Lock()
 	_, kept := l.byProc[0]
@@ -180,7 +180,7 @@ func TestLastCountersOutliveTheProcess(t *testing.T) {
 		t.Fatalf("after the exit relay counts %d accepted connections; want the last report's 5", n)
 	}
 	again := attachProcess(t, l, 0)
-	err := Follow(again, newBackends(t, "http://127.0.0.1:8001"), Updates{Stats: func() *stats.Process {
+	err := follow(again, newBackends(t, "http://127.0.0.1:8001"), Updates{Stats: func() *stats.Process {
 		return &stats.Process{ConnsAccepted: 3}
 	}})
 	if err != nil {
@@ -202,7 +202,7 @@ func TestABrokenChannelRestartsItsProcess(t *testing.T) {
 	l := NewControl(supervisor.ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001"), 50, log)
 	p, conn := attachRaw(t, l, 0)
 	ended := make(chan error, 1)
-	err := Follow(p, newBackends(t, "http://127.0.0.1:8001"), Updates{
+	err := follow(p, newBackends(t, "http://127.0.0.1:8001"), Updates{
 		Stats: func() *stats.Process { return &stats.Process{ConnsAccepted: 1} },
 		Ended: func(err error) { ended <- err },
 	})

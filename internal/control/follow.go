@@ -17,13 +17,15 @@ import (
 // Updates are what Follow does with messages other than health, breakers
 // and operator state, which it applies to the backends itself.
 type Updates struct {
-	// Membership receives a new set of backends and returns the process's
-	// backends after applying it; nil ignores membership messages.
+	// Membership receives every pool's members and returns the process's
+	// backends after applying them: one per member, in the same order
+	// (member i's backend at i). nil ignores membership messages, and
+	// then health, breakers and operator state find no backend.
 	Membership func([]supervisor.Member) []*backend.Backend
 	// Config receives a configuration generation after the first (a
 	// reload); nil ignores them.
 	Config func(supervisor.ConfigSource)
-	// Stats reads the process's counters, for the supervisor's collects;
+	// Stats reads the process's counters, for the control's collects;
 	// nil answers none.
 	Stats func() *stats.Process
 	// Reopen reopens the shared log file after a rotation; nil ignores it.
@@ -36,29 +38,30 @@ type Updates struct {
 	Ended func(error)
 }
 
-// Follow reads what the control sends serving process p, the membership
-// and the health snapshot, applies it to bs, and returns once it is
-// applied; then it applies what the supervisor sends in the background:
-// health transitions, breaker verdicts and operator state to the backends
-// of the same name (names it does not know are ignored), membership and
-// configuration through u, and answers collects with u.Stats.
-func Follow(p *supervisor.Process, bs []*backend.Backend, u Updates) error {
-	byName := index(bs)
+// Follow reads what the control sends serving process p first, the
+// membership and the health snapshot, applies it, and returns once it is
+// applied; then it applies what the control sends in the background:
+// health transitions and operator state to the member of the pool and
+// name given, breaker verdicts to the address named (every pool's
+// membership of it), membership and configuration through u, and answers
+// collects with u.Stats. Names it does not know are ignored.
+func Follow(p *supervisor.Process, u Updates) error {
+	var held members
 	for {
 		m, err := p.Recv()
 		if err != nil {
-			return fmt.Errorf("reading the health snapshot from the supervisor: %w", err)
+			return fmt.Errorf("reading the health snapshot from the control: %w", err)
 		}
 		if m.Kind == supervisor.KindMembership {
 			if u.Membership != nil {
-				byName = index(u.Membership(m.Membership))
+				held = indexOf(m.Membership, u.Membership(m.Membership))
 			}
 			continue
 		}
 		if m.Kind != supervisor.KindHealth || !m.Health.Snapshot {
-			return fmt.Errorf("reading the health snapshot from the supervisor: expected the health snapshot, got a %q message", m.Kind)
+			return fmt.Errorf("reading the health snapshot from the control: expected the health snapshot, got a %q message", m.Kind)
 		}
-		applyHealth(byName, m.Health)
+		held.health(m.Health)
 		break
 	}
 	generation := p.Config.Generation
@@ -76,18 +79,18 @@ func Follow(p *supervisor.Process, bs []*backend.Backend, u Updates) error {
 			}
 			switch m.Kind {
 			case supervisor.KindHealth:
-				applyHealth(byName, m.Health)
+				held.health(m.Health)
 			case supervisor.KindOperator:
-				if b := byName[m.Operator.Name]; b != nil {
+				if b := held.byMember[memberKey{m.Operator.Pool, m.Operator.Name}]; b != nil {
 					applyOperator(b, m.Operator)
 				}
 			case supervisor.KindBreaker:
-				if b := byName[m.Breaker.Name]; b != nil {
-					ApplyBreaker(b, m.Breaker)
+				if h := held.hosts[m.Breaker.Name]; h != nil {
+					ApplyBreaker(h, m.Breaker)
 				}
 			case supervisor.KindMembership:
 				if u.Membership != nil {
-					byName = index(u.Membership(m.Membership))
+					held = indexOf(m.Membership, u.Membership(m.Membership))
 				}
 			case supervisor.KindReopen:
 				if u.Reopen != nil {
@@ -114,52 +117,68 @@ func Follow(p *supervisor.Process, bs []*backend.Backend, u Updates) error {
 	return nil
 }
 
-func index(bs []*backend.Backend) map[string]*backend.Backend {
-	byName := make(map[string]*backend.Backend, len(bs))
-	for _, b := range bs {
-		byName[b.Name] = b
-	}
-	return byName
+// memberKey names a member: its pool and URL.
+type memberKey struct{ pool, url string }
+
+// members are a process's backends by member and their addresses by name.
+type members struct {
+	byMember map[memberKey]*backend.Backend
+	hosts    map[string]*backend.Host
 }
 
-func applyHealth(byName map[string]*backend.Backend, h *supervisor.HealthUpdate) {
+// indexOf pairs the members ms with bs, their backends in the same order.
+func indexOf(ms []supervisor.Member, bs []*backend.Backend) members {
+	held := members{byMember: make(map[memberKey]*backend.Backend, len(bs)), hosts: make(map[string]*backend.Host, len(bs))}
+	for i, b := range bs {
+		if i < len(ms) && b != nil {
+			held.byMember[memberKey{ms[i].Pool, ms[i].URL}] = b
+			held.hosts[b.Name] = b.Host
+		}
+	}
+	return held
+}
+
+func (held members) health(h *supervisor.HealthUpdate) {
 	for _, s := range h.Backends {
-		if b := byName[s.Name]; b != nil {
+		if b := held.byMember[memberKey{s.Pool, s.Name}]; b != nil {
 			b.SetHealthy(s.Up)
 		}
 	}
 }
 
-// ApplyBreaker makes b's breaker what another process reported: ejected
-// until the time given, or closed.
-func ApplyBreaker(b *backend.Backend, s *supervisor.BreakerState) {
+// ApplyBreaker makes h's breaker what the control decided: ejected until
+// the time given, or closed. The breaker is the address's, so every pool
+// holding h follows.
+func ApplyBreaker(h *backend.Host, s *supervisor.BreakerState) {
 	if s.Until == 0 {
-		b.Close()
+		h.Close()
 		return
 	}
-	b.SetTrips(s.Trips)
-	b.Eject(time.Unix(0, s.Until))
+	h.SetTrips(s.Trips)
+	h.Eject(time.Unix(0, s.Until))
 }
 
-// BreakerOf is b's breaker as a message carries it; a zero until means
+// BreakerOf is h's breaker as a message carries it; a zero until means
 // closed.
-func BreakerOf(b *backend.Backend, until time.Time) *supervisor.BreakerState {
-	s := &supervisor.BreakerState{Name: b.Name, Trips: b.Trips()}
+func BreakerOf(h *backend.Host, until time.Time) *supervisor.BreakerState {
+	s := &supervisor.BreakerState{Name: h.Name, Trips: h.Trips()}
 	if !until.IsZero() {
 		s.Until = until.UnixNano()
 	}
 	return s
 }
 
-// ReportBreaker tells the supervisor that b's breaker opened until until,
-// or closed when until is zero, and why. The supervisor decides, logs the
-// change and sends its verdict to every process, this one included
-// (links.breakerChanged). It is the forwarding core's breaker hook
-// (core.PoolConfig.OnBreaker).
-func ReportBreaker(p *supervisor.Process, b *backend.Backend, until time.Time, reason string) {
-	s := BreakerOf(b, until)
-	s.Reason = reason
-	p.Send(supervisor.Message{Kind: supervisor.KindBreaker, Breaker: s})
+// ReportBreaker returns pool's breaker hook in serving process p (the
+// forwarding core's core.PoolConfig.OnBreaker): it tells the control
+// that a member's breaker opened until until, or closed when until is
+// zero, and why. The control decides, logs the change and sends its
+// verdict to every process, this one included (Control.breakerChanged).
+func ReportBreaker(p *supervisor.Process, pool string) func(b *backend.Backend, until time.Time, reason string) {
+	return func(b *backend.Backend, until time.Time, reason string) {
+		s := BreakerOf(b.Host, until)
+		s.Pool, s.Reason = pool, reason
+		p.Send(supervisor.Message{Kind: supervisor.KindBreaker, Breaker: s})
+	}
 }
 
 func applyOperator(b *backend.Backend, o *supervisor.OperatorState) {
@@ -167,7 +186,8 @@ func applyOperator(b *backend.Backend, o *supervisor.OperatorState) {
 	b.SetDisabled(o.Disabled)
 }
 
-// operatorOf is b's operator state as a message carries it.
-func operatorOf(b *backend.Backend) *supervisor.OperatorState {
-	return &supervisor.OperatorState{Name: b.Name, Draining: b.Draining(), Disabled: b.Disabled()}
+// operatorOf is the operator state of b, a member of pool, as a message
+// carries it.
+func operatorOf(pool string, b *backend.Backend) *supervisor.OperatorState {
+	return &supervisor.OperatorState{Pool: pool, Name: b.Name, Draining: b.Draining(), Disabled: b.Disabled()}
 }

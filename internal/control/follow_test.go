@@ -32,7 +32,7 @@ func TestCountersAreNumberedInReadOrder(t *testing.T) {
 	if err := sup.Send(supervisor.Message{Kind: supervisor.KindHealth, Health: &supervisor.HealthUpdate{Snapshot: true}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := Follow(p, nil, Updates{Stats: read}); err != nil {
+	if err := follow(p, nil, Updates{Stats: read}); err != nil {
 		t.Fatal(err)
 	}
 	stop := p.ReportCounters(time.Microsecond, read)

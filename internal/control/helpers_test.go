@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"relay/internal/backend"
+	"relay/internal/health"
 	"relay/internal/stats"
 	"relay/internal/supervisor"
 )
@@ -109,15 +110,15 @@ func TestProcessFollowsTheSupervisor(t *testing.T) {
 	}
 	served := newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002", "http://127.0.0.1:8003")
 	ended := make(chan error, 1)
-	if err := Follow(p, served, Updates{Ended: func(err error) { ended <- err }}); err != nil {
+	if err := follow(p, served, Updates{Ended: func(err error) { ended <- err }}); err != nil {
 		t.Fatal(err)
 	}
 	if !served[0].Healthy() || served[1].Healthy() || !served[2].Healthy() {
 		t.Fatalf("after the snapshot: %v %v %v, want up, down, up (a name the supervisor does not check is left alone)",
 			served[0].Healthy(), served[1].Healthy(), served[2].Healthy())
 	}
-	l.HealthChanged(checked[1], true)
-	if err := l.Drain(checked[0].Name); err != nil {
+	l.healthChanged(checked[1], true)
+	if err := l.Drain("default", checked[0].Name); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the transition and the drain", func() bool {
@@ -144,7 +145,7 @@ func TestSlowProcessLosesItsChannel(t *testing.T) {
 	go func() {
 		// Far more than the queue and the socket buffers hold.
 		for i := range queueLen * 40 {
-			l.HealthChanged(bs[0], i%2 == 0)
+			l.healthChanged(bs[0], i%2 == 0)
 		}
 		close(done)
 	}()
@@ -196,7 +197,7 @@ func TestCountersSumOverProcesses(t *testing.T) {
 		}
 	}
 	for i, p := range procs {
-		if err := Follow(p, own[i], Updates{Stats: read(i)}); err != nil {
+		if err := follow(p, own[i], Updates{Stats: read(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -228,3 +229,44 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+// follow makes p follow the control with bs as its backends: each member
+// gets the backend of its URL in bs, whatever its pool (none when bs has
+// none), unless u says otherwise.
+func follow(p *supervisor.Process, bs []*backend.Backend, u Updates) error {
+	if u.Membership == nil {
+		u.Membership = func(ms []supervisor.Member) []*backend.Backend {
+			out := make([]*backend.Backend, len(ms))
+			for i, m := range ms {
+				for _, b := range bs {
+					if b.Name == m.URL {
+						out[i] = b
+					}
+				}
+			}
+			return out
+		}
+	}
+	return Follow(p, u)
+}
+
+// defaultPool is the rules of a relay with one pool, default, whose
+// max_ejected_percent is maxEjected.
+func defaultPool(maxEjected int) []PoolRules {
+	return []PoolRules{{Name: DefaultPool, MaxEjectedPercent: maxEjected}}
+}
+
+// recordChecks is active checks that probe nothing: each time the control
+// hands them their targets, set gets them.
+func recordChecks(set func([]*backend.Backend)) StartChecks {
+	return func(_ health.Config, targets []*backend.Backend, _ func(*backend.Backend, bool)) (Checker, error) {
+		set(targets)
+		return setOnly(set), nil
+	}
+}
+
+// setOnly is a Checker that hands its targets to a function.
+type setOnly func([]*backend.Backend)
+
+func (s setOnly) Set(targets []*backend.Backend) { s(targets) }
+func (s setOnly) Stop()                          {}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,82 +19,110 @@ import (
 // errors returned wrap them with what was wrong.
 var (
 	ErrNoBackend = errors.New("no such backend")
+	ErrNoPool    = errors.New("no such pool")
 	ErrInvalid   = errors.New("invalid request")
 	ErrConflict  = errors.New("conflict")
 )
 
-// Find returns the name of the backend that name or host:port (http
-// assumed) designates, or ErrNoBackend.
-func (l *Control) Find(name string) (string, error) {
+// Find returns the name of the member of pool that name or host:port
+// (http assumed) designates, or ErrNoPool or ErrNoBackend.
+func (l *Control) Find(pool, name string) (string, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if b := l.backendLocked(name); b != nil {
+	if !l.knownLocked(pool) {
+		return "", l.noPoolLocked(pool)
+	}
+	if b := l.backendLocked(pool, name); b != nil {
 		return b.Name, nil
 	}
 	if !strings.Contains(name, "://") {
-		if b := l.backendLocked("http://" + name); b != nil {
+		if b := l.backendLocked(pool, "http://"+name); b != nil {
 			return b.Name, nil
 		}
 	}
-	return "", fmt.Errorf("%w %q; GET /api/backends lists them", ErrNoBackend, name)
+	return "", fmt.Errorf("%w %q in pool %q; GET /api/pools/%s/backends lists them", ErrNoBackend, name, pool, pool)
 }
 
-// Drain stops new requests to a backend; those in flight finish. It shows
-// as drained once none is left in any process.
-func (l *Control) Drain(name string) error {
-	return l.operate(name, "backend draining", func(b *backend.Backend) bool { return b.SetDraining(true) })
+// noPoolLocked is ErrNoPool naming pool and the pools there are; l.mu is
+// held.
+func (l *Control) noPoolLocked(pool string) error {
+	names := make([]string, len(l.pools))
+	for i, p := range l.pools {
+		names[i] = p.Name
+	}
+	return fmt.Errorf("%w %q; relay's pools: %s", ErrNoPool, pool, strings.Join(names, ", "))
 }
 
-// Disable takes a backend out of rotation (HAProxy's maintenance).
-func (l *Control) Disable(name string) error {
-	return l.operate(name, "backend disabled", func(b *backend.Backend) bool { return b.SetDisabled(true) })
+// Drain stops new requests to a member of pool; those in flight finish.
+// It shows as drained once none is left in any process.
+func (l *Control) Drain(pool, name string) error {
+	return l.operate(pool, name, "backend draining", func(b *backend.Backend) bool { return b.SetDraining(true) })
 }
 
-// Enable ends a drain or a disable.
-func (l *Control) Enable(name string) error {
-	return l.operate(name, "backend enabled", func(b *backend.Backend) bool {
+// Disable takes a member of pool out of rotation (HAProxy's maintenance).
+func (l *Control) Disable(pool, name string) error {
+	return l.operate(pool, name, "backend disabled", func(b *backend.Backend) bool { return b.SetDisabled(true) })
+}
+
+// Enable ends a drain or a disable of a member of pool.
+func (l *Control) Enable(pool, name string) error {
+	return l.operate(pool, name, "backend enabled", func(b *backend.Backend) bool {
 		d, e := b.SetDraining(false), b.SetDisabled(false)
 		return d || e
 	})
 }
 
-// operate applies an operator action to the backend named name here and in
-// every process, and logs it when it changed anything.
-func (l *Control) operate(name, msg string, act func(*backend.Backend) bool) error {
+// operate applies an operator action to the member named name of pool
+// here and in every process, and logs it when it changed anything. Other
+// pools holding the same address are left alone: an operator's state is
+// the membership's.
+func (l *Control) operate(pool, name, msg string, act func(*backend.Backend) bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b := l.backendLocked(name)
+	if !l.knownLocked(pool) {
+		return l.noPoolLocked(pool)
+	}
+	b := l.backendLocked(pool, name)
 	if b == nil {
-		return fmt.Errorf("%w %q", ErrNoBackend, name)
+		return fmt.Errorf("%w %q in pool %q", ErrNoBackend, name, pool)
 	}
 	if act(b) {
-		l.log.Info(msg, "backend", b.Name, "by", "operator")
+		l.log.Info(msg, "backend", b.Name, "pool", pool, "by", "operator")
 	}
-	l.broadcastLocked(supervisor.Message{Kind: supervisor.KindOperator, Operator: operatorOf(b)})
+	l.broadcastLocked(supervisor.Message{Kind: supervisor.KindOperator, Operator: operatorOf(pool, b)})
 	return nil
 }
 
-// SetWeight changes a backend's weight in every process.
-func (l *Control) SetWeight(name string, weight int) error {
+// SetWeight changes the weight of a member of pool in every process.
+func (l *Control) SetWeight(pool, name string, weight int) error {
 	if weight < 1 || weight > config.MaxWeight {
 		return fmt.Errorf("%w: weight %d is outside 1..%d; to take a backend out, drain it", ErrInvalid, weight, config.MaxWeight)
 	}
 	return l.change(func(ms []supervisor.Member) ([]supervisor.Member, error) {
+		if !l.knownLocked(pool) {
+			return nil, l.noPoolLocked(pool)
+		}
 		for i := range ms {
-			if ms[i].URL == name {
-				l.log.Info("backend weight changed", "backend", name, "weight", weight, "was", ms[i].Weight, "by", "operator")
+			if ms[i].Pool == pool && ms[i].URL == name {
+				l.log.Info("backend weight changed", "backend", name, "pool", pool, "weight", weight, "was", ms[i].Weight, "by", "operator")
 				ms[i].Weight = weight
 				return ms, nil
 			}
 		}
-		return nil, fmt.Errorf("%w %q", ErrNoBackend, name)
+		return nil, fmt.Errorf("%w %q in pool %q", ErrNoBackend, name, pool)
 	})
 }
 
-// Add adds a backend to the pool in every process; it is checked at once
+// Add adds a backend to pool in every process; it is checked at once
 // and, with slow start, ramps up. It returns the backend's name. A
 // backend that is relay itself (Self) is ErrInvalid.
-func (l *Control) Add(rawURL string, weight int) (string, error) {
+func (l *Control) Add(pool, rawURL string, weight int) (string, error) {
+	l.mu.Lock()
+	if !l.knownLocked(pool) {
+		defer l.mu.Unlock()
+		return "", l.noPoolLocked(pool)
+	}
+	l.mu.Unlock()
 	u, err := config.BackendURL(rawURL)
 	if err != nil {
 		return "", fmt.Errorf("%w: url: %v", ErrInvalid, err)
@@ -110,52 +139,60 @@ func (l *Control) Add(rawURL string, weight int) (string, error) {
 	name := u.String()
 	err = l.change(func(ms []supervisor.Member) ([]supervisor.Member, error) {
 		for _, m := range ms {
-			if m.URL == name {
-				return nil, fmt.Errorf("%w: backend %q is in the pool already", ErrConflict, name)
+			if m.Pool == pool && m.URL == name {
+				return nil, fmt.Errorf("%w: backend %q is in pool %q already", ErrConflict, name, pool)
 			}
 		}
-		l.log.Info("backend added", "backend", name, "weight", weight, "by", "operator")
-		return append(ms, supervisor.Member{URL: name, Weight: weight, From: supervisor.FromAPI}), nil
+		l.log.Info("backend added", "backend", name, "pool", pool, "weight", weight, "by", "operator")
+		return append(ms, supervisor.Member{Pool: pool, URL: name, Weight: weight, From: supervisor.FromAPI}), nil
 	})
 	return name, err
 }
 
-// Remove takes a backend out of the pool in every process; requests in
+// Remove takes a member out of pool in every process; requests in
 // flight to it finish.
-func (l *Control) Remove(name string) error {
+func (l *Control) Remove(pool, name string) error {
 	var note func()
 	return l.commit(func(ms []supervisor.Member) ([]supervisor.Member, error) {
+		if !l.knownLocked(pool) {
+			return nil, l.noPoolLocked(pool)
+		}
 		for i, m := range ms {
-			if m.URL == name {
+			if m.Pool == pool && m.URL == name {
 				if m.From == supervisor.FromEtcd {
-					return nil, fmt.Errorf("%w: backend %q comes from etcd key %q; delete the key to remove it (drain it to stop its traffic meanwhile)", ErrConflict, name, m.Key)
+					return nil, fmt.Errorf("%w: backend %q of pool %q comes from etcd key %q; delete the key to remove it (drain it to stop its traffic meanwhile)", ErrConflict, name, pool, m.Key)
 				}
 				rest := append(ms[:i:i], ms[i+1:]...)
 				// A backend etcd announces too was left out for this
 				// one; it serves again.
 				next, joined := l.withDiscoveredLocked(staticOf(rest), rest)
 				note = func() {
-					l.log.Info("backend removed", "backend", name, "by", "operator")
+					l.log.Info("backend removed", "backend", name, "pool", pool, "by", "operator")
 					joined()
 				}
 				return next, nil
 			}
 		}
-		return nil, fmt.Errorf("%w %q", ErrNoBackend, name)
+		return nil, fmt.Errorf("%w %q in pool %q", ErrNoBackend, name, pool)
 	}, nil, func() { note() })
 }
 
 // Reloaded makes src the configuration of every process (a process
-// started later runs it too), members the pool's membership and
-// maxEjected the bound on breakers; a member that is relay itself
-// (Self) refuses the reload. Backends that stay keep their state:
+// started later runs it too), pools relay's pools and members their
+// membership; a member that is relay itself (Self) refuses the reload, and
+// so does one of a pool not in pools. Members that stay (same pool and
+// URL) keep their state, and addresses that stay keep theirs in every
+// pool. Backends that stay keep their state:
 // health, breaker, operator state, counters. prepare checks and readies
 // the backends under the new configuration, in place of Prepare; adopt,
 // when every check passed, runs before the steps prepare returned, so the
 // caller can take the configuration with them. A refused reload changes
 // nothing. It returns what the reload did to the membership, discovered
 // and operator-added members included.
-func (l *Control) Reloaded(src supervisor.ConfigSource, members []supervisor.Member, maxEjected int, prepare func(*backend.Backend) (func(), error), adopt func()) (Changes, error) {
+func (l *Control) Reloaded(src supervisor.ConfigSource, pools []PoolRules, members []supervisor.Member, prepare func(*backend.Backend) (func(), error), adopt func()) (Changes, error) {
+	if err := l.checkPools(pools); err != nil {
+		return Changes{}, err
+	}
 	// The file was checked against the addresses it names; relay still
 	// listens where it started, whatever the file says now.
 	if err := l.refuseSelf(members); err != nil {
@@ -164,6 +201,9 @@ func (l *Control) Reloaded(src supervisor.ConfigSource, members []supervisor.Mem
 	var joined func()
 	var changes Changes
 	err := l.commit(func(ms []supervisor.Member) (next []supervisor.Member, err error) {
+		// The new pools judge the new membership; a refused change puts
+		// the old ones back.
+		l.pools = pools
 		next, joined = l.withDiscoveredLocked(members, ms)
 		changes = changesOf(ms, next)
 		return next, nil
@@ -174,7 +214,7 @@ func (l *Control) Reloaded(src supervisor.ConfigSource, members []supervisor.Mem
 		}
 		src.TicketKeys = nextTicketKeys(l.config.TicketKeys)
 		src.Instance = l.config.Instance // a reload is the same relay
-		l.config, l.maxEjected = src, maxEjected
+		l.config = src
 		l.reloads[0]++
 		l.broadcastLocked(supervisor.Message{Kind: supervisor.KindConfig, Config: &src})
 	})
@@ -211,29 +251,43 @@ func (l *Control) change(edit func([]supervisor.Member) ([]supervisor.Member, er
 // commit is change, with prepare (nil: Prepare) checking and readying the
 // backends, and then run under the control's lock once every check has
 // passed, before the steps and before the membership goes out: a change
-// that fails leaves nothing half done.
+// that fails leaves nothing half done, the pools' rules included (edit
+// may set them).
 func (l *Control) commit(edit func([]supervisor.Member) ([]supervisor.Member, error), prepare func(*backend.Backend) (func(), error), then func()) error {
 	// One change at a time from start to end, so the checks get the
 	// targets of the last change, not of whichever finished last.
 	l.changing.Lock()
 	defer l.changing.Unlock()
 	l.mu.Lock()
-	ms, err := edit(append([]supervisor.Member(nil), l.members...))
-	if err != nil {
+	pools := l.pools
+	fail := func(err error) error {
+		l.pools = pools
 		l.mu.Unlock()
 		return err
 	}
+	ms, err := edit(append([]supervisor.Member(nil), l.members...))
+	if err != nil {
+		return fail(err)
+	}
+	// Members are held pool by pool, in the pools' order.
+	at := l.poolIndexLocked()
+	for _, m := range ms {
+		if _, ok := at[m.Pool]; !ok {
+			return fail(fmt.Errorf("%w: backend %q names pool %q, which relay does not have", ErrInvalid, m.URL, m.Pool))
+		}
+	}
+	slices.SortStableFunc(ms, func(a, b supervisor.Member) int { return at[a.Pool] - at[b.Pool] })
 	// Every check first; then the steps, which cannot fail.
 	if prepare == nil {
 		prepare = l.prepare
 	}
 	bs := make([]*backend.Backend, len(ms))
 	steps := make([]func(), len(ms))
+	hosts := map[string]*backend.Host{}
 	for i, m := range ms {
-		b, step, err := l.memberLocked(m, prepare)
+		b, step, err := l.memberLocked(m, hosts, prepare)
 		if err != nil {
-			l.mu.Unlock()
-			return fmt.Errorf("%w: %v", ErrInvalid, err)
+			return fail(fmt.Errorf("%w: %v", ErrInvalid, err))
 		}
 		bs[i], steps[i] = b, step
 	}
@@ -243,31 +297,33 @@ func (l *Control) commit(edit func([]supervisor.Member) ([]supervisor.Member, er
 	for _, step := range steps {
 		step()
 	}
-	l.members, l.bs = ms, bs
-	l.broadcastLocked(supervisor.Message{Kind: supervisor.KindMembership, Membership: append([]supervisor.Member(nil), ms...)})
-	targets := l.targets
+	l.members, l.bs, l.hosts = ms, bs, hosts
+	l.broadcastLocked(supervisor.Message{Kind: supervisor.KindMembership, Membership: append([]supervisor.Member{}, ms...)})
 	l.mu.Unlock()
-	if targets != nil {
-		// Outside the lock: the checks report what they find through it.
-		targets(bs)
-	}
+	l.syncChecks()
 	return nil
 }
 
 // memberLocked returns the backend of m and the step that gives it m's
-// settings: the current backend when it stays, its weight, request cap
-// and TLS settings changed in place by the step so it keeps its health,
-// breaker, operator state and counters; else a new one. Nothing changes
-// before the step runs.
-func (l *Control) memberLocked(m supervisor.Member, prepare func(*backend.Backend) (func(), error)) (*backend.Backend, func(), error) {
-	if b := l.backendLocked(m.URL); b != nil {
+// settings: the current member of the same pool and URL when it stays,
+// its weight, request cap and TLS settings changed in place by the step
+// so it keeps its health, breaker, operator state and counters; else a
+// new membership, of the address's Host when another pool holds it (or
+// held it before the change) so the pools share its breaker. hosts
+// collects the change's Hosts by name. Nothing changes before the step
+// runs.
+func (l *Control) memberLocked(m supervisor.Member, hosts map[string]*backend.Host, prepare func(*backend.Backend) (func(), error)) (*backend.Backend, func(), error) {
+	if b := l.backendLocked(m.Pool, m.URL); b != nil {
+		if h := hosts[b.Name]; h != nil && h != b.Host {
+			return nil, nil, fmt.Errorf("backend %q: two addresses of one name", b.Name)
+		}
+		hosts[b.Name] = b.Host
 		ready, err := prepare(b)
 		if err != nil {
 			return nil, nil, err
 		}
 		return b, func() {
-			b.SetEffectiveWeight(m.Weight)
-			b.SetMaxRequests(m.MaxRequests)
+			ApplyMember(b, m, nil)
 			ready()
 		}, nil
 	}
@@ -275,16 +331,39 @@ func (l *Control) memberLocked(m supervisor.Member, prepare func(*backend.Backen
 	if err != nil {
 		return nil, nil, err
 	}
-	b, err := backend.New(u, m.Weight)
+	h, err := backend.NewHost(u)
 	if err != nil {
 		return nil, nil, err
 	}
-	b.SetMaxRequests(m.MaxRequests)
+	if had := hosts[h.Name]; had != nil {
+		h = had
+	} else if had := l.hosts[h.Name]; had != nil {
+		h = had
+	}
+	hosts[h.Name] = h
+	b, err := h.Member(m.Weight)
+	if err != nil {
+		return nil, nil, err
+	}
+	ApplyMember(b, m, nil)
 	ready, err := prepare(b)
 	if err != nil {
 		return nil, nil, err
 	}
 	return b, ready, nil
+}
+
+// ApplyMember gives b what m says of it: its weight and its request cap,
+// share turning the relay-wide cap into this process's part of it (nil:
+// the whole cap). The control and every serving process apply a member
+// through it, so a weight means the same everywhere.
+func ApplyMember(b *backend.Backend, m supervisor.Member, share func(int) int) {
+	b.SetEffectiveWeight(m.Weight)
+	limit := m.MaxRequests
+	if share != nil {
+		limit = share(limit)
+	}
+	b.SetMaxRequests(limit)
 }
 
 func (l *Control) prepare(b *backend.Backend) (func(), error) {
@@ -300,7 +379,10 @@ type Status struct {
 	Generation uint64
 	// Processes is how many serving processes are attached.
 	Processes int
-	Members   []MemberStatus
+	// Pools are relay's pools in order; Members every pool's members,
+	// pool by pool.
+	Pools   []PoolStatus
+	Members []MemberStatus
 	// Stats are the counters of every process, summed (Control.Stats).
 	Stats *stats.Process
 	// Reloads counts reloads applied and refused.
@@ -308,8 +390,14 @@ type Status struct {
 	Time    time.Time
 }
 
-// MemberStatus is one member of the pool: its configuration, its state as
-// the control holds it, what its checks and breaker did.
+// PoolStatus is one pool as the status shows it.
+type PoolStatus struct {
+	Name      string
+	Algorithm string
+}
+
+// MemberStatus is one member of a pool: its configuration, its state as
+// the control holds it, what its checks and its address's breaker did.
 type MemberStatus struct {
 	supervisor.Member
 	State     backend.State
@@ -325,6 +413,9 @@ func (l *Control) Status(ctx context.Context) *Status {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := &Status{Generation: l.config.Generation, Processes: len(l.byProc), Stats: st, Reloads: l.reloads, Time: time.Now()}
+	for _, p := range l.pools {
+		s.Pools = append(s.Pools, PoolStatus{Name: p.Name, Algorithm: p.Algorithm})
+	}
 	for i, m := range l.members {
 		b := l.bs[i]
 		s.Members = append(s.Members, MemberStatus{
@@ -335,14 +426,18 @@ func (l *Control) Status(ctx context.Context) *Status {
 	return s
 }
 
-// InRotation counts the backends that may be picked now.
-func (l *Control) InRotation() int {
+// InRotation counts the members that may be picked now, by pool; every
+// pool is there, with 0 when none of its members may be.
+func (l *Control) InRotation() map[string]int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n := 0
-	for _, b := range l.bs {
+	n := make(map[string]int, len(l.pools))
+	for _, p := range l.pools {
+		n[p.Name] = 0
+	}
+	for i, b := range l.bs {
 		if b.Available() {
-			n++
+			n[l.members[i].Pool]++
 		}
 	}
 	return n

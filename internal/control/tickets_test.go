@@ -18,7 +18,7 @@ func TestRotatedTicketKeysReachEveryProcess(t *testing.T) {
 	p := attachProcess(t, l, 0)
 	first := p.Config.TicketKeys
 	got := make(chan [][]byte, 8)
-	if err := Follow(p, newBackends(t, "http://127.0.0.1:8001"), Updates{Tickets: func(k [][]byte) { got <- k }}); err != nil {
+	if err := follow(p, newBackends(t, "http://127.0.0.1:8001"), Updates{Tickets: func(k [][]byte) { got <- k }}); err != nil {
 		t.Fatal(err)
 	}
 	rotate := func() [][]byte {

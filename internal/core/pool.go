@@ -316,7 +316,7 @@ func (p *Pool) Stats(st *stats.Process) {
 	})
 	for _, b := range p.Backends() {
 		st.Backends = append(st.Backends, stats.Backend{
-			Name: b.Name, InFlight: b.InFlight(), Served: b.Served(), Failures: b.Failures(),
+			Pool: p.cfg().Name, Name: b.Name, InFlight: b.InFlight(), Served: b.Served(), Failures: b.Failures(),
 			Requests: b.Requests.Read(),
 		})
 	}

@@ -45,9 +45,9 @@ func TestChannelRoundTrip(t *testing.T) {
 		{Kind: KindConfig, Config: &ConfigSource{Generation: 3, Name: "relay.yml", Data: []byte("backends:\n  - url: http://127.0.0.1:8001\n")}},
 		// Larger than the read buffer: a big configuration file.
 		{Kind: KindConfig, Config: &ConfigSource{Generation: 4, Name: "big.yml", Data: []byte(strings.Repeat("# comment line\n", 20000))}},
-		{Kind: KindMembership, Membership: []Member{{URL: "http://127.0.0.1:8001", Weight: 2}, {URL: "http://[::1]:8002", Weight: 1}}},
-		{Kind: KindHealth, Health: &HealthUpdate{Snapshot: true, Backends: []BackendHealth{{Name: "http://127.0.0.1:8001", Up: true}, {Name: "http://[::1]:8002"}}}},
-		{Kind: KindOperator, Operator: &OperatorState{Name: "http://127.0.0.1:8001", Draining: true}},
+		{Kind: KindMembership, Membership: []Member{{Pool: "default", URL: "http://127.0.0.1:8001", Weight: 2}, {Pool: "api", URL: "http://[::1]:8002", Weight: 1}}},
+		{Kind: KindHealth, Health: &HealthUpdate{Snapshot: true, Backends: []BackendHealth{{Pool: "default", Name: "http://127.0.0.1:8001", Up: true}, {Pool: "api", Name: "http://[::1]:8002"}}}},
+		{Kind: KindOperator, Operator: &OperatorState{Pool: "api", Name: "http://127.0.0.1:8001", Draining: true}},
 		{Kind: KindCollect, Collect: 7},
 	}
 	up := []Message{
@@ -85,7 +85,10 @@ func TestChannelRejectsMalformedMessages(t *testing.T) {
 		{"not json\n", "malformed message"},
 		{`{"kind":"reload"}` + "\n", `unknown message kind "reload"`},
 		{`{"kind":"config"}` + "\n", "without its configuration"},
-		{`{"kind":"health","health":{"backends":[{"up":true}]}}` + "\n", "backend 0 has no name"},
+		{`{"kind":"health","health":{"backends":[{"up":true}]}}` + "\n", "backend 0 has name"},
+		{`{"kind":"health","health":{"backends":[{"name":"http://a:1","up":true}]}}` + "\n", `in pool ""`},
+		{`{"kind":"membership","membership":[{"url":"http://a:1","weight":1}]}` + "\n", "names no pool"},
+		{`{"kind":"operator","operator":{"name":"http://a:1","disabled":true}}` + "\n", "without a pool"},
 		{`{"kind":"collect"}` + "\n", "without its number"},
 		{`{"kind":"membership","membership":[{"url":"http://a:1","weight":0}]}` + "\n", "member 0"},
 		{`{"kind":"counters","counters":{},"operator":{"name":"x"}}` + "\n", "more than one payload"},
@@ -99,7 +102,7 @@ func TestChannelRejectsMalformedMessages(t *testing.T) {
 			t.Errorf("Recv of %q: %v, want an error saying %q", tt.line, err, tt.errHas)
 		}
 	}
-	go a.Write([]byte(`{"kind":"operator","operator":{"name":"x","disabled":true}}` + "\n"))
+	go a.Write([]byte(`{"kind":"operator","operator":{"pool":"default","name":"x","disabled":true}}` + "\n"))
 	if m, err := ch.Recv(); err != nil || !m.Operator.Disabled {
 		t.Fatalf("a good message after bad ones: %+v, %v", m, err)
 	}
