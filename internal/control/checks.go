@@ -46,33 +46,39 @@ func (l *Control) syncChecks() {
 		l.mu.Unlock()
 		return // no checks: nothing to follow
 	}
+	// Groups that stay are the same values, which their checks report
+	// through; their probes are rebuilt here and swapped in below.
 	next := map[health.Config]*checkGroup{}
+	probes := map[*checkGroup]map[string]*backend.Backend{}
+	orders := map[*checkGroup][]*backend.Backend{}
 	fresh := map[*backend.Backend]bool{}
 	for i, m := range l.members {
 		cfg := l.rulesLocked(m.Pool).Check
 		g := next[cfg]
 		if g == nil {
-			g = &checkGroup{cfg: cfg, probes: map[string]*backend.Backend{}}
-			if old := l.checks[cfg]; old != nil {
-				g.checker = old.checker
+			if g = l.checks[cfg]; g == nil {
+				g = &checkGroup{cfg: cfg, probes: map[string]*backend.Backend{}}
 			}
-			next[cfg] = g
+			next[cfg], probes[g] = g, map[string]*backend.Backend{}
 		}
 		b := l.bs[i]
-		probe := g.probes[b.Name]
+		probe := probes[g][b.Name]
 		if probe == nil {
-			if old := l.checks[cfg]; old != nil && old.probes[b.Name] != nil && old.probes[b.Name].Host == b.Host {
-				probe = old.probes[b.Name]
+			if old := g.probes[b.Name]; old != nil && old.Host == b.Host {
+				probe = old
 			} else {
 				probe, _ = b.Host.Member(1) // weight 1 cannot fail
 				fresh[probe] = true
 			}
-			g.probes[b.Name] = probe
-			g.order = append(g.order, probe)
+			probes[g][b.Name] = probe
+			orders[g] = append(orders[g], probe)
 		}
 		if fresh[probe] && !b.Healthy() {
 			probe.SetHealthy(false) // down anywhere it was, down until checks pass
 		}
+	}
+	for g, ps := range probes {
+		g.probes, g.order = ps, orders[g]
 	}
 	var gone []*checkGroup
 	for cfg, g := range l.checks {
