@@ -180,6 +180,14 @@ func TestMetricsCountRelayAsAWhole(t *testing.T) {
 				t.Errorf("relay_requests_total%v = %v, want %v", c.labels, got, c.want)
 			}
 		}
+		// Every backend series names its pool: the file's top level is
+		// the pool named default.
+		if got := sumOf(m, "relay_requests_total", `pool="default"`); got != gets+posts+missing {
+			t.Errorf(`relay_requests_total{pool="default"} = %v, want %d`, got, gets+posts+missing)
+		}
+		if got := sumOf(m, "relay_backend_attempts_total", `pool="default"`); got != gets+posts+missing {
+			t.Errorf(`relay_backend_attempts_total{pool="default"} = %v, want %d`, got, gets+posts+missing)
+		}
 		if got := sumOf(m, "relay_request_duration_seconds_count"); got != gets+posts+missing {
 			t.Errorf("relay_request_duration_seconds_count = %v, want %d", got, gets+posts+missing)
 		}
