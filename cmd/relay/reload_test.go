@@ -260,7 +260,7 @@ func TestMembershipChangesACapInPlace(t *testing.T) {
 	b.Acquire()
 	share := func(n int) int { return supervisor.Share(n, 2, 0) }
 	log := slog.New(slog.DiscardHandler)
-	got := applyMembership(p, []supervisor.Member{{URL: b.Name, Weight: 3, MaxRequests: 12}}, share, newUpstreams(config.Default(), log), log)
+	got := applyMembership(p, []supervisor.Member{{Pool: "default", URL: b.Name, Weight: 3, MaxRequests: 12}}, share, newUpstreams(config.Default(), log), log)
 	if len(got) != 1 || got[0] != b || p.Backends()[0] != b {
 		t.Fatalf("the pool holds %v after the change; want the same backend %s", p.Backends(), b.Name)
 	}
