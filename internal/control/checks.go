@@ -155,11 +155,12 @@ func (l *Control) healthChanged(b *backend.Backend, up bool) {
 	}
 }
 
-// StopChecks ends the active checks.
+// StopChecks ends the active checks; changes after it start none.
 func (l *Control) StopChecks() {
 	l.changing.Lock()
 	defer l.changing.Unlock()
 	l.mu.Lock()
+	l.startChecks = nil
 	var run []Checker
 	for _, g := range l.checks {
 		if g.checker != nil {

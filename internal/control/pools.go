@@ -64,17 +64,6 @@ func (l *Control) knownLocked(pool string) bool {
 	return false
 }
 
-// Pools returns the names of relay's pools, in order.
-func (l *Control) Pools() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	names := make([]string, len(l.pools))
-	for i, p := range l.pools {
-		names[i] = p.Name
-	}
-	return names
-}
-
 // poolIndexLocked orders members by their pool's place; l.mu is held.
 func (l *Control) poolIndexLocked() map[string]int {
 	at := make(map[string]int, len(l.pools))
