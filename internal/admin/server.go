@@ -1,7 +1,7 @@
 // Package admin is relay's admin listener: Prometheus metrics, a JSON API
 // to see and steer the backends, health and readiness for orchestrators,
 // configuration reloads, Go's profiler and the dashboard. It reads and
-// steers relay through the control's Control, which is relay as one,
+// steers relay through control.Control, which is relay as one,
 // however many processes serve; it never sees client traffic.
 package admin
 
