@@ -180,6 +180,14 @@ func TestMetricsCountRelayAsAWhole(t *testing.T) {
 				t.Errorf("relay_requests_total%v = %v, want %v", c.labels, got, c.want)
 			}
 		}
+		// Every backend series names its pool: the file's top level is
+		// the pool named default.
+		if got := sumOf(m, "relay_requests_total", `pool="default"`); got != gets+posts+missing {
+			t.Errorf(`relay_requests_total{pool="default"} = %v, want %d`, got, gets+posts+missing)
+		}
+		if got := sumOf(m, "relay_backend_attempts_total", `pool="default"`); got != gets+posts+missing {
+			t.Errorf(`relay_backend_attempts_total{pool="default"} = %v, want %d`, got, gets+posts+missing)
+		}
 		if got := sumOf(m, "relay_request_duration_seconds_count"); got != gets+posts+missing {
 			t.Errorf("relay_request_duration_seconds_count = %v, want %d", got, gets+posts+missing)
 		}
@@ -190,7 +198,7 @@ func TestMetricsCountRelayAsAWhole(t *testing.T) {
 			t.Errorf("relay_client_connections_accepted_total = %v, want %d", got, gets+posts+missing)
 		}
 		for _, b := range bs {
-			if got := m[`relay_backend_up{backend="`+b.url+`"}`]; got != 1 {
+			if got := m[`relay_backend_up{backend="`+b.url+`",pool="default"}`]; got != 1 {
 				t.Errorf("relay_backend_up for %s = %v, want 1", b.url, got)
 			}
 			if got := sumOf(m, "relay_health_checks_total", `backend="`+b.url+`"`, `result="pass"`); got < 1 {
@@ -332,7 +340,7 @@ func TestAdminAPISteersEveryProcess(t *testing.T) {
 		{"POST", "/api/backends/" + esc + "/weight", `{"wieght": 2}`, 400, `unknown field "wieght"`},
 		{"POST", "/api/backends/" + esc + "/explode", "", 404, "unknown action"},
 		{"POST", "/api/backends", `{"url": "localhost:9"}`, 400, `has no scheme`},
-		{"POST", "/api/backends", `{"url": "` + bs[0].url + `"}`, 409, "in the pool already"},
+		{"POST", "/api/backends", `{"url": "` + bs[0].url + `"}`, 409, `in pool "default" already`},
 		{"GET", "/api/nothing", "", 404, "no admin endpoint"},
 	} {
 		code, v := adminCall(t, admin, c.method, c.path, c.body)

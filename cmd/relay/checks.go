@@ -7,34 +7,42 @@ import (
 
 	"relay/internal/backend"
 	"relay/internal/config"
+	"relay/internal/control"
 	"relay/internal/fds"
 	"relay/internal/health"
 )
 
-// newChecker builds the active health checker of bs from the configuration.
-// Probes take their descriptors from budget.
-func newChecker(cfg *config.Config, bs []*backend.Backend, onChange func(*backend.Backend, bool), budget *fds.Budget, log *slog.Logger) (*health.Checker, error) {
-	return health.New(health.Config{
-		Type:     cfg.HealthCheck.Type,
-		Path:     cfg.HealthCheck.Path,
-		Interval: cfg.HealthCheck.Interval,
-		Timeout:  cfg.HealthCheck.Timeout,
-		Rise:     cfg.HealthCheck.Rise,
-		Fall:     cfg.HealthCheck.Fall,
+// checkOf is how a pool's health_check section checks its members.
+func checkOf(hc config.HealthCheck) health.Config {
+	return health.Config{
+		Type:     hc.Type,
+		Path:     hc.Path,
+		Interval: hc.Interval,
+		Timeout:  hc.Timeout,
+		Rise:     hc.Rise,
+		Fall:     hc.Fall,
 
-		ReuseConnection: cfg.HealthCheck.ReuseConnection,
-	}, bs, onChange, health.WithLogger(log), health.WithDescriptors(budget))
+		ReuseConnection: hc.ReuseConnection,
+	}
 }
 
-// startChecks builds the checker, probes every backend once, so the state
-// relay starts from is accurate, and then keeps checking them until its
-// Stop is called.
-func startChecks(cfg *config.Config, bs []*backend.Backend, onChange func(*backend.Backend, bool), budget *fds.Budget, log *slog.Logger) (*health.Checker, error) {
-	c, err := newChecker(cfg, bs, onChange, budget, log)
+// checksStarter is how the control starts the active checks of one check
+// setting: each probe round's descriptors come from budget.
+func checksStarter(budget *fds.Budget, log *slog.Logger) control.StartChecks {
+	return func(cfg health.Config, targets []*backend.Backend, onChange func(*backend.Backend, bool)) (control.Checker, error) {
+		return startChecks(cfg, targets, onChange, budget, log)
+	}
+}
+
+// startChecks builds a checker of bs under cfg, probes every backend
+// once, so the state relay starts from is accurate, and then keeps
+// checking them until its Stop is called.
+func startChecks(cfg health.Config, bs []*backend.Backend, onChange func(*backend.Backend, bool), budget *fds.Budget, log *slog.Logger) (*health.Checker, error) {
+	c, err := health.New(cfg, bs, onChange, health.WithLogger(log), health.WithDescriptors(budget))
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.HealthCheck.Timeout+time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout+time.Second)
 	c.CheckAll(ctx)
 	cancel()
 	c.Run(context.Background())

@@ -10,6 +10,7 @@ import (
 
 	"relay/internal/admin"
 	"relay/internal/config"
+	"relay/internal/control"
 	"relay/internal/fds"
 	"relay/internal/supervisor"
 )
@@ -17,7 +18,7 @@ import (
 // controlled is relay's control and what runs beside it, however many
 // processes serve: the active checks, the admin listener and reloads.
 type controlled struct {
-	ctl    *supervisor.Control
+	ctl    *control.Control
 	admin  *admin.Server // nil when admin_listen is off
 	reload func() (uint64, error)
 	stop   func()
@@ -33,21 +34,17 @@ type controlled struct {
 func startControl(f *flags, cfg *config.Config, src supervisor.ConfigSource, lg *logs, bound config.Listeners, budget *fds.Budget) (*controlled, error) {
 	log := lg.log
 	up := newUpstreams(cfg, log)
-	bs, err := buildBackends(cfg, func(n int) int { return n }, up)
+	ctl, err := control.New(control.Options{
+		Source: src, Pools: poolsOf(cfg), Members: membersOf(cfg), Prepare: up.plan,
+		StartChecks: checksStarter(budget, log), Log: log,
+	})
 	if err != nil {
 		return nil, err
 	}
-	ctl := supervisor.NewControl(src, bs, cfg.MaxEjectedPercent, log)
-	ctl.Prepare = up.plan
 	ctl.SetListeners(config.ListenersOf(cfg).Over(bound))
-	checks, err := startChecks(cfg, bs, ctl.HealthChanged, budget, log)
-	if err != nil {
-		return nil, err
-	}
-	ctl.SetTargets(checks.Set)
 	r := &reloader{f: f, ctl: ctl, up: up, running: cfg, name: src.Name, logs: lg, log: log, builtIn: f.demo && f.config == ""}
 	r.applied.Store(cfg)
-	rotation, stopRotation := time.NewTicker(supervisor.TicketKeyRotation), make(chan struct{})
+	rotation, stopRotation := time.NewTicker(control.TicketKeyRotation), make(chan struct{})
 	go func() {
 		for {
 			select {
@@ -58,12 +55,11 @@ func startControl(f *flags, cfg *config.Config, src supervisor.ConfigSource, lg 
 			}
 		}
 	}()
-	stopChecks := func() { rotation.Stop(); close(stopRotation); checks.Stop() }
+	stopChecks := func() { rotation.Stop(); close(stopRotation); ctl.StopChecks() }
 	c := &controlled{ctl: ctl, reload: r.reload, stop: stopChecks}
 	if cfg.AdminListen != "" {
 		c.admin, err = admin.Start(cfg.AdminListen, admin.Options{
-			Control: ctl, Token: cfg.AdminToken, AllowedHosts: cfg.AdminAllowedHosts, Reload: r.reload,
-			Pool: "default", Algorithm: func() string { return r.applied.Load().Algorithm }, Log: log,
+			Control: ctl, Token: cfg.AdminToken, AllowedHosts: cfg.AdminAllowedHosts, Reload: r.reload, Log: log,
 			IgnoringWeights: configOptions().IgnoringWeights,
 		})
 		if err != nil {
@@ -94,7 +90,7 @@ func (c *controlled) adminAddr() string {
 type reloader struct {
 	mu      sync.Mutex // one reload at a time
 	f       *flags
-	ctl     *supervisor.Control
+	ctl     *control.Control
 	up      *upstreams
 	disc    *discoverer
 	running *config.Config // what relay started with: restart-only settings
@@ -156,7 +152,7 @@ func (r *reloader) reload() (uint64, error) {
 	// Backends' TLS files are read under the new configuration, which
 	// the upstream settings adopt only if every backend builds.
 	adopt := func() { r.up.reload(cfg) }
-	changes, err := r.ctl.Reloaded(src, membersOf(cfg), cfg.MaxEjectedPercent, r.up.planUnder(cfg), adopt)
+	changes, err := r.ctl.Reloaded(src, poolsOf(cfg), membersOf(cfg), r.up.planUnder(cfg), adopt)
 	if err != nil {
 		r.log.Error("reload refused", "err", err.Error())
 		r.ctl.ReloadRefused()
@@ -172,11 +168,34 @@ func (r *reloader) reload() (uint64, error) {
 	return src.Generation, nil
 }
 
-// membersOf is the pool's membership as cfg gives it.
+// poolsOf is the control's rules of every pool cfg has: the default pool
+// (the top level) when it has one, then the named pools in file order.
+func poolsOf(cfg *config.Config) []control.PoolRules {
+	var rs []control.PoolRules
+	for _, np := range cfg.AllPools() {
+		rs = append(rs, control.PoolRules{
+			Name: np.Name, Algorithm: np.Algorithm,
+			MaxEjectedPercent: np.MaxEjectedPercent, Check: checkOf(np.HealthCheck),
+		})
+	}
+	return rs
+}
+
+// membersOf is every pool's membership as cfg gives it, pool by pool in
+// poolsOf's order.
 func membersOf(cfg *config.Config) []supervisor.Member {
-	ms := make([]supervisor.Member, len(cfg.Backends))
-	for i, b := range cfg.Backends {
-		ms[i] = supervisor.Member{URL: b.URL.String(), Weight: b.Weight, MaxRequests: b.MaxRequests}
+	var ms []supervisor.Member
+	for _, np := range cfg.AllPools() {
+		ms = append(ms, poolMembers(np.Name, np.Backends)...)
+	}
+	return ms
+}
+
+// poolMembers is the members of pool as its section lists them.
+func poolMembers(pool string, backends []config.Backend) []supervisor.Member {
+	ms := make([]supervisor.Member, len(backends))
+	for i, b := range backends {
+		ms[i] = supervisor.Member{Pool: pool, URL: b.URL.String(), Weight: b.Weight, MaxRequests: b.MaxRequests}
 	}
 	return ms
 }

@@ -47,7 +47,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	}
 	row := func(u string) string { return fmt.Sprintf(`document.querySelector('tr[data-backend=%q]')`, u) }
 	badge := func(u string) string { return row(u) + `?.querySelector('.badge')?.textContent` }
-	if err := b.WaitFor(10*time.Second, "every backend listed", `document.querySelectorAll('#backends tbody tr').length === 3 && `+
+	if err := b.WaitFor(10*time.Second, "every backend listed", `document.querySelectorAll('#backends tbody tr[data-backend]').length === 3 && `+
 		strings.Join([]string{row(bs[0].url) + ` !== null`, row(bs[1].url) + ` !== null`, row(bs[2].url) + ` !== null`}, " && ")); err != nil {
 		t.Fatal(err)
 	}

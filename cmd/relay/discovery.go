@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"relay/internal/config"
+	"relay/internal/control"
 	"relay/internal/discovery"
 	"relay/internal/supervisor"
 )
@@ -17,7 +18,7 @@ import (
 // also keeps relay's own announcement, when the configuration asks for
 // one, from the moment relay serves until it begins to stop.
 type discoverer struct {
-	ctl *supervisor.Control
+	ctl *control.Control
 	log *slog.Logger
 
 	mu       sync.Mutex
@@ -29,7 +30,7 @@ type discoverer struct {
 	announcement *discovery.Announcement
 }
 
-func startDiscovery(cfg *config.Config, ctl *supervisor.Control, log *slog.Logger) *discoverer {
+func startDiscovery(cfg *config.Config, ctl *control.Control, log *slog.Logger) *discoverer {
 	d := &discoverer{ctl: ctl, log: log}
 	d.reload(cfg)
 	return d
@@ -61,11 +62,12 @@ func (d *discoverer) reload(cfg *config.Config) {
 	d.w = discovery.Watch(next, d.log, d.apply, d.ctl.Self)
 }
 
-// apply makes set the discovered members.
+// apply makes set the discovered members, each of the pool its value
+// names (the default pool when it names none).
 func (d *discoverer) apply(set []discovery.Backend) error {
 	ms := make([]supervisor.Member, len(set))
 	for i, b := range set {
-		ms[i] = supervisor.Member{URL: b.URL, Weight: b.Weight, From: supervisor.FromEtcd, Key: b.Key}
+		ms[i] = supervisor.Member{Pool: b.Pool, URL: b.URL, Weight: b.Weight, From: supervisor.FromEtcd, Key: b.Key}
 	}
 	return d.ctl.Discovered(ms)
 }

@@ -29,6 +29,8 @@ import (
 	"relay/internal/backend"
 	"relay/internal/balance"
 	"relay/internal/config"
+	"relay/internal/control"
+	"relay/internal/core"
 	"relay/internal/dataplane"
 	"relay/internal/logging"
 	"relay/internal/proxy"
@@ -254,24 +256,6 @@ func logWarnings(log *slog.Logger, cfg *config.Config) {
 	}
 }
 
-// buildBackends makes the configured backends, all healthy until checked.
-// share turns a configured request cap into this process's part of it.
-func buildBackends(cfg *config.Config, share func(int) int, up *upstreams) ([]*backend.Backend, error) {
-	bs := make([]*backend.Backend, 0, len(cfg.Backends))
-	for _, cb := range cfg.Backends {
-		b, err := backend.New(cb.URL, cb.Weight)
-		if err != nil {
-			return nil, err
-		}
-		b.SetMaxRequests(share(cb.MaxRequests))
-		if err := up.prepare(b); err != nil {
-			return nil, err
-		}
-		bs = append(bs, b)
-	}
-	return bs, nil
-}
-
 // supervise runs relay as the supervisor of its serving processes: the
 // control, the active checks and the admin listener live here.
 func supervise(f *flags, cfg *config.Config, src supervisor.ConfigSource, args []string, stdout, stderr io.Writer) error {
@@ -416,7 +400,7 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 		Share: share, Prepare: up.prepare, AccessLog: access.log, Logger: log, Descriptors: budget,
 		// A breaker that opens or closes here does so in every process;
 		// the control decides and logs it.
-		OnBreaker: sp.ReportBreaker,
+		Breakers: func(pool string) core.BreakerHook { return control.ReportBreaker(sp, pool) },
 		// Every process of this relay carries the control's id in its
 		// Via entry, so a request that comes back to any of them is known.
 		Instance: sp.Config.Instance,
@@ -437,7 +421,7 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 	// The control checks the backends for every process; the pool starts
 	// from its membership and health snapshot. A transition takes effect
 	// on the backend itself: pickers read its state at every pick.
-	err = sp.Follow(plane.Backends(), supervisor.Updates{
+	err = control.Follow(sp, control.Updates{
 		Membership: func(ms []supervisor.Member) []*backend.Backend { return applyMembership(plane, ms, log) },
 		Config: func(src supervisor.ConfigSource) {
 			// The control validated it; what a reload changes live is
@@ -529,14 +513,14 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 func applyMembership(plane *dataplane.Plane, ms []supervisor.Member, log *slog.Logger) []*backend.Backend {
 	dm := make([]dataplane.Member, len(ms))
 	for i, m := range ms {
-		dm[i] = dataplane.Member{Pool: dataplane.DefaultPool, URL: m.URL, Weight: m.Weight, MaxRequests: m.MaxRequests}
+		dm[i] = dataplane.Member{Pool: m.Pool, URL: m.URL, Weight: m.Weight, MaxRequests: m.MaxRequests}
 	}
 	bs, err := plane.SetMembers(dm)
 	if err != nil {
 		log.Error("membership from the supervisor refused; keeping the current backends", "err", err)
-		return plane.Backends()
+	} else {
+		log.Debug("backends changed", "backends", len(bs))
 	}
-	log.Debug("backends changed", "backends", len(bs))
 	return bs
 }
 

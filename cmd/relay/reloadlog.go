@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"relay/internal/config"
+	"relay/internal/control"
 	"relay/internal/supervisor"
 )
 
@@ -16,7 +17,7 @@ const maxNamed = 10
 // reloadAttrs are the reload line's account of what a reload changed:
 // the backends added and removed, those changed (what changed in each),
 // and the settings whose values differ, each list bounded by maxNamed.
-func reloadAttrs(ch supervisor.Changes, before, after *config.Config) []any {
+func reloadAttrs(ch control.Changes, before, after *config.Config) []any {
 	return []any{
 		slog.Any("added", bounded(urls(ch.Added))),
 		slog.Any("removed", bounded(urls(ch.Removed))),
@@ -37,7 +38,7 @@ func urls(ms []supervisor.Member) []string {
 // changed: "http://127.0.0.1:8001 weight 1->3, max_requests 0->10". A
 // backend's own TLS settings are in the configuration, not the
 // membership, so they are compared there.
-func changedBackends(ch supervisor.Changes, before, after *config.Config) []string {
+func changedBackends(ch control.Changes, before, after *config.Config) []string {
 	what := map[string][]string{}
 	var order []string
 	note := func(url, s string) {

@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"relay/internal/backend"
 	"relay/internal/config"
+	"relay/internal/control"
 	"relay/internal/supervisor"
 	"relay/internal/testcert"
 )
@@ -44,23 +46,41 @@ func TestRefusedReloadKeepsTheUpstreamTLSSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctl := supervisor.NewControl(supervisor.ConfigSource{Generation: 1}, bs, 100, log)
+	ctl := control.NewControl(supervisor.ConfigSource{Generation: 1}, bs, 100, log)
 	ctl.Prepare = up.plan
 	tc := bs[0].TLS()
 
 	bad := configOf("https://127.0.0.1:9443", "http://127.0.0.1:9080", "https://127.0.0.1:9444")
 	bad.Backends[2].TLS.CAFile = filepath.Join(dir, "missing.pem")
-	if _, err := ctl.Reloaded(supervisor.ConfigSource{Generation: 2}, membersOf(bad), 100, up.planUnder(bad), func() { up.reload(bad) }); err == nil {
+	if _, err := ctl.Reloaded(supervisor.ConfigSource{Generation: 2}, poolsOf(bad), membersOf(bad), up.planUnder(bad), func() { up.reload(bad) }); err == nil {
 		t.Fatal("a reload with a missing CA file was accepted")
 	}
 	if bs[0].TLS() != tc {
 		t.Error("the refused reload changed a backend's TLS settings")
 	}
 	os.Remove(caFile)
-	if err := ctl.SetWeight("http://127.0.0.1:9080", 5); err != nil {
+	if err := ctl.SetWeight("default", "http://127.0.0.1:9080", 5); err != nil {
 		t.Errorf("an admin change after the refused reload: %v", err)
 	}
 	if bs[0].TLS() != tc {
 		t.Error("an admin change after the refused reload rebuilt a backend's TLS settings")
 	}
+}
+
+// buildBackends makes the configured backends, all healthy until checked.
+// share turns a configured request cap into this process's part of it.
+func buildBackends(cfg *config.Config, share func(int) int, up *upstreams) ([]*backend.Backend, error) {
+	bs := make([]*backend.Backend, 0, len(cfg.Backends))
+	for _, cb := range cfg.Backends {
+		b, err := backend.New(cb.URL, cb.Weight)
+		if err != nil {
+			return nil, err
+		}
+		b.SetMaxRequests(share(cb.MaxRequests))
+		if err := up.prepare(b); err != nil {
+			return nil, err
+		}
+		bs = append(bs, b)
+	}
+	return bs, nil
 }

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"relay/internal/config"
+	"relay/internal/control"
 	"relay/internal/stats"
-	"relay/internal/supervisor"
 )
 
 // api serves the JSON endpoints.
@@ -19,7 +19,8 @@ type api struct {
 	metrics *metrics
 }
 
-// listing is GET /api/backends.
+// listing is one pool: GET /api/pools/{pool}/backends, and GET
+// /api/backends for the default pool.
 type listing struct {
 	Pool      string `json:"pool"`
 	Algorithm string `json:"algorithm"`
@@ -99,7 +100,7 @@ func countsOf(c *stats.Counts) counts {
 }
 
 // breakerState names a member's breaker.
-func breakerState(m *supervisor.MemberStatus) string {
+func breakerState(m *control.MemberStatus) string {
 	switch {
 	case m.HalfOpen:
 		return "half-open"
@@ -111,7 +112,7 @@ func breakerState(m *supervisor.MemberStatus) string {
 
 // viewOf is a member as the API shows it, with its counters summed over
 // the processes.
-func viewOf(m *supervisor.MemberStatus, st *stats.Backend) backendView {
+func viewOf(m *control.MemberStatus, st *stats.Backend) backendView {
 	v := backendView{
 		Name: m.URL, Source: m.Source(), Key: m.Key, Weight: m.State.EffectiveWeight, ConfiguredWeight: m.Weight,
 		InRotation: m.State.Available() && !m.HalfOpen, Healthy: m.State.Healthy, Breaker: breakerState(m),
@@ -147,28 +148,67 @@ func viewOf(m *supervisor.MemberStatus, st *stats.Backend) backendView {
 
 // status reads relay's status, waiting for the processes' counters for
 // at most collectTimeout.
-func (a *api) status(r *http.Request) *supervisor.Status {
+func (a *api) status(r *http.Request) *control.Status {
 	ctx, cancel := context.WithTimeout(r.Context(), collectTimeout)
 	defer cancel()
 	return a.o.Control.Status(ctx)
 }
 
-func (a *api) listing(s *supervisor.Status) *listing {
-	l := &listing{Pool: a.o.Pool, Algorithm: a.o.Algorithm(), Generation: s.Generation, Processes: s.Processes, Time: s.Time}
-	byName := make(map[string]*stats.Backend, len(s.Stats.Backends))
+// poolsListing is GET /api/pools: every pool, its members in it.
+type poolsListing struct {
+	Generation uint64    `json:"generation"`
+	Processes  int       `json:"processes"`
+	Time       time.Time `json:"time"`
+	Pools      []listing `json:"pools"`
+}
+
+// memberKey names a member's counters: its pool and URL.
+type memberKey struct{ pool, name string }
+
+// byMember indexes s's backend counters by pool and name.
+func byMember(s *control.Status) map[memberKey]*stats.Backend {
+	out := make(map[memberKey]*stats.Backend, len(s.Stats.Backends))
 	for i := range s.Stats.Backends {
-		byName[s.Stats.Backends[i].Name] = &s.Stats.Backends[i]
+		b := &s.Stats.Backends[i]
+		out[memberKey{b.Pool, b.Name}] = b
 	}
+	return out
+}
+
+// listing is pool as the API shows it, or nil when relay has no such
+// pool.
+func (a *api) listing(s *control.Status, pool string) *listing {
+	var algorithm string
+	found := false
+	for _, p := range s.Pools {
+		if p.Name == pool {
+			algorithm, found = p.Algorithm, true
+		}
+	}
+	if !found {
+		return nil
+	}
+	l := &listing{Pool: pool, Algorithm: algorithm, Generation: s.Generation, Processes: s.Processes, Time: s.Time, Backends: []backendView{}}
+	counters := byMember(s)
 	var sum stats.Counts
+	var weights []int
 	for i := range s.Members {
-		st := byName[s.Members[i].URL]
-		l.Backends = append(l.Backends, viewOf(&s.Members[i], st))
+		m := &s.Members[i]
+		if m.Pool != pool {
+			continue
+		}
+		st := counters[memberKey{pool, m.URL}]
+		l.Backends = append(l.Backends, viewOf(m, st))
+		weights = append(weights, m.Weight)
 		if st != nil {
 			sum.Add(&st.Requests)
 			l.Totals.InFlight += st.InFlight
 		}
 	}
 	for _, p := range s.Stats.Pools {
+		if p.Name != pool {
+			continue
+		}
 		l.Queued += p.Queued
 		l.Totals.Retries += p.Retries
 		l.Totals.RetryBudgetRefusals += p.BudgetRefusals
@@ -178,46 +218,97 @@ func (a *api) listing(s *supervisor.Status) *listing {
 	l.Totals.counts = countsOf(&sum)
 	l.Totals.ConnectionsOpen, l.Totals.ConnectionsAccepted = s.Stats.ConnsOpen, s.Stats.ConnsAccepted
 	l.Warnings = []string{}
-	weights := make([]int, len(s.Members))
-	for i, m := range s.Members {
-		weights[i] = m.Weight
-	}
 	if w := config.WeightsIgnored(l.Algorithm, weights, config.Options{IgnoringWeights: a.o.IgnoringWeights}); w != "" {
 		l.WeightsIgnored, l.Warnings = true, append(l.Warnings, w)
 	}
 	return l
 }
 
+// pool is the pool a request names: {pool} on /api/pools/{pool}/...,
+// the default pool on /api/backends.
+func pool(r *http.Request) string {
+	if p := r.PathValue("pool"); p != "" {
+		return p
+	}
+	return control.DefaultPool
+}
+
+func (a *api) pools(w http.ResponseWriter, r *http.Request) {
+	s := a.status(r)
+	out := poolsListing{Generation: s.Generation, Processes: s.Processes, Time: s.Time, Pools: []listing{}}
+	for _, p := range s.Pools {
+		out.Pools = append(out.Pools, *a.listing(s, p.Name))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
 func (a *api) list(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, a.listing(a.status(r)))
+	l := a.listing(a.status(r), pool(r))
+	if l == nil {
+		_, err := a.o.Control.Find(pool(r), "")
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, l)
 }
 
 // one answers an action with the backend's view after it.
 func (a *api) one(w http.ResponseWriter, r *http.Request, status int, name string) {
-	l := a.listing(a.status(r))
-	for _, b := range l.Backends {
-		if b.Name == name {
-			writeJSON(w, status, b)
-			return
+	if l := a.listing(a.status(r), pool(r)); l != nil {
+		for _, b := range l.Backends {
+			if b.Name == name {
+				writeJSON(w, status, b)
+				return
+			}
 		}
 	}
-	writeJSON(w, status, map[string]string{"name": name, "state": "removed"})
+	writeJSON(w, status, map[string]string{"pool": pool(r), "name": name, "state": "removed"})
 }
 
 func (a *api) act(w http.ResponseWriter, r *http.Request) {
-	name, err := a.o.Control.Find(r.PathValue("name"))
+	a.apply(w, r, r.PathValue("action"), nil)
+}
+
+// patch is PATCH /api/pools/{pool}/backends/{name}: {"weight": 3} sets
+// the weight, {"state": "drain"} (or "enable", "disable") acts, both may
+// be given.
+func (a *api) patch(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Weight *int   `json:"weight"`
+		State  string `json:"state"`
+	}
+	err := readJSON(r, &body)
+	if err == nil && body.Weight == nil && body.State == "" {
+		err = errors.New(`the body must give a weight, a state or both: {"weight": 3}, {"state": "drain"}`)
+	}
+	if err == nil && body.State != "" && body.State != "drain" && body.State != "enable" && body.State != "disable" {
+		err = errors.New("unknown state " + quote(body.State) + "; known: drain, enable, disable")
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	a.apply(w, r, body.State, body.Weight)
+}
+
+// apply runs action (drain, enable, disable, weight; "" for none) and a
+// weight change on the backend the request names.
+func (a *api) apply(w http.ResponseWriter, r *http.Request, action string, weight *int) {
+	p := pool(r)
+	name, err := a.o.Control.Find(p, r.PathValue("name"))
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
 	ctl := a.o.Control
-	switch action := r.PathValue("action"); action {
+	switch action {
+	case "":
 	case "drain":
-		err = ctl.Drain(name)
+		err = ctl.Drain(p, name)
 	case "enable":
-		err = ctl.Enable(name)
+		err = ctl.Enable(p, name)
 	case "disable":
-		err = ctl.Disable(name)
+		err = ctl.Disable(p, name)
 	case "weight":
 		var body struct {
 			Weight *int `json:"weight"`
@@ -229,10 +320,13 @@ func (a *api) act(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		err = ctl.SetWeight(name, *body.Weight)
+		weight = body.Weight
 	default:
 		writeError(w, http.StatusNotFound, "unknown action "+quote(action)+"; known: drain, enable, disable, weight")
 		return
+	}
+	if err == nil && weight != nil {
+		err = ctl.SetWeight(p, name, *weight)
 	}
 	if err != nil {
 		writeErr(w, err)
@@ -254,7 +348,7 @@ func (a *api) add(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, `the body must give the backend's url: {"url": "http://10.0.0.5:8080", "weight": 1}`)
 		return
 	}
-	name, err := a.o.Control.Add(body.URL, body.Weight)
+	name, err := a.o.Control.Add(pool(r), body.URL, body.Weight)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -263,28 +357,35 @@ func (a *api) add(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) remove(w http.ResponseWriter, r *http.Request) {
-	name, err := a.o.Control.Find(r.PathValue("name"))
+	p := pool(r)
+	name, err := a.o.Control.Find(p, r.PathValue("name"))
 	if err == nil {
-		err = a.o.Control.Remove(name)
+		err = a.o.Control.Remove(p, name)
 	}
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"name": name, "state": "removed"})
+	writeJSON(w, http.StatusOK, map[string]string{"pool": p, "name": name, "state": "removed"})
 }
 
 func (a *api) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
+// readyz is ready while some pool has a backend in rotation; the answer
+// counts them, in all and by pool.
 func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
-	n := a.o.Control.InRotation()
+	byPool := a.o.Control.InRotation()
+	n := 0
+	for _, k := range byPool {
+		n += k
+	}
 	if n == 0 {
 		writeError(w, http.StatusServiceUnavailable, "no backend in rotation")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "in_rotation": n})
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "in_rotation": n, "pools": byPool})
 }
 
 func (a *api) reload(w http.ResponseWriter, r *http.Request) {
@@ -335,11 +436,11 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 func writeErr(w http.ResponseWriter, err error) {
 	status := http.StatusInternalServerError
 	switch {
-	case errors.Is(err, supervisor.ErrNoBackend):
+	case errors.Is(err, control.ErrNoBackend), errors.Is(err, control.ErrNoPool):
 		status = http.StatusNotFound
-	case errors.Is(err, supervisor.ErrInvalid):
+	case errors.Is(err, control.ErrInvalid):
 		status = http.StatusBadRequest
-	case errors.Is(err, supervisor.ErrConflict):
+	case errors.Is(err, control.ErrConflict):
 		status = http.StatusConflict
 	}
 	writeError(w, status, err.Error())

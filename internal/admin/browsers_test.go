@@ -23,6 +23,12 @@ var everyRoute = []struct{ method, path, body string }{
 	{"POST", drainPath, ""},
 	{"POST", "/api/backends", `{"url": "http://127.0.0.1:9", "weight": 1000}`},
 	{"DELETE", "/api/backends/" + url.PathEscape(poolURLs[1]), ""},
+	{"GET", "/api/pools", ""},
+	{"GET", "/api/pools/default/backends", ""},
+	{"POST", "/api/pools/default/backends/" + url.PathEscape(poolURLs[0]) + "/drain", ""},
+	{"PATCH", "/api/pools/default/backends/" + url.PathEscape(poolURLs[0]), `{"weight": 3}`},
+	{"POST", "/api/pools/default/backends", `{"url": "http://127.0.0.1:9", "weight": 1000}`},
+	{"DELETE", "/api/pools/default/backends/" + url.PathEscape(poolURLs[1]), ""},
 	{"POST", "/reload", ""},
 }
 

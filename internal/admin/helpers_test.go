@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"relay/internal/backend"
+	"relay/internal/control"
 	"relay/internal/supervisor"
 )
 
@@ -29,7 +30,7 @@ var poolURLs = []string{"http://127.0.0.1:8001", "http://127.0.0.1:8002"}
 // testAdmin is the admin handler over a real control, served on a real
 // loopback listener.
 type testAdmin struct {
-	ctl     *supervisor.Control
+	ctl     *control.Control
 	srv     *httptest.Server
 	reloads atomic.Int32
 
@@ -52,9 +53,8 @@ func newAdmin(t *testing.T, o Options) *testAdmin {
 		}
 	}
 	a := &testAdmin{}
-	a.ctl = supervisor.NewControl(supervisor.ConfigSource{Generation: 1}, bs, 50, slog.New(slog.DiscardHandler))
-	o.Control, o.Pool, o.Log = a.ctl, "default", slog.New(slog.DiscardHandler)
-	o.Algorithm = func() string { return "round-robin" }
+	a.ctl = control.NewControl(supervisor.ConfigSource{Generation: 1}, bs, 50, slog.New(slog.DiscardHandler))
+	o.Control, o.Log = a.ctl, slog.New(slog.DiscardHandler)
 	o.Reload = func() (uint64, error) {
 		a.reloads.Add(1)
 		return 2, nil

@@ -14,7 +14,7 @@ import (
 
 // metrics exposes relay's counters in the Prometheus text format. Every
 // scrape collects the counters of every serving process at that moment
-// (supervisor.Control.Stats) and reports relay as one: counters summed
+// (control.Control.Stats) and reports relay as one: counters summed
 // over the processes, gauges summed (in flight, queued, connections) or
 // as the control holds them (health, breakers, which are relay-wide).
 type metrics struct {
@@ -40,26 +40,26 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 
 var (
 	descRequests = desc("requests_total",
-		"Requests answered, by the backend that answered (none: relay answered itself), method and status class.",
-		"backend", "method", "code")
+		"Requests answered, by pool, the backend that answered (none: relay answered itself), method and status class.",
+		"pool", "backend", "method", "code")
 	descDuration = desc("request_duration_seconds",
-		"Time from a request's head arriving to the end of its answer, by backend.", "backend")
-	descReceived = desc("received_body_bytes_total", "Request body bytes received from clients, by backend.", "backend")
-	descSent     = desc("sent_body_bytes_total", "Response body bytes sent to clients, by backend.", "backend")
-	descInFlight = desc("backend_in_flight_requests", "Requests forwarded to the backend and not yet done.", "backend")
-	descAttempts = desc("backend_attempts_total", "Attempts sent to the backend, retries included.", "backend")
+		"Time from a request's head arriving to the end of its answer, by pool and backend.", "pool", "backend")
+	descReceived = desc("received_body_bytes_total", "Request body bytes received from clients, by pool and backend.", "pool", "backend")
+	descSent     = desc("sent_body_bytes_total", "Response body bytes sent to clients, by pool and backend.", "pool", "backend")
+	descInFlight = desc("backend_in_flight_requests", "Requests forwarded to the backend and not yet done.", "pool", "backend")
+	descAttempts = desc("backend_attempts_total", "Attempts sent to the backend, retries included.", "pool", "backend")
 	descFailures = desc("backend_failures_total",
-		"Attempts that failed: dial errors, timeouts, broken answers, statuses counted as failures.", "backend")
-	descUp         = desc("backend_up", "1 when the backend passes its active health checks.", "backend")
+		"Attempts that failed: dial errors, timeouts, broken answers, statuses counted as failures.", "pool", "backend")
+	descUp         = desc("backend_up", "1 when the backend passes its active health checks.", "pool", "backend")
 	descInRotation = desc("backend_in_rotation",
-		"1 when the backend may be picked: healthy, breaker closed, not drained or disabled.", "backend")
-	descBreaker  = desc("backend_breaker_state", "1 for the state the backend's circuit breaker is in.", "backend", "state")
+		"1 when the backend may be picked: healthy, breaker closed, not drained or disabled.", "pool", "backend")
+	descBreaker  = desc("backend_breaker_state", "1 for the state the backend's circuit breaker is in.", "pool", "backend", "state")
 	descOperator = desc("backend_operator_state",
-		"1 for each state an operator set (draining, disabled); 0 otherwise.", "backend", "state")
-	descWeight    = desc("backend_weight", "The backend's weight now.", "backend")
-	descEjections = desc("backend_ejections_total", "Times the backend's circuit breaker opened.", "backend")
-	descChecks    = desc("health_checks_total", "Active health checks, by backend and result.", "backend", "result")
-	descCheckTime = desc("health_check_duration_seconds", "Time an active health check took, by backend.", "backend")
+		"1 for each state an operator set (draining, disabled); 0 otherwise.", "pool", "backend", "state")
+	descWeight    = desc("backend_weight", "The backend's weight now.", "pool", "backend")
+	descEjections = desc("backend_ejections_total", "Times the backend's circuit breaker opened.", "pool", "backend")
+	descChecks    = desc("health_checks_total", "Active health checks, by pool, backend and result.", "pool", "backend", "result")
+	descCheckTime = desc("health_check_duration_seconds", "Time an active health check took, by pool and backend.", "pool", "backend")
 	descQueued    = desc("queued_requests", "Requests waiting for a backend below its request cap.", "pool")
 	descRetries   = desc("retries_total", "Attempts after a request's first, on another backend.", "pool")
 	descRefusals  = desc("retry_budget_refusals_total", "Retries the retry budget refused.", "pool")
@@ -100,56 +100,55 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		}
 		return 0
 	}
-	requests := func(name string, c *stats.Counts) {
+	// Every backend series is labelled by pool and backend: one address
+	// in two pools is two members, each with its own series.
+	requests := func(pool, name string, c *stats.Counts) {
 		for mi, byClass := range c.Responses {
 			for ci, n := range byClass {
 				if n > 0 {
-					counter(descRequests, n, name, stats.Methods[mi], stats.Classes[ci])
+					counter(descRequests, n, pool, name, stats.Methods[mi], stats.Classes[ci])
 				}
 			}
 		}
-		ch <- histogram(descDuration, c.Latency[:], c.LatencyNs, name)
-		counter(descReceived, c.BytesIn, name)
-		counter(descSent, c.BytesOut, name)
+		ch <- histogram(descDuration, c.Latency[:], c.LatencyNs, pool, name)
+		counter(descReceived, c.BytesIn, pool, name)
+		counter(descSent, c.BytesOut, pool, name)
 	}
 
-	byName := make(map[string]*stats.Backend, len(s.Stats.Backends))
-	for i := range s.Stats.Backends {
-		byName[s.Stats.Backends[i].Name] = &s.Stats.Backends[i]
-	}
+	counters := byMember(s)
 	for i := range s.Members {
 		ms := &s.Members[i]
-		name := ms.URL
-		st := byName[name]
+		pool, name := ms.Pool, ms.URL
+		st := counters[memberKey{pool, name}]
 		if st == nil {
-			st = &stats.Backend{Name: name}
+			st = &stats.Backend{Pool: pool, Name: name}
 		}
-		requests(name, &st.Requests)
-		gauge(descInFlight, float64(st.InFlight), name)
-		counter(descAttempts, st.Served, name)
-		counter(descFailures, st.Failures, name)
-		gauge(descUp, flag(ms.State.Healthy), name)
-		gauge(descInRotation, flag(ms.State.Available() && !ms.HalfOpen), name)
+		requests(pool, name, &st.Requests)
+		gauge(descInFlight, float64(st.InFlight), pool, name)
+		counter(descAttempts, st.Served, pool, name)
+		counter(descFailures, st.Failures, pool, name)
+		gauge(descUp, flag(ms.State.Healthy), pool, name)
+		gauge(descInRotation, flag(ms.State.Available() && !ms.HalfOpen), pool, name)
 		state := breakerState(ms)
 		for _, b := range []string{"closed", "open", "half-open"} {
-			gauge(descBreaker, flag(state == b), name, b)
+			gauge(descBreaker, flag(state == b), pool, name, b)
 		}
-		gauge(descOperator, flag(ms.State.Draining), name, "draining")
-		gauge(descOperator, flag(ms.State.Disabled), name, "disabled")
-		gauge(descWeight, float64(ms.State.EffectiveWeight), name)
-		counter(descEjections, ms.Ejections, name)
-		counter(descChecks, ms.Checks.Passed, name, "pass")
-		counter(descChecks, ms.Checks.Failed, name, "fail")
-		ch <- histogram(descCheckTime, ms.Checks.Latency[:], ms.Checks.LatencyNs, name)
+		gauge(descOperator, flag(ms.State.Draining), pool, name, "draining")
+		gauge(descOperator, flag(ms.State.Disabled), pool, name, "disabled")
+		gauge(descWeight, float64(ms.State.EffectiveWeight), pool, name)
+		// The breaker and the checks are the address's: each pool
+		// holding it shows the same counts.
+		counter(descEjections, ms.Ejections, pool, name)
+		counter(descChecks, ms.Checks.Passed, pool, name, "pass")
+		counter(descChecks, ms.Checks.Failed, pool, name, "fail")
+		ch <- histogram(descCheckTime, ms.Checks.Latency[:], ms.Checks.LatencyNs, pool, name)
 	}
-	var none stats.Counts
 	for _, p := range s.Stats.Pools {
-		none.Add(&p.Unanswered)
 		gauge(descQueued, float64(p.Queued), p.Name)
 		counter(descRetries, p.Retries, p.Name)
 		counter(descRefusals, p.BudgetRefusals, p.Name)
+		requests(p.Name, "none", &p.Unanswered)
 	}
-	requests("none", &none)
 	gauge(descConnsOpen, float64(s.Stats.ConnsOpen))
 	counter(descAccepted, s.Stats.ConnsAccepted)
 	counter(descReloads, s.Reloads[0], "success")

@@ -1,7 +1,7 @@
 // Package admin is relay's admin listener: Prometheus metrics, a JSON API
 // to see and steer the backends, health and readiness for orchestrators,
 // configuration reloads, Go's profiler and the dashboard. It reads and
-// steers relay through the supervisor's Control, which is relay as one,
+// steers relay through control.Control, which is relay as one,
 // however many processes serve; it never sees client traffic.
 package admin
 
@@ -19,13 +19,13 @@ import (
 	"golang.org/x/net/netutil"
 
 	"relay/internal/admin/ui"
-	"relay/internal/supervisor"
+	"relay/internal/control"
 )
 
 // Options is what the admin listener needs.
 type Options struct {
 	// Control is relay's control, which the listener reads and steers.
-	Control *supervisor.Control
+	Control *control.Control
 	// Token, when set, is the bearer token every request must carry.
 	Token string
 	// AllowedHosts are the Host header values, besides the listener's own
@@ -36,10 +36,6 @@ type Options struct {
 	// returns the new generation, or why the file was refused (a
 	// *config.Errors lists every problem).
 	Reload func() (uint64, error)
-	// Pool names the pool shown.
-	Pool string
-	// Algorithm names the pool's algorithm now: a reload may change it.
-	Algorithm func() string
 	// IgnoringWeights names the algorithms that ignore weights
 	// (config.Options.IgnoringWeights), so the listing can say when the
 	// members' weights count for nothing.
@@ -69,10 +65,15 @@ func Handler(o Options) http.Handler {
 	a := &api{o: o, metrics: newMetrics(o)}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", a.metrics.handler())
-	mux.HandleFunc("GET /api/backends", a.list)
-	mux.HandleFunc("POST /api/backends", a.add)
-	mux.HandleFunc("DELETE /api/backends/{name}", a.remove)
-	mux.HandleFunc("POST /api/backends/{name}/{action}", a.act)
+	mux.HandleFunc("GET /api/pools", a.pools)
+	// A pool's backends; /api/backends is the default pool's.
+	for _, at := range []string{"/api/pools/{pool}/backends", "/api/backends"} {
+		mux.HandleFunc("GET "+at, a.list)
+		mux.HandleFunc("POST "+at, a.add)
+		mux.HandleFunc("DELETE "+at+"/{name}", a.remove)
+		mux.HandleFunc("PATCH "+at+"/{name}", a.patch)
+		mux.HandleFunc("POST "+at+"/{name}/{action}", a.act)
+	}
 	mux.HandleFunc("GET /healthz", a.healthz)
 	mux.HandleFunc("GET /readyz", a.readyz)
 	mux.HandleFunc("POST /reload", a.reload)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"relay/internal/control"
 	"relay/internal/supervisor"
 )
 
@@ -16,8 +17,8 @@ import (
 // in the kernel's backlog, unanswered, until one of them closes, so no
 // client can make it take descriptors without bound.
 func TestAdminConnectionsAreBounded(t *testing.T) {
-	ctl := supervisor.NewControl(supervisor.ConfigSource{Generation: 1}, nil, 50, slog.New(slog.DiscardHandler))
-	s, err := Start("127.0.0.1:0", Options{Control: ctl, Pool: "default", Algorithm: func() string { return "round-robin" }, Log: slog.New(slog.DiscardHandler)})
+	ctl := control.NewControl(supervisor.ConfigSource{Generation: 1}, nil, 50, slog.New(slog.DiscardHandler))
+	s, err := Start("127.0.0.1:0", Options{Control: ctl, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -103,5 +103,15 @@ func (b *Backend) MaxRequests() int { return int(b.maxRequests.Load()) }
 // below it.
 func (b *Backend) SetMaxRequests(n int) { b.maxRequests.Store(int64(max(n, 0))) }
 
+// SetMembership gives the backend what its pool's membership says now,
+// while it serves: its weight (the effective weight, at least 1) and its
+// cap on requests in flight (0: the pool's default), already this
+// process's share of it. It is the one place a membership's numbers reach
+// a backend, for the control's backends and every process's alike.
+func (b *Backend) SetMembership(weight, maxRequests int) {
+	b.SetEffectiveWeight(weight)
+	b.SetMaxRequests(maxRequests)
+}
+
 // String returns the backend's name.
 func (b *Backend) String() string { return b.Name }

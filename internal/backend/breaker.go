@@ -106,7 +106,8 @@ func (h *Host) EndProbe() { h.probing.Store(false) }
 
 // EjectionExceeds reports whether ejecting b as well would hold out more
 // than maxPercent of the backends bs: the bound on failure detection that
-// a pool's breakers keep, and the supervisor keeps for every process.
+// a pool's breakers keep, and the control keeps for every process (judged
+// over the members of the pool that reported the opening).
 func EjectionExceeds(bs []*Backend, b *Backend, maxPercent int) bool {
 	out := 1
 	for _, m := range bs {

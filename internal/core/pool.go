@@ -18,6 +18,10 @@ import (
 // at most balance.MaxAttempts backends, the first try included.
 const MaxRetries = balance.MaxAttempts - 1
 
+// BreakerHook learns of a breaker opening (until is when it ends) or
+// closing (until is zero), with the reason.
+type BreakerHook func(b *backend.Backend, until time.Time, reason string)
+
 // PoolConfig describes a pool: its name, how it picks, and how it talks
 // to its backends. Every field must be set (package proxy fills them from
 // relay's configuration, whose defaults are the only ones), except the
@@ -60,7 +64,7 @@ type PoolConfig struct {
 	// it ends) and closing (until is zero), with the reason, so that other
 	// serving processes eject and restore the backend too. Whoever it
 	// reports to logs the change; the pool logs it at debug level.
-	OnBreaker func(b *backend.Backend, until time.Time, reason string)
+	OnBreaker BreakerHook
 
 	// Limits (queue.go). MaxRequests caps the requests in flight to each
 	// backend whose own MaxRequests is 0; 0 leaves them uncapped. A request
@@ -323,7 +327,7 @@ func (p *Pool) Stats(st *stats.Process) {
 	})
 	for _, b := range p.Backends() {
 		st.Backends = append(st.Backends, stats.Backend{
-			Name: b.Name, InFlight: b.InFlight(), Served: b.Served(), Failures: b.Failures(),
+			Pool: p.cfg().Name, Name: b.Name, InFlight: b.InFlight(), Served: b.Served(), Failures: b.Failures(),
 			Requests: b.Requests.Read(),
 		})
 	}

@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"net/url"
 	"sync"
-	"time"
 
 	"relay/internal/backend"
 	"relay/internal/config"
@@ -32,9 +31,10 @@ type Options struct {
 	// Prepare readies a backend for use (its TLS settings) and reports
 	// what stands in the way; nil readies nothing.
 	Prepare func(*backend.Backend) error
-	// OnBreaker learns of every breaker opening and closing, so that the
-	// control decides for every process (core.PoolConfig.OnBreaker).
-	OnBreaker func(b *backend.Backend, until time.Time, reason string)
+	// Breakers gives each pool the hook that learns of its breakers
+	// opening and closing, so that the control decides for every process
+	// (core.PoolConfig.OnBreaker); nil: pools decide alone.
+	Breakers func(pool string) core.BreakerHook
 	// AccessLog receives one entry per request; nil turns access logs off.
 	AccessLog *logging.AccessLog
 	// Logger receives errors and events; nil discards them.
@@ -109,7 +109,9 @@ func (pl *Plane) Core() *core.Core { return pl.core }
 func (pl *Plane) poolConfig(np config.NamedPool) core.PoolConfig {
 	pc := poolConfigOf(np.Name, np.Pool)
 	pc.MaxRequests = pl.opts.Share(pc.MaxRequests)
-	pc.OnBreaker = pl.opts.OnBreaker
+	if pl.opts.Breakers != nil {
+		pc.OnBreaker = pl.opts.Breakers(np.Name)
+	}
 	return pc
 }
 
@@ -205,11 +207,32 @@ func (pl *Plane) removeAll(names []string) {
 // connections; its weight and its share of its request cap change in
 // place. A member of a pool this process does not know is logged and left
 // out (nil in its place). When a member's URL is not a valid backend,
-// nothing changes and the error says which.
+// nothing changes, the error says which, and the backends returned are
+// the current ones of the members that have one.
 func (pl *Plane) SetMembers(ms []Member) ([]*backend.Backend, error) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	return pl.setMembersLocked(ms)
+	bs, err := pl.setMembersLocked(ms)
+	if err != nil {
+		return pl.currentLocked(ms), err
+	}
+	return bs, nil
+}
+
+// currentLocked returns the backend each member of ms has now, nil for
+// those that have none.
+func (pl *Plane) currentLocked(ms []Member) []*backend.Backend {
+	out := make([]*backend.Backend, len(ms))
+	for i, m := range ms {
+		if p := pl.core.Pool(m.Pool); p != nil {
+			for _, b := range p.Backends() {
+				if b.Name == m.URL {
+					out[i] = b
+				}
+			}
+		}
+	}
+	return out
 }
 
 func (pl *Plane) setMembers(ms []Member) error {
@@ -263,8 +286,7 @@ func (pl *Plane) setMembersLocked(ms []Member) ([]*backend.Backend, error) {
 		if b == nil {
 			continue
 		}
-		b.SetEffectiveWeight(ms[i].Weight)
-		b.SetMaxRequests(pl.opts.Share(ms[i].MaxRequests))
+		b.SetMembership(ms[i].Weight, pl.opts.Share(ms[i].MaxRequests))
 		if err := pl.opts.Prepare(b); err != nil {
 			// The control loaded the same files a moment ago; keep what
 			// the backend had (Go's defaults when it is new).

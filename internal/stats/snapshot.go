@@ -6,7 +6,7 @@ import "sort"
 // only grow while the process lives; gauges (in flight, queued, open
 // connections) are its values at that moment.
 type Process struct {
-	// Backends are the process's counts by backend name.
+	// Backends are the process's counts by pool and backend name.
 	Backends []Backend `json:"backends"`
 	// Pools are the process's counts by pool name.
 	Pools []Pool `json:"pools"`
@@ -16,8 +16,10 @@ type Process struct {
 	ConnsAccepted uint64 `json:"conns_accepted"`
 }
 
-// Backend is one backend's counts in one process, or summed over several.
+// Backend is one member's counts in one process, or summed over several:
+// a backend in one pool (an address in two pools counts in each).
 type Backend struct {
+	Pool string `json:"pool"`
 	Name string `json:"name"`
 	// InFlight is the requests forwarded to the backend and not yet done.
 	InFlight int64 `json:"in_flight"`
@@ -44,22 +46,23 @@ type Pool struct {
 	Unanswered Counts `json:"unanswered"`
 }
 
-// Add adds o's counters and gauges to p, matching backends and pools by
-// name; ones p lacks are appended.
+// Add adds o's counters and gauges to p, matching backends by pool and
+// name and pools by name; ones p lacks are appended.
 func (p *Process) Add(o *Process) {
 	p.ConnsOpen += o.ConnsOpen
 	p.ConnsAccepted += o.ConnsAccepted
-	at := make(map[string]int, len(p.Backends))
+	type key struct{ pool, name string }
+	at := make(map[key]int, len(p.Backends))
 	for i, b := range p.Backends {
-		at[b.Name] = i
+		at[key{b.Pool, b.Name}] = i
 	}
 	for i := range o.Backends {
 		ob := &o.Backends[i]
-		k, ok := at[ob.Name]
+		k, ok := at[key{ob.Pool, ob.Name}]
 		if !ok {
 			k = len(p.Backends)
-			at[ob.Name] = k
-			p.Backends = append(p.Backends, Backend{Name: ob.Name})
+			at[key{ob.Pool, ob.Name}] = k
+			p.Backends = append(p.Backends, Backend{Pool: ob.Pool, Name: ob.Name})
 		}
 		b := &p.Backends[k]
 		b.InFlight += ob.InFlight
@@ -100,9 +103,12 @@ func (p *Process) Retire() {
 	}
 }
 
-// Sort orders backends and pools by name, so sums read the same however
-// the processes reported.
+// Sort orders backends by pool and name and pools by name, so sums read
+// the same however the processes reported.
 func (p *Process) Sort() {
-	sort.Slice(p.Backends, func(i, j int) bool { return p.Backends[i].Name < p.Backends[j].Name })
+	sort.Slice(p.Backends, func(i, j int) bool {
+		a, b := &p.Backends[i], &p.Backends[j]
+		return a.Pool < b.Pool || a.Pool == b.Pool && a.Name < b.Name
+	})
 	sort.Slice(p.Pools, func(i, j int) bool { return p.Pools[i].Name < p.Pools[j].Name })
 }

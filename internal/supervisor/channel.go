@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"os"
 	"sync"
+	"syscall"
 )
 
 // maxMessage bounds one message; a configuration file is the largest.
@@ -76,3 +79,23 @@ func (c *Channel) Recv() (Message, error) {
 
 // Close closes the channel; a Recv on either side then ends.
 func (c *Channel) Close() error { return c.rw.Close() }
+
+// NewPair makes a channel between this process and another: mine is this
+// side, theirs the descriptor the other process inherits (or this process
+// opens with net.FileConn, when one process serves).
+func NewPair() (mine *Channel, theirs *os.File, err error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	syscall.CloseOnExec(fds[0])
+	syscall.CloseOnExec(fds[1])
+	own, theirs := os.NewFile(uintptr(fds[0]), "channel"), os.NewFile(uintptr(fds[1]), "channel")
+	conn, err := net.FileConn(own)
+	own.Close()
+	if err != nil {
+		theirs.Close()
+		return nil, nil, err
+	}
+	return NewChannel(conn), theirs, nil
+}

@@ -1,11 +1,8 @@
 package supervisor
 
 import (
-	"context"
 	"io"
-	"log/slog"
 	"net"
-	"net/url"
 	"os"
 	"reflect"
 	"strings"
@@ -13,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"relay/internal/backend"
 	"relay/internal/stats"
 )
 
@@ -40,21 +36,6 @@ func socketPair(t *testing.T) (a, b net.Conn) {
 	return conn(fds[0]), conn(fds[1])
 }
 
-func newBackends(t *testing.T, urls ...string) []*backend.Backend {
-	t.Helper()
-	bs := make([]*backend.Backend, len(urls))
-	for i, raw := range urls {
-		u, err := url.Parse(raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if bs[i], err = backend.New(u, 1); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return bs
-}
-
 // TestChannelRoundTrip sends every kind of message each way over a real
 // socket pair and reads back exactly what was sent.
 func TestChannelRoundTrip(t *testing.T) {
@@ -64,9 +45,9 @@ func TestChannelRoundTrip(t *testing.T) {
 		{Kind: KindConfig, Config: &ConfigSource{Generation: 3, Name: "relay.yml", Data: []byte("backends:\n  - url: http://127.0.0.1:8001\n")}},
 		// Larger than the read buffer: a big configuration file.
 		{Kind: KindConfig, Config: &ConfigSource{Generation: 4, Name: "big.yml", Data: []byte(strings.Repeat("# comment line\n", 20000))}},
-		{Kind: KindMembership, Membership: []Member{{URL: "http://127.0.0.1:8001", Weight: 2}, {URL: "http://[::1]:8002", Weight: 1}}},
-		{Kind: KindHealth, Health: &HealthUpdate{Snapshot: true, Backends: []BackendHealth{{Name: "http://127.0.0.1:8001", Up: true}, {Name: "http://[::1]:8002"}}}},
-		{Kind: KindOperator, Operator: &OperatorState{Name: "http://127.0.0.1:8001", Draining: true}},
+		{Kind: KindMembership, Membership: []Member{{Pool: "default", URL: "http://127.0.0.1:8001", Weight: 2}, {Pool: "api", URL: "http://[::1]:8002", Weight: 1}}},
+		{Kind: KindHealth, Health: &HealthUpdate{Snapshot: true, Backends: []BackendHealth{{Pool: "default", Name: "http://127.0.0.1:8001", Up: true}, {Pool: "api", Name: "http://[::1]:8002"}}}},
+		{Kind: KindOperator, Operator: &OperatorState{Pool: "api", Name: "http://127.0.0.1:8001", Draining: true}},
 		{Kind: KindCollect, Collect: 7},
 	}
 	up := []Message{
@@ -104,7 +85,10 @@ func TestChannelRejectsMalformedMessages(t *testing.T) {
 		{"not json\n", "malformed message"},
 		{`{"kind":"reload"}` + "\n", `unknown message kind "reload"`},
 		{`{"kind":"config"}` + "\n", "without its configuration"},
-		{`{"kind":"health","health":{"backends":[{"up":true}]}}` + "\n", "backend 0 has no name"},
+		{`{"kind":"health","health":{"backends":[{"up":true}]}}` + "\n", "backend 0 has name"},
+		{`{"kind":"health","health":{"backends":[{"name":"http://a:1","up":true}]}}` + "\n", `in pool ""`},
+		{`{"kind":"membership","membership":[{"url":"http://a:1","weight":1}]}` + "\n", "names no pool"},
+		{`{"kind":"operator","operator":{"name":"http://a:1","disabled":true}}` + "\n", "without a pool"},
 		{`{"kind":"collect"}` + "\n", "without its number"},
 		{`{"kind":"membership","membership":[{"url":"http://a:1","weight":0}]}` + "\n", "member 0"},
 		{`{"kind":"counters","counters":{},"operator":{"name":"x"}}` + "\n", "more than one payload"},
@@ -118,180 +102,12 @@ func TestChannelRejectsMalformedMessages(t *testing.T) {
 			t.Errorf("Recv of %q: %v, want an error saying %q", tt.line, err, tt.errHas)
 		}
 	}
-	go a.Write([]byte(`{"kind":"operator","operator":{"name":"x","disabled":true}}` + "\n"))
+	go a.Write([]byte(`{"kind":"operator","operator":{"pool":"default","name":"x","disabled":true}}` + "\n"))
 	if m, err := ch.Recv(); err != nil || !m.Operator.Disabled {
 		t.Fatalf("a good message after bad ones: %+v, %v", m, err)
 	}
 	go func() { a.Write([]byte(`{"kind":"oper`)); a.Close() }()
 	if _, err := ch.Recv(); err == nil || !strings.Contains(err.Error(), "closed inside a message") {
 		t.Fatalf("a message cut off: %v", err)
-	}
-}
-
-// attachProcess opens process i's channel the way the supervisor does and
-// returns the process's side of it, its configuration already read.
-func attachProcess(t *testing.T, l *Control, i int) *Process {
-	t.Helper()
-	f, err := l.attach(i)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := net.FileConn(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	p := &Process{Index: i, ch: NewChannel(c)}
-	m, err := p.ch.Recv()
-	if err != nil || m.Kind != KindConfig {
-		t.Fatalf("first message %+v, %v; want the configuration", m, err)
-	}
-	p.Config = *m.Config
-	return p
-}
-
-// TestProcessFollowsTheSupervisor runs both sides: a process gets the
-// configuration and the health snapshot, then transitions and operator
-// state, which land on its own backends of the same names.
-func TestProcessFollowsTheSupervisor(t *testing.T) {
-	checked := newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002")
-	checked[1].SetHealthy(false)
-	src := ConfigSource{Generation: 1, Name: "relay.yml", Data: []byte("x: 1\n")}
-	l := NewControl(src, checked, 50, slog.New(slog.DiscardHandler))
-	p := attachProcess(t, l, 0)
-	// The control adds the session-ticket keys every process shares.
-	got := p.Config
-	if len(got.TicketKeys) != 1 || len(got.TicketKeys[0]) != TicketKeyLen {
-		t.Errorf("process got %d ticket keys, want one of %d bytes", len(got.TicketKeys), TicketKeyLen)
-	}
-	got.TicketKeys = nil
-	// And relay's instance id, the same for every process.
-	if len(got.Instance) != 2*instanceBytes || got.Instance != l.config.Instance {
-		t.Errorf("process got instance id %q, want the control's %q", got.Instance, l.config.Instance)
-	}
-	got.Instance = ""
-	if !reflect.DeepEqual(got, src) {
-		t.Fatalf("process got configuration %+v, want %+v", got, src)
-	}
-	served := newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002", "http://127.0.0.1:8003")
-	ended := make(chan error, 1)
-	if err := p.Follow(served, Updates{Ended: func(err error) { ended <- err }}); err != nil {
-		t.Fatal(err)
-	}
-	if !served[0].Healthy() || served[1].Healthy() || !served[2].Healthy() {
-		t.Fatalf("after the snapshot: %v %v %v, want up, down, up (a name the supervisor does not check is left alone)",
-			served[0].Healthy(), served[1].Healthy(), served[2].Healthy())
-	}
-	l.HealthChanged(checked[1], true)
-	if err := l.Drain(checked[0].Name); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the transition and the drain", func() bool {
-		return served[1].Healthy() && served[0].Draining()
-	})
-	l.detach(0)
-	select {
-	case err := <-ended:
-		if err == nil || !strings.Contains(err.Error(), "closed") {
-			t.Fatalf("ended with %v", err)
-		}
-	case <-time.After(ioTimeout):
-		t.Fatal("the process did not see its channel end")
-	}
-}
-
-// TestSlowProcessLosesItsChannel: a process that stops reading cannot
-// stall the supervisor; its queue fills and it loses its channel.
-func TestSlowProcessLosesItsChannel(t *testing.T) {
-	bs := newBackends(t, "http://127.0.0.1:8001")
-	l := NewControl(ConfigSource{Generation: 1}, bs, 50, slog.New(slog.DiscardHandler))
-	slow := attachProcess(t, l, 0) // never reads again
-	done := make(chan struct{})
-	go func() {
-		// Far more than the queue and the socket buffers hold.
-		for i := range queueLen * 40 {
-			l.HealthChanged(bs[0], i%2 == 0)
-		}
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(ioTimeout):
-		t.Fatal("broadcasting blocked on a process that does not read")
-	}
-	l.mu.Lock()
-	_, slowAttached := l.byProc[0]
-	l.mu.Unlock()
-	if slowAttached {
-		t.Fatal("the slow process kept its channel")
-	}
-	// Its side ends once it reads what was buffered.
-	for {
-		if _, err := slow.ch.Recv(); err != nil {
-			break
-		}
-	}
-}
-
-// TestCountersSumOverProcesses: a collect gets every process's counters
-// as of that moment and sums them; a process that exits keeps what it
-// counted in the sums, so counters never go backwards, while its gauges
-// (in flight) end with it.
-func TestCountersSumOverProcesses(t *testing.T) {
-	bs := newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002")
-	l := NewControl(ConfigSource{Generation: 1}, bs, 50, slog.New(slog.DiscardHandler))
-	procs := []*Process{attachProcess(t, l, 0), attachProcess(t, l, 1)}
-	own := [][]*backend.Backend{newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002"), newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002")}
-	for i, n := range []int{3, 5} {
-		for range n {
-			own[i][0].Acquire()
-			own[i][0].Release()
-			own[i][0].Requests.Observe(0, 200, time.Millisecond, 0, 10)
-		}
-		own[i][1].Acquire() // one in flight each
-		own[i][1].Fail()
-	}
-	read := func(i int) func() *stats.Process {
-		return func() *stats.Process {
-			st := &stats.Process{ConnsAccepted: uint64(i + 1)}
-			for _, b := range own[i] {
-				st.Backends = append(st.Backends, stats.Backend{Name: b.Name, InFlight: b.InFlight(),
-					Served: b.Served(), Failures: b.Failures(), Requests: b.Requests.Read()})
-			}
-			return st
-		}
-	}
-	for i, p := range procs {
-		if err := p.Follow(own[i], Updates{Stats: read(i)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
-	defer cancel()
-	got := l.Stats(ctx)
-	if got.ConnsAccepted != 3 || len(got.Backends) != 2 {
-		t.Fatalf("collected %+v, want both processes' counters", got)
-	}
-	b0, b1 := got.Backends[0], got.Backends[1]
-	if b0.Served != 8 || b0.Requests.Total() != 8 || b0.Requests.BytesOut != 80 || b1.Served != 2 || b1.Failures != 2 || b1.InFlight != 2 {
-		t.Fatalf("collected %+v and %+v; want 8 served and answered to the first, 2 served, failed and in flight to the second", b0, b1)
-	}
-	procs[1].ch.Close() // process 1 exits
-	l.detach(1)
-	got = l.Stats(ctx)
-	if b0, b1 := got.Backends[0], got.Backends[1]; b0.Served != 8 || b1.Served != 2 || b1.InFlight != 1 {
-		t.Fatalf("after process 1 exited: %+v and %+v; want its counts kept and its request in flight gone", b0, b1)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(ioTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }

@@ -26,16 +26,17 @@
 // lines, so lines never interleave and size rotation has one writer.
 //
 // The channel (a Unix socket pair, one JSON message per line, Channel)
-// carries typed messages both ways. Down: the configuration the supervisor
+// carries typed messages both ways (message.go is the wire format, which
+// both ends are built from). Down: the configuration the supervisor
 // loaded (first, so a process restarted after a crash runs what the others
 // run, not a file edited since), membership, health and operator state.
-// Up: counters, every second and at exit, which the supervisor sums over
-// the processes. What must be global has its home in the supervisor: the
-// active health checks run once, there, and every transition reaches every
-// process at the same moment; operator actions and membership changes go
-// the same way. A process whose queue of messages overflows, or that sends
-// what cannot be read, loses its channel, stops and is started afresh,
-// which resynchronises it.
+// Up: counters, every second and at exit, and breaker changes. What the
+// messages mean is the control plane's (package control): it runs beside
+// the supervisor, holds what must be global, and attaches to every
+// process the supervisor starts through the Control interface, so this
+// package never imports it. A process whose queue of messages overflows,
+// or that sends what cannot be read, loses its channel, stops and is
+// started afresh, which resynchronises it.
 //
 // Several processes and cpu_affinity need Linux (SO_REUSEPORT balancing,
 // the parent-death signal, sched_setaffinity, SO_INCOMING_CPU);

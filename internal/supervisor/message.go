@@ -15,12 +15,13 @@ const (
 	// KindConfig (down, first on every channel): the configuration the
 	// process must run.
 	KindConfig Kind = "config"
-	// KindMembership (down): the pool's backends.
+	// KindMembership (down): every pool's backends.
 	KindMembership Kind = "membership"
 	// KindHealth (down): active-check results; the first one a process
 	// gets is a snapshot of every backend.
 	KindHealth Kind = "health"
-	// KindOperator (down): an operator's state for one backend.
+	// KindOperator (down): an operator's state for one backend of a
+	// pool.
 	KindOperator Kind = "operator"
 	// KindReopen (down): the shared log file was rotated; reopen it.
 	KindReopen Kind = "reopen"
@@ -32,9 +33,10 @@ const (
 	// KindCounters (up): a process's counters, every second and in answer
 	// to a collect (Collect then says which), numbered by Reading.
 	KindCounters Kind = "counters"
-	// KindBreaker (up and down): a backend's circuit breaker opened or
-	// closed in one process; the supervisor passes it to the others, so
-	// every process ejects and restores the backend together.
+	// KindBreaker (up and down): an address's circuit breaker opened or
+	// closed in one process; the control decides and sends its verdict to
+	// every process, so every process ejects and restores the address
+	// together, in every pool that holds it.
 	KindBreaker Kind = "breaker"
 )
 
@@ -57,9 +59,16 @@ type Message struct {
 	Reading uint64 `json:"reading,omitempty"`
 }
 
-// BreakerState is a backend's circuit breaker as one process left it.
+// BreakerState is an address's circuit breaker as one process left it. The
+// breaker is the address's (backend.Host), so a verdict applies to every
+// pool that holds it.
 type BreakerState struct {
+	// Name is the address (backend.Host.Name).
 	Name string `json:"name"`
+	// Pool is the pool whose request tripped or closed the breaker: the
+	// control judges max_ejected_percent over that pool's members. In a
+	// verdict it is the pool reported.
+	Pool string `json:"pool,omitempty"`
 	// Until is when the ejection ends, in Unix nanoseconds; 0 means the
 	// breaker closed.
 	Until int64 `json:"until"`
@@ -91,8 +100,11 @@ type ConfigSource struct {
 	Instance string `json:"instance,omitempty"`
 }
 
-// Member is one backend of the pool.
+// Member is one backend of a pool.
 type Member struct {
+	// Pool names the pool; never "" (the file's top level is the pool
+	// named "default").
+	Pool        string `json:"pool"`
 	URL         string `json:"url"`
 	Weight      int    `json:"weight"`
 	MaxRequests int    `json:"max_requests,omitempty"`
@@ -117,7 +129,7 @@ func (m Member) Source() string {
 	return m.From
 }
 
-// HealthUpdate carries active-check states by backend name.
+// HealthUpdate carries active-check states by pool and backend name.
 type HealthUpdate struct {
 	// Snapshot marks the state of every backend, sent when a process
 	// attaches, as opposed to one transition.
@@ -125,15 +137,19 @@ type HealthUpdate struct {
 	Backends []BackendHealth `json:"backends"`
 }
 
-// BackendHealth is one backend's active-check state.
+// BackendHealth is one backend's active-check state in one pool: pools
+// that check an address alike share one check and its verdict, pools that
+// check it differently (another health_check) each have their own.
 type BackendHealth struct {
+	Pool string `json:"pool"`
 	Name string `json:"name"`
 	Up   bool   `json:"up"`
 }
 
-// OperatorState is what an operator set for one backend. Weights travel
-// with the membership, which they are part of.
+// OperatorState is what an operator set for one backend of a pool.
+// Weights travel with the membership, which they are part of.
 type OperatorState struct {
+	Pool     string `json:"pool"`
 	Name     string `json:"name"`
 	Draining bool   `json:"draining"`
 	Disabled bool   `json:"disabled"`
@@ -170,19 +186,22 @@ func (m *Message) validate() error {
 			if mb.URL == "" || mb.Weight < 1 {
 				return fmt.Errorf(`"membership" message: member %d has URL %q and weight %d`, i, mb.URL, mb.Weight)
 			}
+			if mb.Pool == "" {
+				return fmt.Errorf(`"membership" message: member %d (%s) names no pool`, i, mb.URL)
+			}
 		}
 	case KindHealth:
 		if m.Health == nil {
 			return errors.New(`"health" message without backends`)
 		}
 		for i, b := range m.Health.Backends {
-			if b.Name == "" {
-				return fmt.Errorf(`"health" message: backend %d has no name`, i)
+			if b.Name == "" || b.Pool == "" {
+				return fmt.Errorf(`"health" message: backend %d has name %q in pool %q; both must be given`, i, b.Name, b.Pool)
 			}
 		}
 	case KindOperator:
-		if m.Operator == nil || m.Operator.Name == "" {
-			return errors.New(`"operator" message without a backend name`)
+		if m.Operator == nil || m.Operator.Name == "" || m.Operator.Pool == "" {
+			return errors.New(`"operator" message without a pool and a backend name`)
 		}
 	case KindReopen:
 	case KindCollect:
@@ -205,6 +224,9 @@ func (m *Message) validate() error {
 	}
 	return nil
 }
+
+// TicketKeyLen is the length of a session-ticket key (crypto/tls's).
+const TicketKeyLen = 32
 
 // checkTicketKeys reports a session-ticket key of the wrong length, without
 // showing any key.

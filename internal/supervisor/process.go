@@ -1,9 +1,7 @@
 package supervisor
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"strconv"
@@ -11,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"relay/internal/backend"
 	"relay/internal/stats"
 )
 
@@ -98,13 +95,26 @@ func Inherited() (*Process, error) {
 		closeListeners(ln, tln)
 		return nil, fmt.Errorf("%s is set but descriptor %d is not the supervisor's channel (%v); %s", envProcess, channelFD, err, hint)
 	}
-	p := &Process{Index: index, Listener: ln, TLSListener: tln, ready: os.NewFile(readyFD, "ready"), ch: NewChannel(conn)}
+	p, err := Attached(index, ln, conn)
+	if err != nil {
+		closeListeners(ln, tln)
+		return nil, err
+	}
+	p.TLSListener, p.ready = tln, os.NewFile(readyFD, "ready")
+	return p, nil
+}
+
+// Attached returns serving process index over conn, its end of the
+// channel, once it has read the configuration, the first message on every
+// channel. ln is its listening socket. With one process the control
+// attaches the serving side in its own process this way.
+func Attached(index int, ln net.Listener, conn net.Conn) (*Process, error) {
+	p := &Process{Index: index, Listener: ln, ch: NewChannel(conn)}
 	m, err := p.ch.Recv()
 	if err == nil && m.Kind != KindConfig {
 		err = fmt.Errorf("the first message is %q, not the configuration", m.Kind)
 	}
 	if err != nil {
-		closeListeners(ln, tln)
 		p.ch.Close()
 		return nil, fmt.Errorf("reading the configuration from the supervisor: %w", err)
 	}
@@ -121,163 +131,14 @@ func (p *Process) Serving() {
 	p.ready.Close()
 }
 
-// Updates are what Follow does with messages other than health, breakers
-// and operator state, which it applies to the backends itself.
-type Updates struct {
-	// Membership receives a new set of backends and returns the process's
-	// backends after applying it; nil ignores membership messages.
-	Membership func([]Member) []*backend.Backend
-	// Config receives a configuration generation after the first (a
-	// reload); nil ignores them.
-	Config func(ConfigSource)
-	// Stats reads the process's counters, for the supervisor's collects;
-	// nil answers none.
-	Stats func() *stats.Process
-	// Reopen reopens the shared log file after a rotation; nil ignores it.
-	Reopen func()
-	// Tickets receives new TLS session-ticket keys, newest first; nil
-	// ignores them.
-	Tickets func([][]byte)
-	// Ended is called once when the channel ends or breaks; the process
-	// should then stop, so that the supervisor starts it afresh.
-	Ended func(error)
-}
+// Send sends m to the control.
+func (p *Process) Send(m Message) error { return p.ch.Send(m) }
 
-// Follow reads what the supervisor sends a new process, the membership
-// and the health snapshot, applies it to bs, and returns once it is
-// applied; then it applies what the supervisor sends in the background:
-// health transitions, breaker verdicts and operator state to the backends
-// of the same name (names it does not know are ignored), membership and
-// configuration through u, and answers collects with u.Stats.
-func (p *Process) Follow(bs []*backend.Backend, u Updates) error {
-	byName := index(bs)
-	for {
-		m, err := p.ch.Recv()
-		if err != nil {
-			return fmt.Errorf("reading the health snapshot from the supervisor: %w", err)
-		}
-		if m.Kind == KindMembership {
-			if u.Membership != nil {
-				byName = index(u.Membership(m.Membership))
-			}
-			continue
-		}
-		if m.Kind != KindHealth || !m.Health.Snapshot {
-			return fmt.Errorf("reading the health snapshot from the supervisor: expected the health snapshot, got a %q message", m.Kind)
-		}
-		applyHealth(byName, m.Health)
-		break
-	}
-	generation := p.Config.Generation
-	go func() {
-		for {
-			m, err := p.ch.Recv()
-			if err != nil {
-				if errors.Is(err, io.EOF) {
-					err = errors.New("the supervisor closed it")
-				}
-				if u.Ended != nil {
-					u.Ended(err)
-				}
-				return
-			}
-			switch m.Kind {
-			case KindHealth:
-				applyHealth(byName, m.Health)
-			case KindOperator:
-				if b := byName[m.Operator.Name]; b != nil {
-					applyOperator(b, m.Operator)
-				}
-			case KindBreaker:
-				if b := byName[m.Breaker.Name]; b != nil {
-					ApplyBreaker(b, m.Breaker)
-				}
-			case KindMembership:
-				if u.Membership != nil {
-					byName = index(u.Membership(m.Membership))
-				}
-			case KindReopen:
-				if u.Reopen != nil {
-					u.Reopen()
-				}
-			case KindTickets:
-				if u.Tickets != nil {
-					u.Tickets(m.Tickets)
-				}
-			case KindCollect:
-				if u.Stats != nil {
-					c := p.counters(u.Stats)
-					c.Collect = m.Collect
-					p.ch.Send(c)
-				}
-			case KindConfig:
-				if m.Config.Generation > generation && u.Config != nil {
-					generation = m.Config.Generation
-					u.Config(*m.Config)
-				}
-			}
-		}
-	}()
-	return nil
-}
+// Recv reads the next message from the control; one goroutine reads.
+func (p *Process) Recv() (Message, error) { return p.ch.Recv() }
 
-func index(bs []*backend.Backend) map[string]*backend.Backend {
-	byName := make(map[string]*backend.Backend, len(bs))
-	for _, b := range bs {
-		byName[b.Name] = b
-	}
-	return byName
-}
-
-func applyHealth(byName map[string]*backend.Backend, h *HealthUpdate) {
-	for _, s := range h.Backends {
-		if b := byName[s.Name]; b != nil {
-			b.SetHealthy(s.Up)
-		}
-	}
-}
-
-// ApplyBreaker makes b's breaker what another process reported: ejected
-// until the time given, or closed.
-func ApplyBreaker(b *backend.Backend, s *BreakerState) {
-	if s.Until == 0 {
-		b.Close()
-		return
-	}
-	b.SetTrips(s.Trips)
-	b.Eject(time.Unix(0, s.Until))
-}
-
-// BreakerOf is b's breaker as a message carries it; a zero until means
-// closed.
-func BreakerOf(b *backend.Backend, until time.Time) *BreakerState {
-	s := &BreakerState{Name: b.Name, Trips: b.Trips()}
-	if !until.IsZero() {
-		s.Until = until.UnixNano()
-	}
-	return s
-}
-
-// ReportBreaker tells the supervisor that b's breaker opened until until,
-// or closed when until is zero, and why. The supervisor decides, logs the
-// change and sends its verdict to every process, this one included
-// (links.breakerChanged). It is the forwarding core's breaker hook
-// (core.PoolConfig.OnBreaker).
-func (p *Process) ReportBreaker(b *backend.Backend, until time.Time, reason string) {
-	s := BreakerOf(b, until)
-	s.Reason = reason
-	p.ch.Send(Message{Kind: KindBreaker, Breaker: s})
-}
-
-func applyOperator(b *backend.Backend, o *OperatorState) {
-	b.SetDraining(o.Draining)
-	b.SetDisabled(o.Disabled)
-}
-
-// operatorOf is b's operator state as a message carries it.
-func operatorOf(b *backend.Backend) *OperatorState {
-	return &OperatorState{Name: b.Name, Draining: b.Draining(), Disabled: b.Disabled()}
-}
+// Close closes the process's end of the channel, as exiting does.
+func (p *Process) Close() error { return p.ch.Close() }
 
 // ReportCounters sends the process's counters, as read returns them, to
 // the supervisor every interval when they changed, and once more when stop
@@ -293,13 +154,13 @@ func (p *Process) ReportCounters(every time.Duration, read func() *stats.Process
 		for {
 			select {
 			case <-t.C:
-				c := p.counters(read)
+				c := p.Counters(read)
 				if v := activity(c.Counters); v != last {
 					last = v
 					p.ch.Send(c)
 				}
 			case <-done:
-				p.ch.Send(p.counters(read))
+				p.ch.Send(p.Counters(read))
 				return
 			}
 		}
@@ -308,11 +169,11 @@ func (p *Process) ReportCounters(every time.Duration, read func() *stats.Process
 	return func() { once.Do(func() { close(done); wg.Wait() }) }
 }
 
-// counters reads the process's counters with read into a message,
+// Counters reads the process's counters with read into a message,
 // numbered: collect answers and reports are read and sent by different
 // goroutines, so a reading may be sent after a later one, and the number
 // lets the control keep the later.
-func (p *Process) counters(read func() *stats.Process) Message {
+func (p *Process) Counters(read func() *stats.Process) Message {
 	p.counting.Lock()
 	defer p.counting.Unlock()
 	p.readings++

@@ -60,10 +60,9 @@ type Options struct {
 	ErrOut io.Writer
 	Rotate func()
 	Reload func()
-	// Control is relay's control (health, breakers, membership, operator
-	// state, counters), which the caller made and runs the active checks
-	// for; Run attaches every process to it.
-	Control *Control
+	// Control is relay's control plane (package control), which the
+	// caller made; Run attaches every process to it.
+	Control Control
 	// Admin is the admin listener's address, for the start line.
 	Admin string
 	// Demo, when set, starts the demo backends before the processes.
@@ -71,6 +70,22 @@ type Options struct {
 	// Started, when set, runs once every process serves; Stopping as
 	// relay begins to stop, before the processes drain.
 	Started, Stopping func()
+}
+
+// Control is what the supervisor needs of relay's control plane: a
+// channel to each serving process it starts, ended when the process
+// exits, and relay's own addresses once it has bound them, which no
+// backend may be. Package control implements it; the supervisor does not
+// import it, so process mechanics and the control plane stay apart.
+type Control interface {
+	// Attach opens the channel of process i and returns the end the
+	// process inherits.
+	Attach(i int) (*os.File, error)
+	// Detach ends the channel of process i, which exited, once what it
+	// sent before it ended has been taken in.
+	Detach(i int)
+	// SetListeners tells the control where relay listens.
+	SetListeners(config.Listeners)
 }
 
 // supervisor starts the serving processes, restarts one that dies, copies
@@ -83,7 +98,7 @@ type supervisor struct {
 	sockets    []*os.File // per process; nil without a cleartext listener
 	tlsSockets []*os.File // per process; nil without TLS
 	cpus       []int      // with cpu_affinity, the CPUs processes are bound to
-	links      *Control
+	links      Control
 	procs      []*exec.Cmd // nil while not running
 	exited     chan exited
 	copiers    sync.WaitGroup // copyLines of every process started
@@ -206,7 +221,7 @@ func Run(opts Options) error {
 				continue
 			}
 			s.procs[e.index] = nil
-			s.links.detach(e.index)
+			s.links.Detach(e.index)
 			log.Error("process exited; restarting it", "process", e.index, "pid", e.cmd.Process.Pid,
 				"err", exitReason(e.err), "after", restartDelay.String())
 			time.AfterFunc(restartDelay, func() { restart <- e.index })
@@ -268,7 +283,7 @@ func (s *supervisor) start(i int) (<-chan error, error) {
 		}
 		pipes[k], pipes[k+1] = r, w
 	}
-	channel, err := s.links.attach(i)
+	channel, err := s.links.Attach(i)
 	if err != nil {
 		closeFiles(pipes[:])
 		return nil, fmt.Errorf("process %d: %w", i, err)
@@ -305,7 +320,7 @@ func (s *supervisor) start(i int) (<-chan error, error) {
 	closeFiles([]*os.File{pipes[1], pipes[3], pipes[5], channel}) // the child holds its own copies
 	if err != nil {
 		closeFiles([]*os.File{pipes[0], pipes[2], pipes[4]})
-		s.links.detach(i)
+		s.links.Detach(i)
 		return nil, fmt.Errorf("process %d: %w", i, err)
 	}
 	s.procs[i] = cmd
@@ -352,7 +367,7 @@ func (s *supervisor) stopAll() {
 		case e := <-s.exited:
 			if s.procs[e.index] == e.cmd {
 				s.procs[e.index] = nil
-				s.links.detach(e.index)
+				s.links.Detach(e.index)
 			}
 		case <-kill.C:
 			for i, c := range s.procs {

@@ -1,7 +1,8 @@
-// relay's dashboard. It polls GET /api/backends once a second and shows
+// relay's dashboard. It polls GET /api/pools once a second and shows
 // the difference between two polls as rates and latency percentiles, the
 // way Prometheus's rate() and histogram_quantile() would over a window of
-// about a second. No framework, no build step: the page must work from
+// about a second: the tiles and charts for relay as a whole, each pool's
+// backends under the pool's name. No framework, no build step: the page must work from
 // the binary alone, offline, under "Content-Security-Policy: default-src
 // 'self'" (so no inline script, no inline style, no eval).
 "use strict";
@@ -284,7 +285,8 @@ function drawSpark(plot, series, tNow) {
 
 const samples = [];                 // recent polls: {t, data}, oldest first
 const totals = { rps: [], p99: [] }; // series of the totals
-const rows = new Map();             // backend name -> row (see makeRow)
+const rows = new Map();             // rowKey(pool, name) -> row (see makeRow)
+const heads = new Map();            // pool name -> its heading row
 let polls = 0;                      // successful polls
 let failing = false;                // the last poll failed
 let lastOK = 0;                     // Date.now() of the last good poll
@@ -311,11 +313,17 @@ const BUTTONS = [
   { action: "enable", label: "Enable", title: "Put this backend back in rotation (clears drain and disable)" },
 ];
 
-function makeRow(name) {
+// rowKey names a backend's row: one address in two pools is two rows.
+function rowKey(pool, name) {
+  return pool + " " + name;
+}
+
+function makeRow(pool, name) {
   const tr = el("tr");
   tr.dataset.backend = name;
+  tr.dataset.pool = pool;
   const cell = (cls) => tr.appendChild(el("td", cls));
-  const row = { name, tr, busy: false, last: null, rps: [], p99: [] };
+  const row = { pool, name, tr, busy: false, last: null, rps: [], p99: [] };
 
   row.nameCell = cell("name");
   row.nameCell.textContent = name;
@@ -413,11 +421,11 @@ async function act(row, action) {
   row.busy = true;
   updateButtons(row);
   try {
-    await api(`/api/backends/${encodeURIComponent(row.name)}/${action}`, "POST");
+    await api(`/api/pools/${encodeURIComponent(row.pool)}/backends/${encodeURIComponent(row.name)}/${action}`, "POST");
     hideError();
   } catch (e) {
     const why = e.status === 0 ? "relay unreachable (" + e.message + ")" : e.message + (e.status ? ` (HTTP ${e.status})` : "");
-    showError(`${label} ${row.name}: ${why}`);
+    showError(`${label} ${row.name} (pool ${row.pool}): ${why}`);
   } finally {
     row.busy = false;
     updateButtons(row);
@@ -433,6 +441,59 @@ function hideError() {
   $("error").hidden = true;
 }
 
+// makeHead is the row that names a pool above its backends.
+function makeHead(pool) {
+  const tr = el("tr", "pool-head");
+  tr.dataset.poolHead = pool;
+  const th = tr.appendChild(el("th"));
+  th.colSpan = 11;
+  th.scope = "rowgroup";
+  const name = th.appendChild(el("span", "pool-name"));
+  th.appendChild(document.createTextNode(" "));
+  const about = th.appendChild(el("span", "muted pool-about"));
+  return { tr, name, about };
+}
+
+// algorithmText is a pool's algorithm, saying so when it ignores the
+// weights its members have.
+function algorithmText(p) {
+  if (!p.algorithm) return "";
+  return p.weights_ignored ? p.algorithm + " (ignores the weights)" : p.algorithm;
+}
+
+// combine turns GET /api/pools into what the page draws: relay's totals
+// (each pool's summed; connections are relay's own, the same in every
+// pool), every pool's backends, each knowing its pool, and the pools.
+function combine(data) {
+  const pools = Array.isArray(data.pools) ? data.pools : [];
+  const out = { generation: data.generation, processes: data.processes, time: data.time, pools, backends: [], queued: 0, totals: null };
+  for (const p of pools) {
+    out.queued += p.queued || 0;
+    for (const b of Array.isArray(p.backends) ? p.backends : []) out.backends.push(Object.assign({ pool: p.pool }, b));
+    out.totals = addTotals(out.totals, p.totals || {});
+  }
+  out.totals = out.totals || {};
+  return out;
+}
+
+// addTotals adds pool totals t to sum (null: none yet) and returns it.
+function addTotals(sum, t) {
+  if (!sum) return JSON.parse(JSON.stringify(t));
+  for (const k of ["requests", "bytes_in", "bytes_out", "in_flight", "retries", "retry_budget_refusals", "no_backend"]) {
+    if (typeof t[k] === "number") sum[k] = (sum[k] || 0) + t[k];
+  }
+  for (const [k, v] of Object.entries(t.responses || {})) {
+    sum.responses = sum.responses || {};
+    sum.responses[k] = (sum.responses[k] || 0) + v;
+  }
+  const a = sum.latency, b = t.latency;
+  if (a && b && sameBounds(a.bounds, b.bounds) && a.counts.length === b.counts.length) {
+    a.counts = a.counts.map((n, i) => n + b.counts[i]);
+    a.sum_seconds += b.sum_seconds;
+  }
+  return sum;
+}
+
 // ------------------------------------------------------------ render
 
 function render(cur, ref) {
@@ -442,14 +503,19 @@ function render(cur, ref) {
   const old = ref ? ref.data : null;
   const backends = Array.isArray(data.backends) ? data.backends : [];
 
-  // Header.
+  // Header: the pool and its algorithm when there is one, else how many.
+  const pools = Array.isArray(data.pools) ? data.pools : [];
   const meta = [];
-  if (data.pool) meta.push("pool " + data.pool);
-  if (data.algorithm) meta.push(data.weights_ignored ? data.algorithm + " (ignores the weights)" : data.algorithm);
+  if (pools.length === 1) {
+    meta.push("pool " + pools[0].pool);
+    if (pools[0].algorithm) meta.push(algorithmText(pools[0]));
+  } else {
+    meta.push(plural(pools.length, "pool", "pools"));
+  }
   if (data.processes != null) meta.push(plural(data.processes, "process", "processes"));
   if (data.generation != null) meta.push("configuration " + data.generation);
   setText($("meta"), meta.join(" · "));
-  $("meta").title = (data.warnings || []).join("\n");
+  $("meta").title = pools.flatMap((p) => (p.warnings || []).map((w) => "pool " + p.pool + ": " + w)).join("\n");
 
   // Totals.
   const t = data.totals || {};
@@ -483,27 +549,52 @@ function render(cur, ref) {
   charts.rps.draw(totals.rps, tNow, d.rps);
   charts.p99.draw(totals.p99, tNow, d.p99);
 
-  // Backends, in the API's order; a row lives as long as its backend so
-  // that a button being clicked is never replaced under the pointer.
-  const before = new Map((old && Array.isArray(old.backends) ? old.backends : []).map((b) => [b.name, b]));
+  // Backends, pool by pool in the API's order, each pool's under a row
+  // that names it; a row lives as long as its backend so that a button
+  // being clicked is never replaced under the pointer.
+  const before = new Map((old && Array.isArray(old.backends) ? old.backends : []).map((b) => [rowKey(b.pool, b.name), b]));
   const tbody = document.querySelector("#backends tbody");
   const seen = new Set();
-  backends.forEach((b, i) => {
-    seen.add(b.name);
-    let row = rows.get(b.name);
-    if (!row) rows.set(b.name, row = makeRow(b.name));
-    const bd = change(b, before.get(b.name), dt);
-    pushPoint(row.rps, tNow, bd.rps);
-    pushPoint(row.p99, tNow, bd.p99);
-    updateRow(row, b, bd, tNow);
-    drawSpark(row.rpsCell.plot, row.rps, tNow);
-    drawSpark(row.p99Cell.plot, row.p99, tNow);
-    if (tbody.children[i] !== row.tr) tbody.insertBefore(row.tr, tbody.children[i] || null);
-  });
-  for (const [name, row] of rows) {
-    if (!seen.has(name)) {
+  const seenPools = new Set();
+  let i = 0;
+  const place = (tr) => {
+    if (tbody.children[i] !== tr) tbody.insertBefore(tr, tbody.children[i] || null);
+    i++;
+  };
+  for (const p of pools) {
+    seenPools.add(p.pool);
+    let head = heads.get(p.pool);
+    if (!head) heads.set(p.pool, head = makeHead(p.pool));
+    const members = Array.isArray(p.backends) ? p.backends : [];
+    const up = members.filter((b) => b.in_rotation).length;
+    setText(head.name, p.pool);
+    setText(head.about, [algorithmText(p), `${up} of ${members.length} in rotation`].filter(Boolean).join(" · "));
+    setTitle(head.about, (p.warnings || []).join("\n"));
+    place(head.tr);
+    for (const b of members) {
+      const key = rowKey(p.pool, b.name);
+      seen.add(key);
+      let row = rows.get(key);
+      if (!row) rows.set(key, row = makeRow(p.pool, b.name));
+      const bd = change(b, before.get(key), dt);
+      pushPoint(row.rps, tNow, bd.rps);
+      pushPoint(row.p99, tNow, bd.p99);
+      updateRow(row, b, bd, tNow);
+      drawSpark(row.rpsCell.plot, row.rps, tNow);
+      drawSpark(row.p99Cell.plot, row.p99, tNow);
+      place(row.tr);
+    }
+  }
+  for (const [key, row] of rows) {
+    if (!seen.has(key)) {
       row.tr.remove();
-      rows.delete(name);
+      rows.delete(key);
+    }
+  }
+  for (const [name, head] of heads) {
+    if (!seenPools.has(name)) {
+      head.tr.remove();
+      heads.delete(name);
     }
   }
   $("empty").hidden = backends.length > 0;
@@ -529,8 +620,8 @@ async function poll() {
   polling = true;
   const started = performance.now();
   try {
-    const data = await api("/api/backends");
-    received(data);
+    const data = await api("/api/pools");
+    received(combine(data));
   } catch (e) {
     unreachable(e);
   } finally {

@@ -113,7 +113,7 @@ func TestPageNeedsOnlyWhatIsServed(t *testing.T) {
 	}
 	for _, m := range refs {
 		ref := m[1]
-		if ref == "/api/backends" || ref == "/metrics" {
+		if ref == "/api/pools" || ref == "/metrics" {
 			continue // links to the admin API beside the page, not loaded by it
 		}
 		if !strings.HasPrefix(ref, "/ui/") {
@@ -149,8 +149,8 @@ func TestPageNeedsOnlyWhatIsServed(t *testing.T) {
 }
 
 // ------------------------------------------------------------------------
-// A fake admin API, as /tmp/admin-api.md describes GET /api/backends and
-// the drain and enable actions.
+// A fake admin API: GET /api/pools and the drain and enable actions of
+// a pool's backend, as internal/admin answers them.
 
 // traffic is what a backend serves between two polls of the fake.
 type traffic struct {
@@ -197,6 +197,7 @@ func (c *counts) json() map[string]any {
 }
 
 type fakeBackend struct {
+	pool                        string // "" is the default pool
 	name                        string
 	weight, configuredWeight    int
 	state, breaker              string
@@ -275,13 +276,23 @@ func newFake(step time.Duration) *fakeAPI {
 	return &fakeAPI{now: now, step: step, backends: standardBackends(now), refuse: map[string]string{}}
 }
 
-func (f *fakeAPI) backend(name string) *fakeBackend {
+func (f *fakeAPI) backend(name string) *fakeBackend { return f.member("default", name) }
+
+// member is the backend named name in pool.
+func (f *fakeAPI) member(pool, name string) *fakeBackend {
 	for _, b := range f.backends {
-		if b.name == name {
+		if b.poolName() == pool && b.name == name {
 			return b
 		}
 	}
 	return nil
+}
+
+func (b *fakeBackend) poolName() string {
+	if b.pool == "" {
+		return "default"
+	}
+	return b.pool
 }
 
 // update changes the fake under its lock.
@@ -331,33 +342,52 @@ func (f *fakeAPI) list(w http.ResponseWriter, r *http.Request) {
 	f.polls++
 	f.now = f.now.Add(f.step)
 	f.retries += 2
-	var total counts
-	var inFlight int64
-	views := []map[string]any{}
+	// Each pool as GET /api/pools lists them, in the order of their
+	// first backend; the first pool has the retries and the answers
+	// without a backend.
+	var order []string
+	byPool := map[string][]*fakeBackend{}
 	for _, b := range f.backends {
 		b.add(b.perPoll(f.polls))
-		total.requests += b.requests
-		for i := range total.responses {
-			total.responses[i] += b.responses[i]
+		if byPool[b.poolName()] == nil {
+			order = append(order, b.poolName())
 		}
-		for i := range total.buckets {
-			total.buckets[i] += b.buckets[i]
-		}
-		total.seconds += b.seconds
-		inFlight += b.inFlight
-		views = append(views, b.json())
+		byPool[b.poolName()] = append(byPool[b.poolName()], b)
 	}
-	totals := total.json()
-	totals["in_flight"] = inFlight
-	totals["connections_open"] = 12
-	totals["connections_accepted"] = 100 + f.polls
-	totals["retries"] = f.retries
-	totals["retry_budget_refusals"] = 0
-	totals["no_backend"] = 7
+	pools := []map[string]any{}
+	for k, name := range order {
+		var total counts
+		var inFlight int64
+		views := []map[string]any{}
+		for _, b := range byPool[name] {
+			total.requests += b.requests
+			for i := range total.responses {
+				total.responses[i] += b.responses[i]
+			}
+			for i := range total.buckets {
+				total.buckets[i] += b.buckets[i]
+			}
+			total.seconds += b.seconds
+			inFlight += b.inFlight
+			views = append(views, b.json())
+		}
+		totals := total.json()
+		totals["in_flight"] = inFlight
+		totals["connections_open"] = 12
+		totals["connections_accepted"] = 100 + f.polls
+		totals["retries"], totals["no_backend"] = uint64(0), 0
+		if k == 0 {
+			totals["retries"], totals["no_backend"] = f.retries, 7
+		}
+		totals["retry_budget_refusals"] = 0
+		pools = append(pools, map[string]any{
+			"pool": name, "algorithm": "round-robin", "generation": 3, "processes": 2, "queued": 0,
+			"time":   f.now.Format(time.RFC3339Nano),
+			"totals": totals, "backends": views,
+		})
+	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"pool": "default", "algorithm": "round-robin", "generation": 3, "processes": 2, "queued": 0,
-		"time":   f.now.Format(time.RFC3339Nano),
-		"totals": totals, "backends": views,
+		"generation": 3, "processes": 2, "time": f.now.Format(time.RFC3339Nano), "pools": pools,
 	})
 }
 
@@ -376,7 +406,7 @@ func (f *fakeAPI) action(w http.ResponseWriter, r *http.Request) {
 	name, action := r.PathValue("name"), r.PathValue("action")
 	f.actions = append(f.actions, action+" "+name)
 	f.paths = append(f.paths, r.URL.EscapedPath())
-	b := f.backend(name)
+	b := f.member(r.PathValue("pool"), name)
 	switch {
 	case b == nil:
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no backend " + name})
@@ -404,8 +434,8 @@ func (f *fakeAPI) serve(t *testing.T) *httptest.Server {
 	mux := http.NewServeMux()
 	mux.Handle("GET /{$}", Handler())
 	mux.Handle("GET /ui/", Handler())
-	mux.HandleFunc("GET /api/backends", f.list)
-	mux.HandleFunc("POST /api/backends/{name}/{action}", f.action)
+	mux.HandleFunc("GET /api/pools", f.list)
+	mux.HandleFunc("POST /api/pools/{pool}/backends/{name}/{action}", f.action)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -521,7 +551,7 @@ func TestDashboardShowsEveryBackend(t *testing.T) {
 			t.Errorf("%s: breaker shows %q (%v), want %s…", want.name, got, err, want.breaker)
 		}
 	}
-	n, err := browser.Eval[int](b, `document.querySelectorAll("#backends tbody tr").length`)
+	n, err := browser.Eval[int](b, `document.querySelectorAll("#backends tbody tr[data-backend]").length`)
 	if err != nil || n != 4 {
 		t.Errorf("%d rows (%v), want 4", n, err)
 	}
@@ -548,6 +578,53 @@ func TestDashboardShowsEveryBackend(t *testing.T) {
 	if err != nil || !strings.Contains(meta, "round-robin") || !strings.Contains(meta, "2 processes") {
 		t.Errorf("header says %q (%v)", meta, err)
 	}
+	noErrors(t, b)
+}
+
+// TestDashboardGroupsBackendsByPool: each pool's backends sit under a row
+// that names the pool, in the API's order; one address in two pools is a
+// row in each, and a button acts on the pool of its row.
+func TestDashboardGroupsBackendsByPool(t *testing.T) {
+	f := newFake(time.Second)
+	const shared = "http://127.0.0.1:8001"
+	f.backends = append(f.backends[:2],
+		&fakeBackend{pool: "api", name: shared, weight: 1, configuredWeight: 1, state: "up", breaker: "closed", healthy: true, perPoll: none},
+		&fakeBackend{pool: "api", name: "http://127.0.0.1:9001", weight: 1, configuredWeight: 1, state: "up", breaker: "closed", healthy: true, perPoll: none})
+	srv := f.serve(t)
+	b := open(t, srv.URL+"/", 2)
+	layout := `[...document.querySelectorAll("#backends tbody tr")].map((r) =>
+		r.dataset.poolHead ? "# " + r.textContent : r.dataset.pool + " " + r.dataset.backend).join("\n")`
+	want := strings.Join([]string{
+		"# default round-robin · 2 of 2 in rotation",
+		"default " + shared,
+		"default http://127.0.0.1:8002",
+		"# api round-robin · 2 of 2 in rotation",
+		"api " + shared,
+		"api http://127.0.0.1:9001",
+	}, "\n")
+	if err := b.WaitFor(5*time.Second, "both pools shown", layout+" === "+js(want)); err != nil {
+		got, _ := browser.Eval[string](b, layout)
+		t.Fatalf("%v; the table reads:\n%s", err, got)
+	}
+	meta, err := browser.Eval[string](b, `document.getElementById("meta").textContent`)
+	if err != nil || !strings.HasPrefix(meta, "2 pools") {
+		t.Errorf("header says %q (%v), want 2 pools first", meta, err)
+	}
+	drain := `#backends tr[data-pool="api"][data-backend="` + shared + `"] button[data-action="drain"]`
+	if err := b.Run(chromedp.Click(chromedp.CSS(drain))); err != nil {
+		t.Fatal(err)
+	}
+	badge := func(pool string) string {
+		return `document.querySelector('#backends tr[data-pool="` + pool + `"][data-backend="` + shared + `"] .badge').textContent`
+	}
+	if err := b.WaitFor(5*time.Second, "api's member draining, default's up", badge("api")+` === "draining" && `+badge("default")+` === "up"`); err != nil {
+		t.Error(err)
+	}
+	f.update(func(f *fakeAPI) {
+		if want := "/api/pools/api/backends/http%3A%2F%2F127.0.0.1%3A8001/drain"; len(f.paths) != 1 || f.paths[0] != want {
+			t.Errorf("the page posted to %q, want %s", f.paths, want)
+		}
+	})
 	noErrors(t, b)
 }
 
@@ -690,7 +767,7 @@ func TestDashboardDrainsAndEnables(t *testing.T) {
 		if len(f.actions) != 1 || f.actions[0] != "drain "+name {
 			t.Errorf("the API got %q, want one drain of %s", f.actions, name)
 		}
-		if want := "/api/backends/http%3A%2F%2F127.0.0.1%3A8002/drain"; len(f.paths) != 1 || f.paths[0] != want {
+		if want := "/api/pools/default/backends/http%3A%2F%2F127.0.0.1%3A8002/drain"; len(f.paths) != 1 || f.paths[0] != want {
 			t.Errorf("the page posted to %q, want %s", f.paths, want)
 		}
 	})
@@ -776,7 +853,7 @@ func TestDashboardShowsRelayUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The browser logs the failed polls itself.
-	noErrors(t, b, "/api/backends")
+	noErrors(t, b, "/api/pools")
 }
 
 // TestDashboardScreenshot lets the charts fill with traffic that moves,
@@ -852,7 +929,7 @@ func TestFakeFailsLikeAGoneRelay(t *testing.T) {
 	f := newFake(time.Second)
 	srv := f.serve(t)
 	f.update(func(f *fakeAPI) { f.fail = true })
-	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(srv.URL + "/api/backends")
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(srv.URL + "/api/pools")
 	if err == nil {
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()

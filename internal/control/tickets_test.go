@@ -1,4 +1,4 @@
-package supervisor
+package control
 
 import (
 	"bytes"
@@ -6,17 +6,19 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"relay/internal/supervisor"
 )
 
 // A rotation sends every process a new session-ticket key in front of the
 // ones before it, keeps three, and a process attached later gets the
 // current set with its configuration.
 func TestRotatedTicketKeysReachEveryProcess(t *testing.T) {
-	l := NewControl(ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001"), 50, slog.New(slog.DiscardHandler))
+	l := NewControl(supervisor.ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001"), 50, slog.New(slog.DiscardHandler))
 	p := attachProcess(t, l, 0)
 	first := p.Config.TicketKeys
 	got := make(chan [][]byte, 8)
-	if err := p.Follow(newBackends(t, "http://127.0.0.1:8001"), Updates{Tickets: func(k [][]byte) { got <- k }}); err != nil {
+	if err := follow(p, newBackends(t, "http://127.0.0.1:8001"), Updates{Tickets: func(k [][]byte) { got <- k }}); err != nil {
 		t.Fatal(err)
 	}
 	rotate := func() [][]byte {
@@ -39,7 +41,7 @@ func TestRotatedTicketKeysReachEveryProcess(t *testing.T) {
 	}
 	for i := range keys {
 		for j := range i {
-			if len(keys[i]) != TicketKeyLen || bytes.Equal(keys[i], keys[j]) {
+			if len(keys[i]) != supervisor.TicketKeyLen || bytes.Equal(keys[i], keys[j]) {
 				t.Fatalf("keys %d and %d: %d bytes, equal %v", j, i, len(keys[i]), bytes.Equal(keys[i], keys[j]))
 			}
 		}
@@ -63,7 +65,7 @@ func TestRotatedTicketKeysReachEveryProcess(t *testing.T) {
 func TestBrokenTicketMessagesKeepTheirKeysOutOfErrors(t *testing.T) {
 	const key = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=" // 32 bytes
 	a, b := socketPair(t)
-	ch := NewChannel(b)
+	ch := supervisor.NewChannel(b)
 	for _, tt := range []struct{ line, errHas string }{
 		{`{"kind":"tickets","tickets":["` + key + `"],}` + "\n", "malformed message of"},
 		{`{"kind":"config","config":{"generation":1,"ticket_keys":["` + key + `"` + "\n", "malformed message of"},

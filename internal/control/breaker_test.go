@@ -1,22 +1,17 @@
-package supervisor
+package control
 
 import (
-	"bytes"
-	"log/slog"
-	"strings"
+	"relay/internal/testlog"
 	"sync"
 	"testing"
 	"time"
 
 	"relay/internal/backend"
+	"relay/internal/supervisor"
 )
 
-// logCount counts the lines of the supervisor's log that hold msg.
-func logCount(logs *LockedWriter, msg string) int {
-	logs.mu.Lock()
-	defer logs.mu.Unlock()
-	return strings.Count(logs.W.(*bytes.Buffer).String(), msg)
-}
+// logCount counts the lines of the control's log that hold msg.
+func logCount(logs *testlog.Buffer, msg string) int { return logs.Count(msg) }
 
 // Two processes open the breakers of two different backends at the same
 // moment, each within max_ejected_percent (50) on its own: together they
@@ -26,13 +21,13 @@ func logCount(logs *LockedWriter, msg string) int {
 func TestCrossingBreakerOpeningsEndTheSameInEveryProcess(t *testing.T) {
 	for round := range 20 {
 		checked := newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002")
-		logs := &LockedWriter{W: new(bytes.Buffer)}
-		l := NewControl(ConfigSource{Generation: 1}, checked, 50, slog.New(slog.NewTextHandler(logs, nil)))
-		procs := []*Process{attachProcess(t, l, 0), attachProcess(t, l, 1)}
+		log, logs := testlog.New()
+		l := NewControl(supervisor.ConfigSource{Generation: 1}, checked, 50, log)
+		procs := []*supervisor.Process{attachProcess(t, l, 0), attachProcess(t, l, 1)}
 		own := make([][]*backend.Backend, 2)
 		for i, p := range procs {
 			own[i] = newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002")
-			if err := p.Follow(own[i], Updates{}); err != nil {
+			if err := follow(p, own[i], Updates{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -44,7 +39,7 @@ func TestCrossingBreakerOpeningsEndTheSameInEveryProcess(t *testing.T) {
 				b := own[i][i]
 				b.Trip()
 				b.Eject(until)
-				p.ReportBreaker(b, until, "3 failures in a row")
+				ReportBreaker(p, "default")(b, until, "3 failures in a row")
 			})
 		}
 		wg.Wait()
@@ -67,7 +62,7 @@ func TestCrossingBreakerOpeningsEndTheSameInEveryProcess(t *testing.T) {
 			t.Fatalf("round %d: %d of 2 backends ejected, want 1 (max_ejected_percent 50)", round, out)
 		}
 		if n := logCount(logs, "circuit breaker opened"); n != 1 {
-			t.Fatalf("round %d: %d \"opened\" lines, want 1; logs:\n%s", round, n, logs.W)
+			t.Fatalf("round %d: %d \"opened\" lines, want 1; logs:\n%s", round, n, logs)
 		}
 	}
 }
@@ -76,13 +71,13 @@ func TestCrossingBreakerOpeningsEndTheSameInEveryProcess(t *testing.T) {
 // with one log line, and stays open in both.
 func TestTheSameBreakerOpenedTwiceIsLoggedOnce(t *testing.T) {
 	checked := newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002", "http://127.0.0.1:8003")
-	logs := &LockedWriter{W: new(bytes.Buffer)}
-	l := NewControl(ConfigSource{Generation: 1}, checked, 50, slog.New(slog.NewTextHandler(logs, nil)))
-	procs := []*Process{attachProcess(t, l, 0), attachProcess(t, l, 1)}
+	log, logs := testlog.New()
+	l := NewControl(supervisor.ConfigSource{Generation: 1}, checked, 50, log)
+	procs := []*supervisor.Process{attachProcess(t, l, 0), attachProcess(t, l, 1)}
 	own := make([][]*backend.Backend, 2)
 	for i, p := range procs {
 		own[i] = newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002", "http://127.0.0.1:8003")
-		if err := p.Follow(own[i], Updates{}); err != nil {
+		if err := follow(p, own[i], Updates{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -90,24 +85,24 @@ func TestTheSameBreakerOpenedTwiceIsLoggedOnce(t *testing.T) {
 		until := time.Now().Add(time.Minute + time.Duration(i)*time.Millisecond)
 		own[i][0].Trip()
 		own[i][0].Eject(until)
-		p.ReportBreaker(own[i][0], until, "3 failures in a row")
+		ReportBreaker(p, "default")(own[i][0], until, "3 failures in a row")
 	}
 	waitFor(t, "the supervisor taking in both", func() bool { return checked[0].Ejected() })
 	time.Sleep(50 * time.Millisecond)
 	if n := logCount(logs, "circuit breaker opened"); n != 1 {
-		t.Errorf("%d \"opened\" lines, want 1; logs:\n%s", n, logs.W)
+		t.Errorf("%d \"opened\" lines, want 1; logs:\n%s", n, logs)
 	}
 	if !own[0][0].Ejected() || !own[1][0].Ejected() {
 		t.Error("the breaker is not open in both processes")
 	}
 	// One process's probe succeeds: closed everywhere, logged once.
 	own[1][0].Close()
-	procs[1].ReportBreaker(own[1][0], time.Time{}, "probe request succeeded")
+	ReportBreaker(procs[1], "default")(own[1][0], time.Time{}, "probe request succeeded")
 	waitFor(t, "the breaker closing everywhere", func() bool {
 		return !checked[0].Ejected() && !own[0][0].Ejected() && !own[1][0].Ejected()
 	})
 	if n := logCount(logs, "circuit breaker closed"); n != 1 {
-		t.Errorf("%d \"closed\" lines, want 1; logs:\n%s", n, logs.W)
+		t.Errorf("%d \"closed\" lines, want 1; logs:\n%s", n, logs)
 	}
 }
 
@@ -119,11 +114,11 @@ func TestProcessStartedLaterProbesAHalfOpenBreaker(t *testing.T) {
 	checked := newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002", "http://127.0.0.1:8003", "http://127.0.0.1:8004")
 	checked[0].Trip()
 	checked[0].Eject(time.Now().Add(-time.Second)) // opened, its time over
-	logs := &LockedWriter{W: new(bytes.Buffer)}
-	l := NewControl(ConfigSource{Generation: 1}, checked, 25, slog.New(slog.NewTextHandler(logs, nil)))
+	log, logs := testlog.New()
+	l := NewControl(supervisor.ConfigSource{Generation: 1}, checked, 25, log)
 	p := attachProcess(t, l, 0)
 	own := newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002", "http://127.0.0.1:8003", "http://127.0.0.1:8004")
-	if err := p.Follow(own, Updates{}); err != nil {
+	if err := follow(p, own, Updates{}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the half-open breaker reaching the new process", own[0].Ejected)
@@ -135,11 +130,11 @@ func TestProcessStartedLaterProbesAHalfOpenBreaker(t *testing.T) {
 	own[0].Release()
 	own[0].Close()
 	own[0].EndProbe()
-	p.ReportBreaker(own[0], time.Time{}, "probe request succeeded")
+	ReportBreaker(p, "default")(own[0], time.Time{}, "probe request succeeded")
 	waitFor(t, "the supervisor closing it", func() bool { return !checked[0].Ejected() })
 	until := time.Now().Add(time.Minute)
 	own[1].Eject(until)
-	p.ReportBreaker(own[1], until, "5 failures in a row")
+	ReportBreaker(p, "default")(own[1], until, "5 failures in a row")
 	waitFor(t, "the next opening accepted", checked[1].Ejected)
 	if n := logCount(logs, "not opened"); n != 0 {
 		t.Errorf("%d refused openings, want none", n)

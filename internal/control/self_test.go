@@ -1,4 +1,4 @@
-package supervisor
+package control
 
 import (
 	"errors"
@@ -7,16 +7,17 @@ import (
 	"testing"
 
 	"relay/internal/config"
+	"relay/internal/supervisor"
 )
 
 // TestControlRefusesItselfAsBackend: relay's own addresses, as
 // configured and as bound, are no backend: the admin API's add and a
 // reload naming one are refused with ErrInvalid and change nothing.
 func TestControlRefusesItselfAsBackend(t *testing.T) {
-	l := NewControl(ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001"), 50, slog.New(slog.DiscardHandler))
+	l := NewControl(supervisor.ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001"), 50, slog.New(slog.DiscardHandler))
 	l.SetListeners(config.Listeners{Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:19901"})
 	// Port 0 is nobody's until relay listens.
-	if _, err := l.Add("http://127.0.0.1:18080", 1); err != nil {
+	if _, err := l.Add("default", "http://127.0.0.1:18080", 1); err != nil {
 		t.Fatalf("before relay listens: %v", err)
 	}
 	l.SetListeners(config.Listeners{Listen: "[::]:18081"})
@@ -24,13 +25,13 @@ func TestControlRefusesItselfAsBackend(t *testing.T) {
 		{"http://localhost:18081", `listen "[::]:18081"`},
 		{"http://127.0.0.1:19901", `admin_listen "127.0.0.1:19901"`},
 	} {
-		_, err := l.Add(c.url, 1)
+		_, err := l.Add("default", c.url, 1)
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.which) || !strings.Contains(err.Error(), "relay's own address") {
 			t.Errorf("Add(%s): %v; want ErrInvalid naming %s", c.url, err, c.which)
 		}
 	}
-	ms := []Member{{URL: "http://127.0.0.1:8001", Weight: 1}, {URL: "http://127.0.0.1:18081", Weight: 1}}
-	if _, err := l.Reloaded(ConfigSource{Generation: 2}, ms, 50, nil, nil); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "http://127.0.0.1:18081") {
+	ms := []supervisor.Member{{Pool: "default", URL: "http://127.0.0.1:8001", Weight: 1}, {Pool: "default", URL: "http://127.0.0.1:18081", Weight: 1}}
+	if _, err := l.Reloaded(supervisor.ConfigSource{Generation: 2}, defaultPool(50), ms, nil, nil); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "http://127.0.0.1:18081") {
 		t.Errorf("a reload naming relay itself: %v; want ErrInvalid naming the backend", err)
 	}
 	if len(l.members) != 2 || l.Generation() != 1 {
@@ -41,18 +42,18 @@ func TestControlRefusesItselfAsBackend(t *testing.T) {
 // TestInstanceIDIsKept: every process attached to one control gets the
 // same instance id, a reload keeps it, and another control has another.
 func TestInstanceIDIsKept(t *testing.T) {
-	l := NewControl(ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001"), 50, slog.New(slog.DiscardHandler))
+	l := NewControl(supervisor.ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001"), 50, slog.New(slog.DiscardHandler))
 	id := attachProcess(t, l, 0).Config.Instance
 	if len(id) != 2*instanceBytes {
 		t.Fatalf("instance id %q, want %d hex digits", id, 2*instanceBytes)
 	}
-	if _, err := l.Reloaded(ConfigSource{Generation: 2}, []Member{{URL: "http://127.0.0.1:8001", Weight: 1}}, 50, nil, nil); err != nil {
+	if _, err := l.Reloaded(supervisor.ConfigSource{Generation: 2}, defaultPool(50), []supervisor.Member{{Pool: "default", URL: "http://127.0.0.1:8001", Weight: 1}}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := attachProcess(t, l, 1).Config; got.Generation != 2 || got.Instance != id {
 		t.Errorf("after a reload a process gets generation %d, instance %q; want 2, %q", got.Generation, got.Instance, id)
 	}
-	other := NewControl(ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001"), 50, slog.New(slog.DiscardHandler))
+	other := NewControl(supervisor.ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001"), 50, slog.New(slog.DiscardHandler))
 	if other.config.Instance == id {
 		t.Errorf("two controls share the instance id %q", id)
 	}

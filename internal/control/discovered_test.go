@@ -1,4 +1,4 @@
-package supervisor
+package control
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"testing"
 
-	"relay/internal/backend"
+	"relay/internal/supervisor"
 	"relay/internal/testlog"
 )
 
@@ -15,13 +15,12 @@ import (
 // weight holds until etcd announces another; an etcd member cannot be
 // removed through the API; a reload keeps the discovered members.
 func TestDiscoveredMembersJoinBesideTheFile(t *testing.T) {
-	l := NewControl(ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001"), 100, slog.New(slog.DiscardHandler))
-	l.SetTargets(func([]*backend.Backend) {})
-	if _, err := l.Add("http://127.0.0.1:8002", 1); err != nil {
+	l := NewControl(supervisor.ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001"), 100, slog.New(slog.DiscardHandler))
+	if _, err := l.Add("default", "http://127.0.0.1:8002", 1); err != nil {
 		t.Fatal(err)
 	}
-	etcd := func(url string, weight int) Member {
-		return Member{URL: url, Weight: weight, From: FromEtcd, Key: "/relay/backends/" + url[len(url)-4:]}
+	etcd := func(url string, weight int) supervisor.Member {
+		return supervisor.Member{Pool: "default", URL: url, Weight: weight, From: supervisor.FromEtcd, Key: "/relay/backends/" + url[len(url)-4:]}
 	}
 	members := func() string {
 		var s string
@@ -42,23 +41,23 @@ func TestDiscoveredMembersJoinBesideTheFile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(l.Discovered([]Member{etcd("http://127.0.0.1:8001", 5), etcd("http://127.0.0.1:8003", 2), etcd("http://127.0.0.1:8004", 1)}))
+	must(l.Discovered([]supervisor.Member{etcd("http://127.0.0.1:8001", 5), etcd("http://127.0.0.1:8003", 2), etcd("http://127.0.0.1:8004", 1)}))
 	expect("8001=1/file 8002=1/api 8003=2/etcd 8004=1/etcd ")
 
-	must(l.SetWeight("http://127.0.0.1:8003", 7))
-	must(l.Discovered([]Member{etcd("http://127.0.0.1:8003", 2), etcd("http://127.0.0.1:8004", 3)}))
+	must(l.SetWeight("default", "http://127.0.0.1:8003", 7))
+	must(l.Discovered([]supervisor.Member{etcd("http://127.0.0.1:8003", 2), etcd("http://127.0.0.1:8004", 3)}))
 	expect("8001=1/file 8002=1/api 8003=7/etcd 8004=3/etcd ")
-	must(l.Discovered([]Member{etcd("http://127.0.0.1:8003", 4), etcd("http://127.0.0.1:8004", 3)}))
+	must(l.Discovered([]supervisor.Member{etcd("http://127.0.0.1:8003", 4), etcd("http://127.0.0.1:8004", 3)}))
 	expect("8001=1/file 8002=1/api 8003=4/etcd 8004=3/etcd ")
 
-	if err := l.Remove("http://127.0.0.1:8004"); err == nil || !errors.Is(err, ErrConflict) {
+	if err := l.Remove("default", "http://127.0.0.1:8004"); err == nil || !errors.Is(err, ErrConflict) {
 		t.Fatalf("removing an etcd member through the API: %v, want a conflict naming its key", err)
 	}
-	if _, err := l.Reloaded(ConfigSource{Generation: 2}, []Member{{URL: "http://127.0.0.1:8005", Weight: 1}}, 100, nil, nil); err != nil {
+	if _, err := l.Reloaded(supervisor.ConfigSource{Generation: 2}, defaultPool(100), []supervisor.Member{{Pool: "default", URL: "http://127.0.0.1:8005", Weight: 1}}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	expect("8005=1/file 8003=4/etcd 8004=3/etcd ")
-	must(l.Discovered([]Member{etcd("http://127.0.0.1:8004", 3)}))
+	must(l.Discovered([]supervisor.Member{etcd("http://127.0.0.1:8004", 3)}))
 	expect("8005=1/file 8004=3/etcd ")
 	must(l.Discovered(nil))
 	expect("8005=1/file ")
@@ -69,69 +68,68 @@ func TestDiscoveredMembersJoinBesideTheFile(t *testing.T) {
 // member serves, with no change in etcd needed.
 func TestADiscoveredMemberLeftOutComesBack(t *testing.T) {
 	log, logs := testlog.New()
-	l := NewControl(ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001"), 100, log)
-	l.SetTargets(func([]*backend.Backend) {})
-	a, b := Member{URL: "http://127.0.0.1:8001", Weight: 4, From: FromEtcd, Key: "/k/a"}, Member{URL: "http://127.0.0.1:8002", Weight: 1, From: FromEtcd, Key: "/k/b"}
-	if err := l.Discovered([]Member{a, b}); err != nil {
+	l := NewControl(supervisor.ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001"), 100, log)
+	a, b := supervisor.Member{Pool: "default", URL: "http://127.0.0.1:8001", Weight: 4, From: supervisor.FromEtcd, Key: "/k/a"}, supervisor.Member{Pool: "default", URL: "http://127.0.0.1:8002", Weight: 1, From: supervisor.FromEtcd, Key: "/k/b"}
+	if err := l.Discovered([]supervisor.Member{a, b}); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Discovered([]Member{a, b, {URL: "http://127.0.0.1:8003", Weight: 1, From: FromEtcd, Key: "/k/c"}}); err != nil {
+	if err := l.Discovered([]supervisor.Member{a, b, {Pool: "default", URL: "http://127.0.0.1:8003", Weight: 1, From: supervisor.FromEtcd, Key: "/k/c"}}); err != nil {
 		t.Fatal(err)
 	}
 	if n := logs.Count("left out"); n != 1 {
 		t.Errorf("the clash was logged %d times over two sets, want once:\n%s", n, logs.String())
 	}
-	if _, err := l.Add("http://127.0.0.1:8002", 9); err == nil {
+	if _, err := l.Add("default", "http://127.0.0.1:8002", 9); err == nil {
 		t.Fatal("the API added a URL etcd's member has")
 	}
 	// The file drops 8001: etcd's 8001 takes its place.
-	if _, err := l.Reloaded(ConfigSource{Generation: 2}, nil, 100, nil, nil); err != nil {
+	if _, err := l.Reloaded(supervisor.ConfigSource{Generation: 2}, defaultPool(100), nil, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]Member{}
+	got := map[string]supervisor.Member{}
 	for _, m := range l.members {
 		got[m.URL] = m
 	}
-	if m := got[a.URL]; m.From != FromEtcd || m.Weight != 4 || len(got) != 3 {
+	if m := got[a.URL]; m.From != supervisor.FromEtcd || m.Weight != 4 || len(got) != 3 {
 		t.Fatalf("after the file dropped %s the members are %+v; want etcd's, weight 4, beside the two others", a.URL, l.members)
 	}
 	// An operator's weight on it holds through an unrelated etcd change.
-	if err := l.SetWeight(a.URL, 9); err != nil {
+	if err := l.SetWeight("default", a.URL, 9); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Discovered([]Member{a, b}); err != nil {
+	if err := l.Discovered([]supervisor.Member{a, b}); err != nil {
 		t.Fatal(err)
 	}
 	if w := weightOf(l, a.URL); w != 9 {
 		t.Fatalf("the operator's weight 9 became %d on an etcd change that did not touch %s", w, a.URL)
 	}
 	// The file takes it back: the clash is logged again.
-	if _, err := l.Reloaded(ConfigSource{Generation: 3}, []Member{{URL: a.URL, Weight: 1}}, 100, nil, nil); err != nil {
+	if _, err := l.Reloaded(supervisor.ConfigSource{Generation: 3}, defaultPool(100), []supervisor.Member{{Pool: "default", URL: a.URL, Weight: 1}}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if n := logs.Count("left out"); n != 2 {
 		t.Errorf("%d clash lines after the file took %s back, want 2:\n%s", n, a.URL, logs.String())
 	}
-	if _, err := l.Reloaded(ConfigSource{Generation: 4}, nil, 100, nil, nil); err != nil {
+	if _, err := l.Reloaded(supervisor.ConfigSource{Generation: 4}, defaultPool(100), nil, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 
 	// The API has 8009 before etcd announces it; the API removes it:
 	// etcd's 8009 takes its place.
-	if _, err := l.Add("http://127.0.0.1:8009", 2); err != nil {
+	if _, err := l.Add("default", "http://127.0.0.1:8009", 2); err != nil {
 		t.Fatal(err)
 	}
-	x := Member{URL: "http://127.0.0.1:8009", Weight: 7, From: FromEtcd, Key: "/k/x"}
-	if err := l.Discovered([]Member{a, b, x}); err != nil {
+	x := supervisor.Member{Pool: "default", URL: "http://127.0.0.1:8009", Weight: 7, From: supervisor.FromEtcd, Key: "/k/x"}
+	if err := l.Discovered([]supervisor.Member{a, b, x}); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Remove(x.URL); err != nil {
+	if err := l.Remove("default", x.URL); err != nil {
 		t.Fatal(err)
 	}
 	found := false
 	for _, m := range l.members {
 		if m.URL == x.URL {
-			found = m.From == FromEtcd && m.Weight == 7
+			found = m.From == supervisor.FromEtcd && m.Weight == 7
 		}
 	}
 	if !found {

@@ -1,4 +1,4 @@
-package supervisor
+package control
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"relay/internal/stats"
+	"relay/internal/supervisor"
 )
 
 // TestAStuckProcessHoldsOnlyTheScrapeThatFindsIt: a process that does not
@@ -18,12 +19,12 @@ import (
 // again, scrapes wait for it and count it exactly too.
 func TestAStuckProcessHoldsOnlyTheScrapeThatFindsIt(t *testing.T) {
 	bs := newBackends(t, "http://127.0.0.1:8001")
-	l := NewControl(ConfigSource{Generation: 1}, bs, 50, slog.New(slog.DiscardHandler))
+	l := NewControl(supervisor.ConfigSource{Generation: 1}, bs, 50, slog.New(slog.DiscardHandler))
 	stuck, live := attachProcess(t, l, 0), attachProcess(t, l, 1)
 	gate := make(chan struct{})
 	var open sync.Once
 	t.Cleanup(func() { open.Do(func() { close(gate) }) })
-	err := stuck.Follow(newBackends(t, "http://127.0.0.1:8001"), Updates{Stats: func() *stats.Process {
+	err := follow(stuck, newBackends(t, "http://127.0.0.1:8001"), Updates{Stats: func() *stats.Process {
 		<-gate
 		return &stats.Process{ConnsAccepted: 100}
 	}})
@@ -32,7 +33,7 @@ func TestAStuckProcessHoldsOnlyTheScrapeThatFindsIt(t *testing.T) {
 	}
 	var accepted atomic.Uint64
 	accepted.Store(7)
-	err = live.Follow(newBackends(t, "http://127.0.0.1:8001"), Updates{Stats: func() *stats.Process {
+	err = follow(live, newBackends(t, "http://127.0.0.1:8001"), Updates{Stats: func() *stats.Process {
 		return &stats.Process{ConnsAccepted: accepted.Load()}
 	}})
 	if err != nil {

@@ -1,10 +1,11 @@
-package supervisor
+package control
 
 import (
 	"context"
 	"time"
 
 	"relay/internal/stats"
+	"relay/internal/supervisor"
 )
 
 // collector tracks the one collect in progress: which processes still owe
@@ -54,7 +55,7 @@ func (c *collector) start(links map[int]*link) {
 	c.done, c.prompt, c.onlyLate = make(chan struct{}), make(chan struct{}), false
 	for i, lk := range links {
 		select {
-		case lk.queue <- Message{Kind: KindCollect, Collect: c.next}:
+		case lk.queue <- supervisor.Message{Kind: supervisor.KindCollect, Collect: c.next}:
 			c.waiting[i] = true
 		default: // a full queue: broadcast drops this process soon
 		}

@@ -1,4 +1,4 @@
-package supervisor
+package control
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"relay/internal/config"
+	"relay/internal/supervisor"
 )
 
 // own is what the control knows of relay's own addresses, which no
@@ -49,7 +50,7 @@ func (l *Control) Self(u *url.URL) (msg string, self bool) {
 
 // refuseSelf is ErrInvalid naming the first of ms that is relay itself,
 // or nil.
-func (l *Control) refuseSelf(ms []Member) error {
+func (l *Control) refuseSelf(ms []supervisor.Member) error {
 	l.own.mu.Lock()
 	check := l.own.check
 	l.own.mu.Unlock()

@@ -1,11 +1,13 @@
-package supervisor
+package control
 
-// Changes is what a reload did to the pool's membership, for the line
+import "relay/internal/supervisor"
+
+// Changes is what a reload did to the pools' membership, for the line
 // that reports it.
 type Changes struct {
 	// Added and Removed are the members that came and went, in
 	// membership order.
-	Added, Removed []Member
+	Added, Removed []supervisor.Member
 	// Changed pairs a member that stayed with what it was before, for
 	// those whose weight or request cap changed.
 	Changed []MemberChange
@@ -13,19 +15,19 @@ type Changes struct {
 
 // MemberChange is one member that stayed, before and after a change.
 type MemberChange struct {
-	Before, After Member
+	Before, After supervisor.Member
 }
 
-// changesOf compares two memberships by URL.
-func changesOf(before, after []Member) Changes {
+// changesOf compares two memberships by pool and URL.
+func changesOf(before, after []supervisor.Member) Changes {
 	var c Changes
-	old := make(map[string]Member, len(before))
+	old := make(map[memberKey]supervisor.Member, len(before))
 	for _, m := range before {
-		old[m.URL] = m
+		old[keyOf(m)] = m
 	}
-	now := urlsOf(after)
+	now := keysOf(after)
 	for _, m := range after {
-		was, stayed := old[m.URL]
+		was, stayed := old[keyOf(m)]
 		switch {
 		case !stayed:
 			c.Added = append(c.Added, m)
@@ -34,7 +36,7 @@ func changesOf(before, after []Member) Changes {
 		}
 	}
 	for _, m := range before {
-		if !now[m.URL] {
+		if !now[keyOf(m)] {
 			c.Removed = append(c.Removed, m)
 		}
 	}

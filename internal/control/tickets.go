@@ -1,8 +1,10 @@
-package supervisor
+package control
 
 import (
 	"crypto/rand"
 	"time"
+
+	"relay/internal/supervisor"
 )
 
 // TicketKeyRotation is how often the control makes a new session-ticket
@@ -28,12 +30,9 @@ const TicketKeyRotation = 24 * time.Hour
 // last rotations (daily or at a reload).
 const keptTicketKeys = 3
 
-// TicketKeyLen is the length of a session-ticket key (crypto/tls's).
-const TicketKeyLen = 32
-
 // nextTicketKeys returns a fresh key followed by the newest of prev.
 func nextTicketKeys(prev [][]byte) [][]byte {
-	k := make([]byte, TicketKeyLen)
+	k := make([]byte, supervisor.TicketKeyLen)
 	rand.Read(k)
 	keys := append([][]byte{k}, prev...)
 	if len(keys) > keptTicketKeys {
@@ -48,5 +47,5 @@ func (l *Control) RotateTickets() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.config.TicketKeys = nextTicketKeys(l.config.TicketKeys)
-	l.broadcastLocked(Message{Kind: KindTickets, Tickets: l.config.TicketKeys})
+	l.broadcastLocked(supervisor.Message{Kind: supervisor.KindTickets, Tickets: l.config.TicketKeys})
 }

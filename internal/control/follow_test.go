@@ -1,4 +1,4 @@
-package supervisor
+package control
 
 import (
 	"runtime"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"relay/internal/stats"
+	"relay/internal/supervisor"
 )
 
 // TestCountersAreNumberedInReadOrder: collect answers and reports are read
@@ -14,17 +15,24 @@ import (
 // the readings themselves, so the control can tell the later one.
 func TestCountersAreNumberedInReadOrder(t *testing.T) {
 	a, b := socketPair(t)
-	p, sup := &Process{ch: NewChannel(a)}, NewChannel(b)
+	sup := supervisor.NewChannel(b)
+	if err := sup.Send(supervisor.Message{Kind: supervisor.KindConfig, Config: &supervisor.ConfigSource{Generation: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := supervisor.Attached(0, nil, a)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var reads atomic.Uint64
 	read := func() *stats.Process {
 		st := &stats.Process{ConnsAccepted: reads.Add(1)}
 		runtime.Gosched() // a reading takes a while: the other may read meanwhile
 		return st
 	}
-	if err := sup.Send(Message{Kind: KindHealth, Health: &HealthUpdate{Snapshot: true}}); err != nil {
+	if err := sup.Send(supervisor.Message{Kind: supervisor.KindHealth, Health: &supervisor.HealthUpdate{Snapshot: true}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Follow(nil, Updates{Stats: read}); err != nil {
+	if err := follow(p, nil, Updates{Stats: read}); err != nil {
 		t.Fatal(err)
 	}
 	stop := p.ReportCounters(time.Microsecond, read)
@@ -35,7 +43,7 @@ func TestCountersAreNumberedInReadOrder(t *testing.T) {
 	const collects = 300
 	go func() {
 		for i := range collects {
-			sup.Send(Message{Kind: KindCollect, Collect: uint64(i + 1)})
+			sup.Send(supervisor.Message{Kind: supervisor.KindCollect, Collect: uint64(i + 1)})
 		}
 	}()
 	for answered := 0; answered < collects; {

@@ -1,4 +1,4 @@
-package supervisor
+package control
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"relay/internal/backend"
+	"relay/internal/supervisor"
 )
 
 // A reload refused because one backend cannot be readied leaves the
@@ -14,7 +15,7 @@ import (
 // out.
 func TestRefusedReloadLeavesStayingBackendsAlone(t *testing.T) {
 	bs := newBackends(t, "http://127.0.0.1:8001", "http://127.0.0.1:8002")
-	l := NewControl(ConfigSource{Generation: 1}, bs, 100, slog.New(slog.DiscardHandler))
+	l := NewControl(supervisor.ConfigSource{Generation: 1}, bs, 100, slog.New(slog.DiscardHandler))
 	readied := map[string]int{}
 	l.Prepare = func(b *backend.Backend) (func(), error) {
 		if b.Name == "http://127.0.0.1:8002" {
@@ -23,10 +24,10 @@ func TestRefusedReloadLeavesStayingBackendsAlone(t *testing.T) {
 		return func() { readied[b.Name]++ }, nil
 	}
 	x := bs[0]
-	ms := []Member{{URL: x.Name, Weight: 7, MaxRequests: 10}, {URL: bs[1].Name, Weight: 1}}
+	ms := []supervisor.Member{{Pool: "default", URL: x.Name, Weight: 7, MaxRequests: 10}, {Pool: "default", URL: bs[1].Name, Weight: 1}}
 	adopted := 0
 	adopt := func() { adopted++ }
-	if _, err := l.Reloaded(ConfigSource{Generation: 2}, ms, 100, nil, adopt); !errors.Is(err, ErrInvalid) {
+	if _, err := l.Reloaded(supervisor.ConfigSource{Generation: 2}, defaultPool(100), ms, nil, adopt); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("reload: %v, want it refused as invalid", err)
 	}
 	if l.Generation() != 1 {
@@ -37,7 +38,7 @@ func TestRefusedReloadLeavesStayingBackendsAlone(t *testing.T) {
 			x.Name, x.MaxRequests(), x.EffectiveWeight(), readied[x.Name], adopted)
 	}
 	// The same change without the failing backend goes through whole.
-	if _, err := l.Reloaded(ConfigSource{Generation: 2}, ms[:1], 100, nil, adopt); err != nil {
+	if _, err := l.Reloaded(supervisor.ConfigSource{Generation: 2}, defaultPool(100), ms[:1], nil, adopt); err != nil {
 		t.Fatal(err)
 	}
 	if x.MaxRequests() != 10 || x.EffectiveWeight() != 7 || readied[x.Name] != 1 || l.Generation() != 2 || adopted != 1 {

@@ -1,16 +1,17 @@
-package supervisor
+package control
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"relay/internal/testlog"
 	"testing"
 	"time"
 
 	"relay/internal/stats"
+	"relay/internal/supervisor"
 )
 
 // TestAttachQueuesTheStartOfAnyPool: a process's start (configuration,
@@ -26,10 +27,10 @@ func TestAttachQueuesTheStartOfAnyPool(t *testing.T) {
 	for _, b := range bs {
 		b.SetDisabled(true)
 	}
-	l := NewControl(ConfigSource{Generation: 1}, bs, 50, slog.New(slog.DiscardHandler))
+	l := NewControl(supervisor.ConfigSource{Generation: 1}, bs, 50, slog.New(slog.DiscardHandler))
 	attached := make(chan *os.File, 1)
 	go func() {
-		f, err := l.attach(0)
+		f, err := l.Attach(0)
 		if err != nil {
 			t.Error(err)
 		}
@@ -50,10 +51,10 @@ func TestAttachQueuesTheStartOfAnyPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	p := &Process{ch: NewChannel(c)}
+	p := supervisor.NewChannel(c)
 	// More broadcasts than the process reads for now: it keeps its place.
 	for range queueLen / 2 {
-		l.HealthChanged(bs[0], false)
+		l.healthChanged(bs[0], false)
 	}
 	l.mu.Lock()
 	_, kept := l.byProc[0]
@@ -61,14 +62,14 @@ func TestAttachQueuesTheStartOfAnyPool(t *testing.T) {
 	if !kept {
 		t.Fatal("the process lost its channel: its start left no room in its queue")
 	}
-	for _, k := range []Kind{KindConfig, KindMembership, KindHealth} {
-		if m, err := p.ch.Recv(); err != nil || m.Kind != k {
+	for _, k := range []supervisor.Kind{supervisor.KindConfig, supervisor.KindMembership, supervisor.KindHealth} {
+		if m, err := p.Recv(); err != nil || m.Kind != k {
 			t.Fatalf("got %+v, %v; want a %q message", m.Kind, err, k)
 		}
 	}
 	for i := range bs {
-		m, err := p.ch.Recv()
-		if err != nil || m.Kind != KindOperator || m.Operator.Name != bs[i].Name || !m.Operator.Disabled {
+		m, err := p.Recv()
+		if err != nil || m.Kind != supervisor.KindOperator || m.Operator.Name != bs[i].Name || !m.Operator.Disabled {
 			t.Fatalf("message %d of the start: %+v, %v; want %s disabled", i, m, err, bs[i].Name)
 		}
 	}
@@ -81,10 +82,10 @@ func TestAttachQueuesTheStartOfAnyPool(t *testing.T) {
 // answers the collect, and a report read before an answer but sent after
 // it does not undo the answer.
 func TestCountersNeverGoBackwards(t *testing.T) {
-	l := NewControl(ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001"), 50, slog.New(slog.DiscardHandler))
+	l := NewControl(supervisor.ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001"), 50, slog.New(slog.DiscardHandler))
 	p := attachProcess(t, l, 0)
-	counters := func(reading, accepted uint64) Message {
-		return Message{Kind: KindCounters, Reading: reading, Counters: &stats.Process{ConnsAccepted: accepted}}
+	counters := func(reading, accepted uint64) supervisor.Message {
+		return supervisor.Message{Kind: supervisor.KindCounters, Reading: reading, Counters: &stats.Process{ConnsAccepted: accepted}}
 	}
 	// scrape collects once, the process answering as answer says.
 	scrape := func(answer func(collect uint64)) uint64 {
@@ -94,11 +95,11 @@ func TestCountersNeverGoBackwards(t *testing.T) {
 		got := make(chan uint64, 1)
 		go func() { got <- l.Stats(ctx).ConnsAccepted }()
 		for {
-			m, err := p.ch.Recv()
+			m, err := p.Recv()
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m.Kind == KindCollect {
+			if m.Kind == supervisor.KindCollect {
 				answer(m.Collect)
 				return <-got
 			}
@@ -107,10 +108,10 @@ func TestCountersNeverGoBackwards(t *testing.T) {
 
 	// An answer read (1) before a report (2) reaches the control last.
 	n := scrape(func(collect uint64) {
-		p.ch.Send(counters(2, 150))
+		p.Send(counters(2, 150))
 		m := counters(1, 100)
 		m.Collect = collect
-		p.ch.Send(m)
+		p.Send(m)
 	})
 	if n != 150 {
 		t.Fatalf("the scrape counted %d accepted connections; want the later reading's 150", n)
@@ -120,20 +121,20 @@ func TestCountersNeverGoBackwards(t *testing.T) {
 	if n = scrape(func(collect uint64) {
 		m := counters(4, 200)
 		m.Collect = collect
-		p.ch.Send(m)
+		p.Send(m)
 	}); n != 200 {
 		t.Fatalf("the scrape counted %d accepted connections; want 200", n)
 	}
-	p.ch.Send(counters(3, 170))
+	p.Send(counters(3, 170))
 	// A breaker change the control does not know comes back to the
 	// process as it went, once the report before it was taken in.
-	p.ch.Send(Message{Kind: KindBreaker, Breaker: &BreakerState{Name: "http://sync"}})
+	p.Send(supervisor.Message{Kind: supervisor.KindBreaker, Breaker: &supervisor.BreakerState{Name: "http://sync"}})
 	for {
-		m, err := p.ch.Recv()
+		m, err := p.Recv()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m.Kind == KindBreaker {
+		if m.Kind == supervisor.KindBreaker {
 			break
 		}
 	}
@@ -149,37 +150,37 @@ func TestCountersNeverGoBackwards(t *testing.T) {
 // after it handles the exit, those counts stay in relay's totals, once,
 // and a process started again in its place adds its own.
 func TestLastCountersOutliveTheProcess(t *testing.T) {
-	last := Message{Kind: KindCounters, Reading: 1, Counters: &stats.Process{ConnsAccepted: 5, ConnsOpen: 1}}
+	last := supervisor.Message{Kind: supervisor.KindCounters, Reading: 1, Counters: &stats.Process{ConnsAccepted: 5, ConnsOpen: 1}}
 	for round := range 20 {
-		l := NewControl(ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001"), 50, slog.New(slog.DiscardHandler))
+		l := NewControl(supervisor.ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001"), 50, slog.New(slog.DiscardHandler))
 		p := attachProcess(t, l, 0)
-		p.ch.Send(last)
-		p.ch.Close() // the process exits
-		l.detach(0)  // its exit is handled at once
+		p.Send(last)
+		p.Close()   // the process exits
+		l.Detach(0) // its exit is handled at once
 		if st := l.Stats(context.Background()); st.ConnsAccepted != 5 || st.ConnsOpen != 0 {
 			t.Fatalf("round %d: after the exit relay counts %d accepted and %d open connections; want the last report's 5, none open",
 				round, st.ConnsAccepted, st.ConnsOpen)
 		}
 	}
 
-	l := NewControl(ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001"), 50, slog.New(slog.DiscardHandler))
+	l := NewControl(supervisor.ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001"), 50, slog.New(slog.DiscardHandler))
 	p := attachProcess(t, l, 0)
 	l.mu.Lock()
 	lk := l.byProc[0]
 	l.mu.Unlock()
-	p.ch.Send(last)
-	p.ch.Close()
+	p.Send(last)
+	p.Close()
 	select {
 	case <-lk.done: // the control found the end of the channel first
 	case <-time.After(ioTimeout):
 		t.Fatal("the control did not see the channel of a process that exited end")
 	}
-	l.detach(0)
+	l.Detach(0)
 	if n := l.Stats(context.Background()).ConnsAccepted; n != 5 {
 		t.Fatalf("after the exit relay counts %d accepted connections; want the last report's 5", n)
 	}
 	again := attachProcess(t, l, 0)
-	err := again.Follow(newBackends(t, "http://127.0.0.1:8001"), Updates{Stats: func() *stats.Process {
+	err := follow(again, newBackends(t, "http://127.0.0.1:8001"), Updates{Stats: func() *stats.Process {
 		return &stats.Process{ConnsAccepted: 3}
 	}})
 	if err != nil {
@@ -197,18 +198,18 @@ func TestLastCountersOutliveTheProcess(t *testing.T) {
 // sees it end (and stops, to be started afresh) and scrapes do not wait
 // for it.
 func TestABrokenChannelRestartsItsProcess(t *testing.T) {
-	logs := &LockedWriter{W: new(bytes.Buffer)}
-	l := NewControl(ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001"), 50, slog.New(slog.NewTextHandler(logs, nil)))
-	p := attachProcess(t, l, 0)
+	log, logs := testlog.New()
+	l := NewControl(supervisor.ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001"), 50, log)
+	p, conn := attachRaw(t, l, 0)
 	ended := make(chan error, 1)
-	err := p.Follow(newBackends(t, "http://127.0.0.1:8001"), Updates{
+	err := follow(p, newBackends(t, "http://127.0.0.1:8001"), Updates{
 		Stats: func() *stats.Process { return &stats.Process{ConnsAccepted: 1} },
 		Ended: func(err error) { ended <- err },
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.ch.rw.Write([]byte("not a message\n")); err != nil {
+	if _, err := conn.Write([]byte("not a message\n")); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -217,7 +218,7 @@ func TestABrokenChannelRestartsItsProcess(t *testing.T) {
 		t.Fatal("the process's channel stayed open after it broke")
 	}
 	if n := logCount(logs, "the channel from a serving process broke"); n != 1 {
-		t.Errorf("%d log lines about the broken channel, want 1:\n%s", n, logs.W)
+		t.Errorf("%d log lines about the broken channel, want 1:\n%s", n, logs)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
 	defer cancel()

@@ -1,4 +1,4 @@
-package supervisor
+package control
 
 import (
 	"crypto/rand"

@@ -1,0 +1,193 @@
+package control
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"relay/internal/backend"
+	"relay/internal/stats"
+	"relay/internal/supervisor"
+)
+
+// The serving side of the control: what a serving process does with the
+// control's messages, applied to its own backends.
+
+// Updates are what Follow does with messages other than health, breakers
+// and operator state, which it applies to the backends itself.
+type Updates struct {
+	// Membership receives every pool's members and returns the process's
+	// backends after applying them: one per member, in the same order
+	// (member i's backend at i). nil ignores membership messages, and
+	// then health, breakers and operator state find no backend.
+	Membership func([]supervisor.Member) []*backend.Backend
+	// Config receives a configuration generation after the first (a
+	// reload); nil ignores them.
+	Config func(supervisor.ConfigSource)
+	// Stats reads the process's counters, for the control's collects;
+	// nil answers none.
+	Stats func() *stats.Process
+	// Reopen reopens the shared log file after a rotation; nil ignores it.
+	Reopen func()
+	// Tickets receives new TLS session-ticket keys, newest first; nil
+	// ignores them.
+	Tickets func([][]byte)
+	// Ended is called once when the channel ends or breaks; the process
+	// should then stop, so that the supervisor starts it afresh.
+	Ended func(error)
+}
+
+// Follow reads what the control sends serving process p first, the
+// membership and the health snapshot, applies it, and returns once it is
+// applied; then it applies what the control sends in the background:
+// health transitions and operator state to the member of the pool and
+// name given, breaker verdicts to the address named (every pool's
+// membership of it), membership and configuration through u, and answers
+// collects with u.Stats. Names it does not know are ignored.
+func Follow(p *supervisor.Process, u Updates) error {
+	var held members
+	for {
+		m, err := p.Recv()
+		if err != nil {
+			return fmt.Errorf("reading the health snapshot from the control: %w", err)
+		}
+		if m.Kind == supervisor.KindMembership {
+			if u.Membership != nil {
+				held = indexOf(m.Membership, u.Membership(m.Membership))
+			}
+			continue
+		}
+		if m.Kind != supervisor.KindHealth || !m.Health.Snapshot {
+			return fmt.Errorf("reading the health snapshot from the control: expected the health snapshot, got a %q message", m.Kind)
+		}
+		held.health(m.Health)
+		break
+	}
+	generation := p.Config.Generation
+	go func() {
+		for {
+			m, err := p.Recv()
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					err = errors.New("the supervisor closed it")
+				}
+				if u.Ended != nil {
+					u.Ended(err)
+				}
+				return
+			}
+			switch m.Kind {
+			case supervisor.KindHealth:
+				held.health(m.Health)
+			case supervisor.KindOperator:
+				if b := held.byMember[memberKey{m.Operator.Pool, m.Operator.Name}]; b != nil {
+					applyOperator(b, m.Operator)
+				}
+			case supervisor.KindBreaker:
+				if h := held.hosts[m.Breaker.Name]; h != nil {
+					ApplyBreaker(h, m.Breaker)
+				}
+			case supervisor.KindMembership:
+				if u.Membership != nil {
+					held = indexOf(m.Membership, u.Membership(m.Membership))
+				}
+			case supervisor.KindReopen:
+				if u.Reopen != nil {
+					u.Reopen()
+				}
+			case supervisor.KindTickets:
+				if u.Tickets != nil {
+					u.Tickets(m.Tickets)
+				}
+			case supervisor.KindCollect:
+				if u.Stats != nil {
+					c := p.Counters(u.Stats)
+					c.Collect = m.Collect
+					p.Send(c)
+				}
+			case supervisor.KindConfig:
+				if m.Config.Generation > generation && u.Config != nil {
+					generation = m.Config.Generation
+					u.Config(*m.Config)
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// memberKey names a member: its pool and URL.
+type memberKey struct{ pool, url string }
+
+// members are a process's backends by member and their addresses by name.
+type members struct {
+	byMember map[memberKey]*backend.Backend
+	hosts    map[string]*backend.Host
+}
+
+// indexOf pairs the members ms with bs, their backends in the same order.
+func indexOf(ms []supervisor.Member, bs []*backend.Backend) members {
+	held := members{byMember: make(map[memberKey]*backend.Backend, len(bs)), hosts: make(map[string]*backend.Host, len(bs))}
+	for i, b := range bs {
+		if i < len(ms) && b != nil {
+			held.byMember[memberKey{ms[i].Pool, ms[i].URL}] = b
+			held.hosts[b.Name] = b.Host
+		}
+	}
+	return held
+}
+
+func (held members) health(h *supervisor.HealthUpdate) {
+	for _, s := range h.Backends {
+		if b := held.byMember[memberKey{s.Pool, s.Name}]; b != nil {
+			b.SetHealthy(s.Up)
+		}
+	}
+}
+
+// ApplyBreaker makes h's breaker what the control decided: ejected until
+// the time given, or closed. The breaker is the address's, so every pool
+// holding h follows.
+func ApplyBreaker(h *backend.Host, s *supervisor.BreakerState) {
+	if s.Until == 0 {
+		h.Close()
+		return
+	}
+	h.SetTrips(s.Trips)
+	h.Eject(time.Unix(0, s.Until))
+}
+
+// BreakerOf is h's breaker as a message carries it; a zero until means
+// closed.
+func BreakerOf(h *backend.Host, until time.Time) *supervisor.BreakerState {
+	s := &supervisor.BreakerState{Name: h.Name, Trips: h.Trips()}
+	if !until.IsZero() {
+		s.Until = until.UnixNano()
+	}
+	return s
+}
+
+// ReportBreaker returns pool's breaker hook in serving process p (the
+// forwarding core's core.PoolConfig.OnBreaker): it tells the control
+// that a member's breaker opened until until, or closed when until is
+// zero, and why. The control decides, logs the change and sends its
+// verdict to every process, this one included (Control.breakerChanged).
+func ReportBreaker(p *supervisor.Process, pool string) func(b *backend.Backend, until time.Time, reason string) {
+	return func(b *backend.Backend, until time.Time, reason string) {
+		s := BreakerOf(b.Host, until)
+		s.Pool, s.Reason = pool, reason
+		p.Send(supervisor.Message{Kind: supervisor.KindBreaker, Breaker: s})
+	}
+}
+
+func applyOperator(b *backend.Backend, o *supervisor.OperatorState) {
+	b.SetDraining(o.Draining)
+	b.SetDisabled(o.Disabled)
+}
+
+// operatorOf is the operator state of b, a member of pool, as a message
+// carries it.
+func operatorOf(pool string, b *backend.Backend) *supervisor.OperatorState {
+	return &supervisor.OperatorState{Pool: pool, Name: b.Name, Draining: b.Draining(), Disabled: b.Disabled()}
+}
