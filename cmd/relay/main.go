@@ -202,11 +202,7 @@ func summary(cfg *config.Config) string {
 	if len(cfg.Pools) == 0 && len(cfg.Routes) == 0 {
 		return fmt.Sprintf("%d backends, %s", len(cfg.Backends), cfg.Algorithm)
 	}
-	pools, backends := cfg.AllPools(), 0
-	for _, np := range pools {
-		backends += len(np.Backends)
-	}
-	return fmt.Sprintf("%d pools, %d backends, %d routes", len(pools), backends, len(cfg.Routes))
+	return fmt.Sprintf("%d pools, %d backends, %d routes", len(cfg.AllPools()), cfg.BackendCount(), len(cfg.Routes))
 }
 
 // readSource reads the configuration named by -config, config.yml when it
@@ -463,7 +459,7 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 		log.Info("process started", "pid", os.Getpid(), "healthy", plane.Available(), "workers", runtime.GOMAXPROCS(0))
 	} else {
 		log.Info("relay started", append(d.addrs(), "version", version.Get().Version, "algorithm", cfg.Algorithm,
-			"backends", len(plane.Backends()), cfg.Discovery.LogAttr(), "healthy", plane.Available(),
+			"backends", len(plane.Backends()), "pools", len(cfg.AllPools()), "routes", len(cfg.Routes), cfg.Discovery.LogAttr(), "healthy", plane.Available(),
 			"workers", runtime.GOMAXPROCS(0), "admin", c.adminAddr())...)
 		if cfg.CPUAffinity { // processes: 0 on a single core
 			log.Warn("cpu_affinity ignored: it binds serving processes to cores, and there is one process")

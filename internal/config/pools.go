@@ -241,3 +241,12 @@ func (c *Config) siteOf(np NamedPool) site {
 	}
 	return c.poolSite(np.Name, np.Pool)
 }
+
+// BackendCount is the number of backends the file lists, in every pool.
+func (c *Config) BackendCount() int {
+	n := 0
+	for _, np := range c.AllPools() {
+		n += len(np.Backends)
+	}
+	return n
+}

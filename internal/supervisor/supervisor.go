@@ -186,7 +186,7 @@ func Run(opts Options) error {
 		return err
 	}
 	log.Info("relay started", append(addrs, "version", version.Get().Version, "algorithm", cfg.Algorithm,
-		"backends", len(cfg.Backends), cfg.Discovery.LogAttr(), "processes", n, "workers", ThreadsFor(cfg),
+		"backends", cfg.BackendCount(), "pools", len(cfg.AllPools()), "routes", len(cfg.Routes), cfg.Discovery.LogAttr(), "processes", n, "workers", ThreadsFor(cfg),
 		"cpu_affinity", cpus != nil, "admin", opts.Admin)...)
 	if opts.Started != nil {
 		opts.Started()
