@@ -56,19 +56,20 @@ var (
 	descBreaker  = desc("backend_breaker_state", "1 for the state the backend's circuit breaker is in.", "pool", "backend", "state")
 	descOperator = desc("backend_operator_state",
 		"1 for each state an operator set (draining, disabled); 0 otherwise.", "pool", "backend", "state")
-	descWeight    = desc("backend_weight", "The backend's weight now.", "pool", "backend")
-	descEjections = desc("backend_ejections_total", "Times the backend's circuit breaker opened.", "pool", "backend")
-	descChecks    = desc("health_checks_total", "Active health checks, by pool, backend and result.", "pool", "backend", "result")
-	descCheckTime = desc("health_check_duration_seconds", "Time an active health check took, by pool and backend.", "pool", "backend")
-	descQueued    = desc("queued_requests", "Requests waiting for a backend below its request cap.", "pool")
-	descRetries   = desc("retries_total", "Attempts after a request's first, on another backend.", "pool")
-	descRefusals  = desc("retry_budget_refusals_total", "Retries the retry budget refused.", "pool")
-	descConnsOpen = desc("client_connections_open", "Client connections open.")
-	descAccepted  = desc("client_connections_accepted_total", "Client connections accepted.")
-	descReloads   = desc("config_reloads_total", "Configuration reloads, by result.", "result")
-	descGen       = desc("config_generation", "The configuration generation relay runs, from 1.")
-	descProcesses = desc("serving_processes", "Serving processes attached to the supervisor.")
-	descBuild     = desc("build_info", "Always 1; the labels say which relay this is: its version, the Go that built it and the commit (relay -version).",
+	descWeight        = desc("backend_weight", "The backend's weight now.", "pool", "backend")
+	descEjections     = desc("backend_ejections_total", "Times the backend's circuit breaker opened.", "pool", "backend")
+	descChecks        = desc("health_checks_total", "Active health checks, by pool, backend and result.", "pool", "backend", "result")
+	descCheckTime     = desc("health_check_duration_seconds", "Time an active health check took, by pool and backend.", "pool", "backend")
+	descQueued        = desc("queued_requests", "Requests waiting for a backend below its request cap.", "pool")
+	descRetries       = desc("retries_total", "Attempts after a request's first, on another backend.", "pool")
+	descRefusals      = desc("retry_budget_refusals_total", "Retries the retry budget refused.", "pool")
+	descRouteRequests = desc("route_requests_total", "Requests each route took, by status class; a route that is gone keeps its count until relay restarts.", "route", "code")
+	descConnsOpen     = desc("client_connections_open", "Client connections open.")
+	descAccepted      = desc("client_connections_accepted_total", "Client connections accepted.")
+	descReloads       = desc("config_reloads_total", "Configuration reloads, by result.", "result")
+	descGen           = desc("config_generation", "The configuration generation relay runs, from 1.")
+	descProcesses     = desc("serving_processes", "Serving processes attached to the supervisor.")
+	descBuild         = desc("build_info", "Always 1; the labels say which relay this is: its version, the Go that built it and the commit (relay -version).",
 		"version", "goversion", "revision")
 )
 
@@ -148,6 +149,16 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		counter(descRetries, p.Retries, p.Name)
 		counter(descRefusals, p.BudgetRefusals, p.Name)
 		requests(p.Name, "none", &p.Unanswered)
+	}
+	// What relay answered without a pool (404, redirects, refused
+	// paths): pool "" and backend "none".
+	requests("", "none", &s.Stats.NoPool)
+	for _, r := range s.Stats.Routes {
+		for ci, n := range r.Responses {
+			if n > 0 {
+				counter(descRouteRequests, n, r.Name, stats.Classes[ci])
+			}
+		}
 	}
 	gauge(descConnsOpen, float64(s.Stats.ConnsOpen))
 	counter(descAccepted, s.Stats.ConnsAccepted)

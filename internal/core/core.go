@@ -94,6 +94,9 @@ type Core struct {
 
 	mu    sync.Mutex
 	pools map[string]*Pool
+	// routeCounts are the requests each route took, by route name,
+	// kept across reloads.
+	routeCounts map[string]*stats.ByClass
 }
 
 // New returns a core with no pools.
@@ -103,7 +106,7 @@ func New(cfg Config) *Core {
 	}
 	c := &Core{cfg: cfg, upstreamBufs: h1.NewBufferPool(upstreamBufSize), via: newVia(cfg.Instance), ids: newRequestIDs(),
 		loopLog: logging.NewLimited(cfg.Logger, 1, rareEvery), shortLog: logging.NewLimited(cfg.Logger, 1, rareEvery),
-		pools: make(map[string]*Pool)}
+		pools: make(map[string]*Pool), routeCounts: make(map[string]*stats.ByClass)}
 	c.routing.Store(&routing{})
 	if cfg.Descriptors != nil {
 		cfg.Descriptors.SetReclaim(c.reclaimIdle)
@@ -162,6 +165,9 @@ func (c *Core) Stats(st *stats.Process) {
 	for _, p := range c.Pools() {
 		p.Stats(st)
 	}
+	c.routeStats(st)
+	n := c.noPool.Read()
+	st.NoPool.Add(&n)
 }
 
 // Pools returns the core's pools in name order.
@@ -225,6 +231,9 @@ func (c *Core) Forward(x *Exchange) Outcome {
 		x.releaseBody()
 	}
 	took := time.Since(start)
+	if x.routeCount != nil {
+		x.routeCount.Observe(o.Status)
+	}
 	switch {
 	case o.Backend != nil:
 		o.Backend.Requests.Observe(method, o.Status, took, o.In, o.Out)

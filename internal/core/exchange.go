@@ -8,6 +8,7 @@ import (
 	"relay/internal/backend"
 	"relay/internal/h1"
 	"relay/internal/route"
+	"relay/internal/stats"
 )
 
 // Exchange is one request on its way through the core, and the state the
@@ -56,6 +57,7 @@ type Exchange struct {
 	// the access log ("" when none matched) and its header changes.
 	match           route.Match
 	routeName       string
+	routeCount      *stats.ByClass // the route's counter; nil when none matched
 	reqOps, respOps *fieldOps
 	// probe is the backend whose half-open breaker this attempt probes,
 	// until its response head judges the probe (breaker.go).

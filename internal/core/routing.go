@@ -5,6 +5,7 @@ import (
 
 	"relay/internal/h1"
 	"relay/internal/route"
+	"relay/internal/stats"
 )
 
 // Routing is the table in front of the pools: which pool serves a
@@ -23,7 +24,8 @@ type Routing struct {
 // header changes ready to write.
 type routing struct {
 	Routing
-	req, resp []fieldOps // by route index
+	req, resp []fieldOps       // by route index
+	counts    []*stats.ByClass // by route index: the core's counter of each route's name
 }
 
 // fieldOps are one route's changes to a message's header fields: names to
@@ -56,11 +58,19 @@ func (c *Core) SetRouting(r Routing) {
 		rt.Table = nil
 	}
 	if rt.Table != nil {
+		c.mu.Lock()
 		for i := range rt.Table.Len() {
 			s := rt.Table.Spec(i)
 			rt.req = append(rt.req, opsOf(s.RequestHeaders))
 			rt.resp = append(rt.resp, opsOf(s.ResponseHeaders))
+			n := c.routeCounts[s.Name]
+			if n == nil {
+				n = new(stats.ByClass)
+				c.routeCounts[s.Name] = n
+			}
+			rt.counts = append(rt.counts, n)
 		}
+		c.mu.Unlock()
 	}
 	c.routing.Store(rt)
 }
@@ -72,7 +82,7 @@ func (c *Core) SetRouting(r Routing) {
 // here, and then the pool is nil and done reports the outcome.
 func (c *Core) route(x *Exchange) (p *Pool, o Outcome, done bool) {
 	rt := c.routing.Load()
-	x.routeName, x.reqOps, x.respOps = "", nil, nil
+	x.routeName, x.routeCount, x.reqOps, x.respOps = "", nil, nil, nil
 	if rt.Table == nil {
 		if rt.Default == nil {
 			return nil, c.unrouted(x, 404, "no route for this request"), true
@@ -93,7 +103,7 @@ func (c *Core) route(x *Exchange) (p *Pool, o Outcome, done bool) {
 	}
 	i := x.match.Route
 	spec := rt.Table.Spec(i)
-	x.routeName = spec.Name
+	x.routeName, x.routeCount = spec.Name, rt.counts[i]
 	if spec.Redirect != nil {
 		return nil, c.redirect(x, rt.Table), true
 	}
@@ -149,4 +159,13 @@ func (f *fieldOps) drop(fields []h1.Field) {
 func (f *fieldOps) apply(fields []h1.Field) []h1.Field {
 	f.drop(fields)
 	return append(fields, f.add...)
+}
+
+// routeStats adds the count of every route the core has run to st.
+func (c *Core) routeStats(st *stats.Process) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, n := range c.routeCounts {
+		st.Routes = append(st.Routes, stats.Route{Name: name, Responses: n.Read()})
+	}
 }

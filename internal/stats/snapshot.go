@@ -10,6 +10,13 @@ type Process struct {
 	Backends []Backend `json:"backends"`
 	// Pools are the process's counts by pool name.
 	Pools []Pool `json:"pools"`
+	// Routes are the process's counts by route name: every route relay
+	// has run since it started, so a reload that renames one does not
+	// make a counter go back.
+	Routes []Route `json:"routes,omitempty"`
+	// NoPool counts the requests relay answered without a pool: no route
+	// and no default pool (404), redirects, paths refused (400).
+	NoPool Counts `json:"no_pool"`
 	// ConnsOpen is the client connections open; ConnsAccepted the ones
 	// ever accepted.
 	ConnsOpen     int64  `json:"conns_open"`
@@ -46,9 +53,17 @@ type Pool struct {
 	Unanswered Counts `json:"unanswered"`
 }
 
+// Route is one route's counts in one process, or summed over several:
+// the requests it took, by the class of the status they got.
+type Route struct {
+	Name      string             `json:"name"`
+	Responses [NumClasses]uint64 `json:"responses"`
+}
+
 // Add adds o's counters and gauges to p, matching backends by pool and
 // name and pools by name; ones p lacks are appended.
 func (p *Process) Add(o *Process) {
+	p.NoPool.Add(&o.NoPool)
 	p.ConnsOpen += o.ConnsOpen
 	p.ConnsAccepted += o.ConnsAccepted
 	type key struct{ pool, name string }
@@ -78,6 +93,24 @@ func (p *Process) Add(o *Process) {
 		q.BudgetRefusals += op.BudgetRefusals
 		q.Unanswered.Add(&op.Unanswered)
 	}
+	for i := range o.Routes {
+		or := &o.Routes[i]
+		r := p.route(or.Name)
+		for c, n := range or.Responses {
+			r.Responses[c] += n
+		}
+	}
+}
+
+// route returns p's entry for the route name, appending it when missing.
+func (p *Process) route(name string) *Route {
+	for i := range p.Routes {
+		if p.Routes[i].Name == name {
+			return &p.Routes[i]
+		}
+	}
+	p.Routes = append(p.Routes, Route{Name: name})
+	return &p.Routes[len(p.Routes)-1]
 }
 
 // pool returns p's entry for name, appending it when missing.
@@ -111,4 +144,5 @@ func (p *Process) Sort() {
 		return a.Pool < b.Pool || a.Pool == b.Pool && a.Name < b.Name
 	})
 	sort.Slice(p.Pools, func(i, j int) bool { return p.Pools[i].Name < p.Pools[j].Name })
+	sort.Slice(p.Routes, func(i, j int) bool { return p.Routes[i].Name < p.Routes[j].Name })
 }

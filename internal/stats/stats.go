@@ -91,6 +91,23 @@ func bucket(d time.Duration) int {
 	return len(boundsNs)
 }
 
+// ByClass counts requests by the class of their status: the route
+// counters, one atomic add per request. The zero value is ready.
+type ByClass struct {
+	n [NumClasses]atomic.Uint64
+}
+
+// Observe counts one request answered with status.
+func (c *ByClass) Observe(status int) { c.n[classIndex(status)].Add(1) }
+
+// Read returns the counts now.
+func (c *ByClass) Read() (n [NumClasses]uint64) {
+	for i := range c.n {
+		n[i] = c.n[i].Load()
+	}
+	return n
+}
+
 // Requests counts answered requests by method and status class, their
 // latency and their body bytes. The zero value is ready; it is safe for
 // concurrent use.
