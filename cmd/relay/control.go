@@ -11,6 +11,7 @@ import (
 	"relay/internal/admin"
 	"relay/internal/config"
 	"relay/internal/control"
+	"relay/internal/dataplane"
 	"relay/internal/fds"
 	"relay/internal/supervisor"
 )
@@ -33,9 +34,9 @@ type controlled struct {
 // listener. Probes take their descriptors from budget.
 func startControl(f *flags, cfg *config.Config, src supervisor.ConfigSource, lg *logs, bound config.Listeners, budget *fds.Budget) (*controlled, error) {
 	log := lg.log
-	up := newUpstreams(cfg, log)
+	up := dataplane.NewUpstreams(cfg, log)
 	ctl, err := control.New(control.Options{
-		Source: src, Pools: poolsOf(cfg), Members: membersOf(cfg), Prepare: up.plan,
+		Source: src, Pools: poolsOf(cfg), Members: membersOf(cfg), Prepare: up.Plan,
 		StartChecks: checksStarter(budget, log), Log: log,
 	})
 	if err != nil {
@@ -91,7 +92,7 @@ type reloader struct {
 	mu      sync.Mutex // one reload at a time
 	f       *flags
 	ctl     *control.Control
-	up      *upstreams
+	up      *dataplane.Upstreams
 	disc    *discoverer
 	running *config.Config // what relay started with: restart-only settings
 	// applied is the configuration last applied, at start or by a
@@ -151,8 +152,8 @@ func (r *reloader) reload() (uint64, error) {
 	}
 	// Backends' TLS files are read under the new configuration, which
 	// the upstream settings adopt only if every backend builds.
-	adopt := func() { r.up.reload(cfg) }
-	changes, err := r.ctl.Reloaded(src, poolsOf(cfg), membersOf(cfg), r.up.planUnder(cfg), adopt)
+	adopt := func() { r.up.Reload(cfg) }
+	changes, err := r.ctl.Reloaded(src, poolsOf(cfg), membersOf(cfg), r.up.PlanUnder(cfg), adopt)
 	if err != nil {
 		r.log.Error("reload refused", "err", err.Error())
 		r.ctl.ReloadRefused()

@@ -391,9 +391,8 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 	// With several processes each enforces its part of every request cap,
 	// so relay as a whole never exceeds it.
 	share := func(n int) int { return supervisor.Share(n, supervisor.ProcessCount(cfg), sp.Index) }
-	up := newUpstreams(cfg, log)
 	plane, err := dataplane.New(cfg, dataplane.Options{
-		Share: share, Prepare: up.prepare, AccessLog: access.log, Logger: log, Descriptors: budget,
+		Share: share, AccessLog: access.log, Logger: log, Descriptors: budget,
 		// A breaker that opens or closes here does so in every process;
 		// the control decides and logs it.
 		Breakers: func(pool string) core.BreakerHook { return control.ReportBreaker(sp, pool) },
@@ -430,9 +429,6 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 			}
 			if err == nil {
 				err = d.reload(next, src)
-			}
-			if err == nil {
-				up.reload(next)
 			}
 			if err != nil {
 				log.Error("configuration from the supervisor refused; keeping the current one", "generation", src.Generation, "err", err)

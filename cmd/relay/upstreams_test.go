@@ -10,6 +10,7 @@ import (
 	"relay/internal/backend"
 	"relay/internal/config"
 	"relay/internal/control"
+	"relay/internal/dataplane"
 	"relay/internal/supervisor"
 	"relay/internal/testcert"
 )
@@ -41,18 +42,18 @@ func TestRefusedReloadKeepsTheUpstreamTLSSettings(t *testing.T) {
 	}
 	log := slog.New(slog.DiscardHandler)
 	cfg := configOf("https://127.0.0.1:9443", "http://127.0.0.1:9080")
-	up := newUpstreams(cfg, log)
+	up := dataplane.NewUpstreams(cfg, log)
 	bs, err := buildBackends(cfg, func(n int) int { return n }, up)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctl := control.NewControl(supervisor.ConfigSource{Generation: 1}, bs, 100, log)
-	ctl.Prepare = up.plan
+	ctl.Prepare = up.Plan
 	tc := bs[0].TLS()
 
 	bad := configOf("https://127.0.0.1:9443", "http://127.0.0.1:9080", "https://127.0.0.1:9444")
 	bad.Backends[2].TLS.CAFile = filepath.Join(dir, "missing.pem")
-	if _, err := ctl.Reloaded(supervisor.ConfigSource{Generation: 2}, poolsOf(bad), membersOf(bad), up.planUnder(bad), func() { up.reload(bad) }); err == nil {
+	if _, err := ctl.Reloaded(supervisor.ConfigSource{Generation: 2}, poolsOf(bad), membersOf(bad), up.PlanUnder(bad), func() { up.Reload(bad) }); err == nil {
 		t.Fatal("a reload with a missing CA file was accepted")
 	}
 	if bs[0].TLS() != tc {
@@ -69,7 +70,7 @@ func TestRefusedReloadKeepsTheUpstreamTLSSettings(t *testing.T) {
 
 // buildBackends makes the configured backends, all healthy until checked.
 // share turns a configured request cap into this process's part of it.
-func buildBackends(cfg *config.Config, share func(int) int, up *upstreams) ([]*backend.Backend, error) {
+func buildBackends(cfg *config.Config, share func(int) int, up *dataplane.Upstreams) ([]*backend.Backend, error) {
 	bs := make([]*backend.Backend, 0, len(cfg.Backends))
 	for _, cb := range cfg.Backends {
 		b, err := backend.New(cb.URL, cb.Weight)
@@ -77,7 +78,7 @@ func buildBackends(cfg *config.Config, share func(int) int, up *upstreams) ([]*b
 			return nil, err
 		}
 		b.SetMaxRequests(share(cb.MaxRequests))
-		if err := up.prepare(b); err != nil {
+		if err := up.Prepare(b); err != nil {
 			return nil, err
 		}
 		bs = append(bs, b)

@@ -28,9 +28,6 @@ type Options struct {
 	// Share turns a relay-wide cap on requests in flight into this
 	// process's part of it; nil keeps caps whole (one process).
 	Share func(int) int
-	// Prepare readies a backend for use (its TLS settings) and reports
-	// what stands in the way; nil readies nothing.
-	Prepare func(*backend.Backend) error
 	// Breakers gives each pool the hook that learns of its breakers
 	// opening and closing, so that the control decides for every process
 	// (core.PoolConfig.OnBreaker); nil: pools decide alone.
@@ -65,6 +62,7 @@ type Plane struct {
 	// hosts are the addresses the pools' members stand on, by name: one
 	// address in two pools is one Host, with one breaker.
 	hosts map[string]*backend.Host
+	up    *Upstreams // the TLS settings of https backends
 }
 
 // New builds the data plane cfg describes: the core and a pool for every
@@ -73,13 +71,10 @@ func New(cfg *config.Config, opts Options) (*Plane, error) {
 	if opts.Share == nil {
 		opts.Share = func(n int) int { return n }
 	}
-	if opts.Prepare == nil {
-		opts.Prepare = func(*backend.Backend) error { return nil }
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	pl := &Plane{opts: opts, hosts: make(map[string]*backend.Host)}
+	pl := &Plane{opts: opts, hosts: make(map[string]*backend.Host), up: NewUpstreams(cfg, opts.Logger)}
 	pl.core = core.New(core.Config{
 		TrustedProxies: cfg.TrustedProxies, AccessLog: opts.AccessLog, RequestID: cfg.RequestID,
 		Logger: opts.Logger, MaxBodyBytes: cfg.MaxBodyBytes, HoldBodyBytes: cfg.BodyBufferBytes,
@@ -165,6 +160,9 @@ func (pl *Plane) Reconfigure(cfg *config.Config) error {
 			pl.core.RemovePool(p.Name())
 		}
 	}
+	// Backends' TLS files are read again under the new configuration
+	// as the control's membership reaches them.
+	pl.up.Reload(cfg)
 	return nil
 }
 
@@ -187,7 +185,7 @@ func (pl *Plane) fileBackends(np config.NamedPool) ([]*backend.Backend, error) {
 			return nil, fmt.Errorf("pool %q: %w", np.Name, err)
 		}
 		b.SetMaxRequests(pl.opts.Share(cb.MaxRequests))
-		if err := pl.opts.Prepare(b); err != nil {
+		if err := pl.up.Prepare(b); err != nil {
 			pl.opts.Logger.Error("backend TLS settings could not be loaded; using Go's defaults until the next membership", "pool", np.Name, "backend", b.Name, "err", err)
 		}
 		bs = append(bs, b)
@@ -287,7 +285,7 @@ func (pl *Plane) setMembersLocked(ms []Member) ([]*backend.Backend, error) {
 			continue
 		}
 		b.SetMembership(ms[i].Weight, pl.opts.Share(ms[i].MaxRequests))
-		if err := pl.opts.Prepare(b); err != nil {
+		if err := pl.up.Prepare(b); err != nil {
 			// The control loaded the same files a moment ago; keep what
 			// the backend had (Go's defaults when it is new).
 			pl.opts.Logger.Error("backend TLS settings could not be loaded; keeping its current ones", "pool", ms[i].Pool, "backend", b.Name, "err", err)

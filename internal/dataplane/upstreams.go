@@ -1,4 +1,4 @@
-package main
+package dataplane
 
 import (
 	"crypto/tls"
@@ -11,12 +11,12 @@ import (
 	"relay/internal/tlsconf"
 )
 
-// upstreams gives https backends their TLS settings under the running
+// Upstreams gives https backends their TLS settings under the running
 // configuration: a backend listed in the file gets those of its entry, one
 // the admin API added gets the backend_tls_ defaults. The control and
-// every serving process hold one, so health checks and requests speak to
-// a backend alike. A reload reads the files again.
-type upstreams struct {
+// every serving process's data plane hold one, so health checks and
+// requests speak to a backend alike. A reload reads the files again.
+type Upstreams struct {
 	log   *slog.Logger
 	mu    sync.Mutex
 	cfg   *config.Config
@@ -28,15 +28,16 @@ type built struct {
 	tc       *tls.Config
 }
 
-func newUpstreams(cfg *config.Config, log *slog.Logger) *upstreams {
-	u := &upstreams{log: log}
-	u.reload(cfg)
+// NewUpstreams returns the TLS settings of backends under cfg.
+func NewUpstreams(cfg *config.Config, log *slog.Logger) *Upstreams {
+	u := &Upstreams{log: log}
+	u.Reload(cfg)
 	return u
 }
 
-// reload takes a new configuration; the next prepare of each backend
+// Reload takes a new configuration; the next Prepare of each backend
 // builds its settings afresh, reading certificate files again.
-func (u *upstreams) reload(cfg *config.Config) {
+func (u *Upstreams) Reload(cfg *config.Config) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.cfg, u.built = cfg, make(map[string]built)
@@ -56,21 +57,21 @@ func settingsIn(cfg *config.Config, name string) config.UpstreamTLS {
 	return cfg.BackendTLS
 }
 
-// prepare gives b the TLS settings it should have now; an http backend
+// Prepare gives b the TLS settings it should have now; an http backend
 // gets none.
-func (u *upstreams) prepare(b *backend.Backend) error {
-	apply, err := u.plan(b)
+func (u *Upstreams) Prepare(b *backend.Backend) error {
+	apply, err := u.Plan(b)
 	if err == nil {
 		apply()
 	}
 	return err
 }
 
-// plan reads what b's TLS settings need under the running configuration
+// Plan reads what b's TLS settings need under the running configuration
 // (certificate files, unless built for it already) and returns the step
 // that gives them to b, which cannot fail: a change can check every
 // backend before it changes any.
-func (u *upstreams) plan(b *backend.Backend) (apply func(), err error) {
+func (u *Upstreams) Plan(b *backend.Backend) (apply func(), err error) {
 	if b.URL.Scheme != "https" {
 		return func() {}, nil
 	}
@@ -84,10 +85,10 @@ func (u *upstreams) plan(b *backend.Backend) (apply func(), err error) {
 	return u.build(b, s)
 }
 
-// planUnder is plan for a configuration being reloaded, before relay
+// PlanUnder is Plan for a configuration being reloaded, before relay
 // takes it (adopt): it reads every file afresh and changes nothing until
 // its steps run, after adopt.
-func (u *upstreams) planUnder(cfg *config.Config) func(*backend.Backend) (func(), error) {
+func (u *Upstreams) PlanUnder(cfg *config.Config) func(*backend.Backend) (func(), error) {
 	return func(b *backend.Backend) (func(), error) {
 		if b.URL.Scheme != "https" {
 			return func() {}, nil
@@ -98,7 +99,7 @@ func (u *upstreams) planUnder(cfg *config.Config) func(*backend.Backend) (func()
 
 // build reads the files of settings s for b and returns the step that
 // records them and gives them to b.
-func (u *upstreams) build(b *backend.Backend, s config.UpstreamTLS) (func(), error) {
+func (u *Upstreams) build(b *backend.Backend, s config.UpstreamTLS) (func(), error) {
 	tc, err := tlsconf.Client(b.URL, s)
 	if err != nil {
 		return nil, fmt.Errorf("backend %q: %w", b.Name, err)
