@@ -34,6 +34,9 @@ import (
 // methods.
 type Backend struct {
 	*Host
+	// Pool names the pool the membership is in; "" for a backend made
+	// alone (New).
+	Pool string
 	// Weight is the relative share of traffic, at least 1.
 	Weight int
 	// Requests counts the requests the member answered (the forwarding
@@ -61,17 +64,17 @@ func New(u *url.URL, weight int) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return h.Member(weight)
+	return h.Member("", weight)
 }
 
-// Member returns a new membership of the address with the given weight, for
-// a pool: it shares the address's health, breaker and TLS settings with
-// every other membership of it.
-func (h *Host) Member(weight int) (*Backend, error) {
+// Member returns a new membership of the address in pool with the given
+// weight: it shares the address's breaker and TLS settings with every
+// other membership of it.
+func (h *Host) Member(pool string, weight int) (*Backend, error) {
 	if weight < 1 {
 		return nil, fmt.Errorf("backend %q: weight %d is below 1", h.URL, weight)
 	}
-	b := &Backend{Host: h, Weight: weight}
+	b := &Backend{Host: h, Pool: pool, Weight: weight}
 	b.weight.Store(int64(weight))
 	return b, nil
 }

@@ -13,11 +13,11 @@ func TestHostSharedByMembers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	web, err := h.Member(1)
+	web, err := h.Member("web", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := h.Member(5)
+	api, err := h.Member("api", 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestHostSharedByMembers(t *testing.T) {
 	if web.Available() || !api.Available() {
 		t.Fatal("a drain in one pool must hold only that membership out")
 	}
-	if _, err := h.Member(0); err == nil {
+	if _, err := h.Member("web", 0); err == nil {
 		t.Fatal("weight 0 accepted")
 	}
 }

@@ -67,7 +67,7 @@ func (l *Control) syncChecks() {
 			if old := g.probes[b.Name]; old != nil && old.Host == b.Host {
 				probe = old
 			} else {
-				probe, _ = b.Host.Member(1) // weight 1 cannot fail
+				probe, _ = b.Host.Member(b.Pool, 1) // weight 1 cannot fail
 				fresh[probe] = true
 			}
 			probes[g][b.Name] = probe

@@ -341,7 +341,7 @@ func (l *Control) memberLocked(m supervisor.Member, hosts map[string]*backend.Ho
 		h = had
 	}
 	hosts[h.Name] = h
-	b, err := h.Member(m.Weight)
+	b, err := h.Member(m.Pool, m.Weight)
 	if err != nil {
 		return nil, nil, err
 	}

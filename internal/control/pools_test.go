@@ -39,7 +39,7 @@ func hostsOf(t *testing.T, held *sync.Map) func([]supervisor.Member) []*backend.
 				h = nb.Host
 				hosts[m.URL] = h
 			}
-			b, err := h.Member(m.Weight)
+			b, err := h.Member(m.Pool, m.Weight)
 			if err != nil {
 				t.Error(err)
 			}

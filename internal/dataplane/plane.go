@@ -180,7 +180,7 @@ func (pl *Plane) fileBackends(np config.NamedPool) ([]*backend.Backend, error) {
 			}
 			pl.hosts[h.Name] = h
 		}
-		b, err := h.Member(cb.Weight)
+		b, err := h.Member(np.Name, cb.Weight)
 		if err != nil {
 			return nil, fmt.Errorf("pool %q: %w", np.Name, err)
 		}
@@ -273,7 +273,7 @@ func (pl *Plane) setMembersLocked(ms []Member) ([]*backend.Backend, error) {
 		}
 		b := cur[m.Pool][h.Name]
 		if b == nil || b.Host != h {
-			if b, err = h.Member(m.Weight); err != nil {
+			if b, err = h.Member(m.Pool, m.Weight); err != nil {
 				return nil, fmt.Errorf("pool %q: %w", m.Pool, err)
 			}
 		}

@@ -65,3 +65,32 @@ func TestMembershipRefusesABadURL(t *testing.T) {
 		t.Fatalf("a refused membership changed the pool: %v", bs)
 	}
 }
+
+// An https backend the file lists nowhere (etcd or the admin API added
+// it) takes the backend_tls_ settings of its own pool, not the top
+// level's.
+func TestUnlistedBackendTakesItsPoolsTLS(t *testing.T) {
+	cfg := parse(t, `backends: [http://127.0.0.1:8001]
+backend_tls_server_name: top.example
+pools:
+  api:
+    backend_tls_server_name: api.example
+    backends: [http://127.0.0.1:8002]
+`)
+	pl, err := New(cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs, err := pl.SetMembers([]Member{
+		{Pool: DefaultPool, URL: "https://127.0.0.1:9443", Weight: 1},
+		{Pool: "api", URL: "https://127.0.0.1:9444", Weight: 1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"top.example", "api.example"} {
+		if got := bs[i].TLS().ServerName; got != want {
+			t.Errorf("%s in pool %s verifies the name %q, want %q", bs[i].Name, bs[i].Pool, got, want)
+		}
+	}
+}

@@ -43,16 +43,21 @@ func (u *Upstreams) Reload(cfg *config.Config) {
 	u.cfg, u.built = cfg, make(map[string]built)
 }
 
-// settingsIn returns the TLS settings cfg gives the backend named name.
-func settingsIn(cfg *config.Config, name string) config.UpstreamTLS {
-	// An address is one connection target whichever pools hold it: the
-	// first pool that lists it (the top level first) decides.
+// settingsIn returns the TLS settings cfg gives the backend b: an address
+// is one connection target whichever pools hold it, so the first pool
+// that lists it (the top level first) decides; one the file lists nowhere
+// (from etcd or the admin API) gets the backend_tls_ settings of its own
+// pool.
+func settingsIn(cfg *config.Config, b *backend.Backend) config.UpstreamTLS {
 	for _, np := range cfg.AllPools() {
 		for _, cb := range np.Backends {
-			if cb.URL.String() == name {
+			if cb.URL.String() == b.Name {
 				return cb.TLS
 			}
 		}
+	}
+	if p := cfg.LookupPool(b.Pool); p != nil {
+		return p.BackendTLS
 	}
 	return cfg.BackendTLS
 }
@@ -76,7 +81,7 @@ func (u *Upstreams) Plan(b *backend.Backend) (apply func(), err error) {
 		return func() {}, nil
 	}
 	u.mu.Lock()
-	s := settingsIn(u.cfg, b.Name)
+	s := settingsIn(u.cfg, b)
 	cur, ok := u.built[b.Name]
 	u.mu.Unlock()
 	if ok && cur.settings == s {
@@ -93,7 +98,7 @@ func (u *Upstreams) PlanUnder(cfg *config.Config) func(*backend.Backend) (func()
 		if b.URL.Scheme != "https" {
 			return func() {}, nil
 		}
-		return u.build(b, settingsIn(cfg, b.Name))
+		return u.build(b, settingsIn(cfg, b))
 	}
 }
 
