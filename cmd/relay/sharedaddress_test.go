@@ -13,13 +13,15 @@ import (
 type sharedRelay struct {
 	r              *relay
 	admin          string
+	file, head     string
 	shared, a1, b1 *poolBackend
 }
 
 func startSharedRelay(t *testing.T, extra string) *sharedRelay {
 	t.Helper()
 	s := &sharedRelay{shared: newPoolBackend(t, "shared"), a1: newPoolBackend(t, "a"), b1: newPoolBackend(t, "b")}
-	file := writeConfig(t, "processes: 2\naccess_log: false\nalgorithm: round-robin\n"+extra+fmt.Sprintf(`pools:
+	s.head = "listen: 127.0.0.1:0\nlog_level: info\nprocesses: 2\naccess_log: false\nalgorithm: round-robin\n" + extra
+	s.file = writeFile(t, t.TempDir(), "relay.yml", s.head+fmt.Sprintf(`pools:
   a:
     backends: %s
   b:
@@ -30,7 +32,7 @@ routes:
   - match: {path_prefix: /b}
     pool: b
 `, poolURLs(s.shared, s.a1), poolURLs(s.shared, s.b1)))
-	r, started := startRelay(t, "", "-config", file)
+	r, started := startRelay(t, "", "-config", s.file)
 	s.r, s.admin = r, adminOf(t, started)
 	return s
 }
@@ -105,8 +107,9 @@ func TestSharedAddressCheckedOnceEjectedInBoth(t *testing.T) {
 // TestDrainInOnePoolKeepsTheOther: an operator drains the address pools a
 // and b share, in pool a only (POST /api/pools/a/backends/{name}/drain,
 // relay with two serving processes). Pool a stops sending to it; pool b
-// keeps it in rotation and sends it its share. Enabling it in pool a
-// brings it back there.
+// keeps it in rotation and sends it its share. The drain survives a
+// reload that reorders the pools and adds a pool c holding the address,
+// in which it serves. Enabling it in pool a brings it back there.
 func TestDrainInOnePoolKeepsTheOther(t *testing.T) {
 	t.Parallel()
 	s := startSharedRelay(t, "")
@@ -135,6 +138,46 @@ func TestDrainInOnePoolKeepsTheOther(t *testing.T) {
 		}
 	}
 
+	// A reload: pool b first, a pool c with the address, a route to it.
+	reloaded := s.head + fmt.Sprintf(`pools:
+  b:
+    backends: %s
+  a:
+    backends: %s
+  c:
+    backends: %s
+routes:
+  - match: {path_prefix: /a}
+    pool: a
+  - match: {path_prefix: /b}
+    pool: b
+  - match: {path_prefix: /c}
+    pool: c
+`, poolURLs(s.shared, s.b1), poolURLs(s.shared, s.a1), poolURLs(s.shared))
+	if err := writeFileAtomic(s.file, reloaded); err != nil {
+		t.Fatal(err)
+	}
+	if code, v := adminCall(t, s.admin, "POST", "/reload", ""); code != 200 {
+		t.Fatalf("POST /reload: %d %v", code, v)
+	}
+	t0 := time.Now()
+	awaitAnswers(t, s.r.addr, "/c/x", s.shared.port, 5*time.Second)
+	t.Logf("pool c answered 10 requests in a row %v after POST /reload did", time.Since(t0).Round(time.Millisecond))
+	if got := answersFrom(t, s.r.addr, "/a/x", 30); got[s.shared.port] != 0 || got[s.a1.port] != 30 {
+		t.Errorf("after a reload pool a answered by %v; want the drain kept, all 30 by %s", got, s.a1.port)
+	}
+	if got := answersFrom(t, s.r.addr, "/b/x", 30); got[s.shared.port] < 5 || got[s.b1.port] < 5 {
+		t.Errorf("after a reload pool b answered by %v; want both its backends", got)
+	}
+	if m := poolMember(t, s.admin, "a", s.shared.url); m["draining"] != true {
+		t.Errorf("after a reload pool a lists the drained address as %v", m)
+	}
+	for _, pool := range []string{"b", "c"} {
+		if m := poolMember(t, s.admin, pool, s.shared.url); m["draining"] != false || m["in_rotation"] != true {
+			t.Errorf("after a reload pool %s lists the address drained in pool a as %v; want it in rotation", pool, m)
+		}
+	}
+
 	if code, v := adminCall(t, s.admin, "POST", "/api/pools/a/backends/"+esc+"/enable", ""); code != 200 || v["state"] != "up" {
 		t.Fatalf("enable in pool a: %d %v", code, v)
 	}
@@ -142,4 +185,23 @@ func TestDrainInOnePoolKeepsTheOther(t *testing.T) {
 		t.Errorf("after enabling it again pool a answered by %v; want the address among them", got)
 	}
 	s.r.stop()
+}
+
+// awaitAnswers waits until 10 requests for path in a row, each on a
+// connection of its own, are answered 200 by the backend on port.
+func awaitAnswers(t *testing.T, addr, path, port string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for n := 0; n < 10; {
+		code, body := freshGet(t, addr, path)
+		if a, ok := parseAnswer(body); code == 200 && ok && a.port == port {
+			n++
+			continue
+		}
+		n = 0
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not answered by port %s alone within %v: last %d %q", path, port, within, code, body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
