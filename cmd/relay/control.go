@@ -163,7 +163,7 @@ func (r *reloader) reload() (uint64, error) {
 	r.logs.setLevel(cfg)
 	r.disc.reload(cfg)
 	// One line per reload, from the control, however many processes serve.
-	r.log.Info("configuration reloaded", append([]any{"file", r.name, "generation", src.Generation, "backends", len(cfg.Backends)},
+	r.log.Info("configuration reloaded", append([]any{"file", r.name, "generation", src.Generation, "backends", cfg.BackendCount(), "pools", len(cfg.AllPools()), "routes", len(cfg.Routes)},
 		reloadAttrs(changes, before, cfg)...)...)
 	logWarnings(r.log, cfg)
 	return src.Generation, nil

@@ -19,6 +19,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 
 	"relay/internal/balance"
 	"relay/internal/config"
@@ -56,7 +57,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		src = sp.Config
 	} else if src, err = readSource(f); err != nil {
 		fmt.Fprintln(stderr, err)
-		if !f.check {
+		if !f.check && f.explain == "" {
 			fmt.Fprintln(stderr, "relay: refusing to start")
 		}
 		return 1
@@ -65,15 +66,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		err = supervisor.CheckPlatform(cfg)
 	}
-	if err == nil && sp == nil {
+	if err == nil && sp == nil && f.explain == "" {
 		// What the file names outside relay (the listen host, the log
 		// file), checked before anything starts; a serving process runs
-		// what its supervisor checked.
+		// what its supervisor checked, and -explain only routes.
 		err = cfg.CheckEnvironment()
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		if f.check {
+		if f.check || f.explain != "" {
 			return 1
 		}
 		fmt.Fprintln(stderr, "relay: refusing to start")
@@ -133,7 +134,15 @@ func summary(cfg *config.Config) string {
 	if len(cfg.Pools) == 0 && len(cfg.Routes) == 0 {
 		return fmt.Sprintf("%d backends, %s", len(cfg.Backends), cfg.Algorithm)
 	}
-	return fmt.Sprintf("%d pools, %d backends, %d routes", len(cfg.AllPools()), cfg.BackendCount(), len(cfg.Routes))
+	return fmt.Sprintf("%s, %s, %s", count(len(cfg.AllPools()), "pool"), count(cfg.BackendCount(), "backend"), count(len(cfg.Routes), "route"))
+}
+
+// count says n things: "1 route", "3 routes".
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return strconv.Itoa(n) + " " + thing + "s"
 }
 
 // readSource reads the configuration named by -config, config.yml when it
