@@ -57,6 +57,9 @@ type Exchange struct {
 	match           route.Match
 	routeName       string
 	reqOps, respOps *fieldOps
+	// trailHops names the fields kept out of a chunked request's
+	// trailers (prepare), comma-separated.
+	trailHops []byte
 	// probe is the backend whose half-open breaker this attempt probes,
 	// until its response head judges the probe (breaker.go).
 	probe *backend.Backend
