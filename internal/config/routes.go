@@ -624,5 +624,21 @@ func (c *Config) checkRoutes(errs *Errors, bad func(key, format string, args ...
 				errs.add(p)
 			}
 		}
+		// A path relay writes is held to the same form: a rewrite must
+		// not give a backend an escaped slash that escaped_slashes keeps
+		// away from it in every request path (the route table refuses
+		// one, so a file that held one would pass -check and a reload
+		// here and then be refused by every serving process).
+		written := []struct{ key, path string }{{"replace_prefix", r.ReplacePrefix}}
+		if r.Redirect != nil {
+			written = append(written, struct{ key, path string }{"redirect.path", r.Redirect.Path})
+		}
+		for _, f := range written {
+			if escapedSlash(f.path) {
+				p := at(f.key)
+				p.Msg = fmt.Sprintf("%s holds an escaped slash (%%2F or %%5C), which relay gives a backend or a client only with escaped_slashes: keep (it is %s)", quote(f.path), c.EscapedSlashes)
+				errs.add(p)
+			}
+		}
 	}
 }

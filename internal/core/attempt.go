@@ -229,7 +229,11 @@ func (p *Pool) exchange(b *backend.Backend, u *upstream, x *Exchange, now time.T
 		return attempt{status: 101, in: in, out: out, health: served}, closeConn
 	}
 	p.judgeHead(x, resp.Status)
-	x.respBody.reset(u, resp, p.cfg().ResponseTimeout, x.Door)
+	var drop []byte
+	if x.respOps != nil {
+		drop = x.respOps.names
+	}
+	x.respBody.reset(u, resp, p.cfg().ResponseTimeout, x.Door, drop)
 	out, rerr, werr := x.Door.Respond(resp, &x.respBody)
 	a := attempt{status: resp.Status, in: in, out: out, health: served}
 	if errors.Is(rerr, errClientGone) {

@@ -59,6 +59,9 @@ type Exchange struct {
 	routeName       string
 	routeCount      *stats.ByClass // the route's counter; nil when none matched
 	reqOps, respOps *fieldOps
+	// trailHops names the fields kept out of a chunked request's
+	// trailers (prepare), comma-separated.
+	trailHops []byte
 	// probe is the backend whose half-open breaker this attempt probes,
 	// until its response head judges the probe (breaker.go).
 	probe *backend.Backend

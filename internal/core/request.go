@@ -45,6 +45,13 @@ func (x *Exchange) prepare(c *Core, b *backend.Backend) {
 	switch {
 	case req.Chunked:
 		out = append(out, "Transfer-Encoding: chunked\r\n"...)
+		// The fields the head's Connection names and those the route
+		// removes stay out of the trailers as well. The names are
+		// copied now: the head's bytes may be overwritten by the body's.
+		x.trailHops = h1.AppendConnection(x.trailHops[:0], req.Fields)
+		if x.reqOps != nil {
+			x.trailHops = append(x.trailHops, x.reqOps.names...)
+		}
 	case req.ContentLength > 0:
 		out = h1.AppendContentLength(out, req.ContentLength)
 	case needsLength(req.Method):
@@ -96,7 +103,7 @@ func (x *Exchange) send(u *upstream) (in int64, err error) {
 		}
 	}
 	x.streamed = true
-	n, rerr, werr := h1.CopyBody(u.conn, x.Body, x.Req.Chunked, nil)
+	n, rerr, werr := h1.CopyBody(u.conn, x.Body, x.Req.Chunked, x.trailHops)
 	in = x.inline + n
 	if rerr != nil {
 		return in, errors.Join(errClientBody, rerr)

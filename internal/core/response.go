@@ -16,16 +16,21 @@ type ResponseBody struct {
 	kind    h1.BodyKind
 	length  int64
 	timeout time.Duration
+	// drop names the fields the route removes from the response (a
+	// comma-separated list), which stay out of its trailers too;
+	// trailers holds the trailer lines that pass.
+	drop     []byte
+	trailers []byte
 }
 
-func (r *ResponseBody) reset(u *upstream, resp *h1.Response, timeout time.Duration, door Responder) {
-	r.u, r.door, r.kind, r.length, r.timeout = u, door, resp.Body, resp.ContentLength, timeout
+func (r *ResponseBody) reset(u *upstream, resp *h1.Response, timeout time.Duration, door Responder, drop []byte) {
+	r.u, r.door, r.kind, r.length, r.timeout, r.drop = u, door, resp.Body, resp.ContentLength, timeout, drop
 	r.body.Reset(u.br, resp.Body, resp.ContentLength)
 }
 
 // empty makes r the body of an answer relay writes itself: none.
 func (r *ResponseBody) empty() {
-	r.u, r.door, r.kind, r.length = nil, nil, h1.BodyNone, 0
+	r.u, r.door, r.kind, r.length, r.drop = nil, nil, h1.BodyNone, 0, nil
 	r.body.Reset(nil, h1.BodyNone, 0)
 }
 
@@ -53,5 +58,13 @@ func (r *ResponseBody) Read(p []byte) (int, error) {
 // Done reports whether the body has been read to its end.
 func (r *ResponseBody) Done() bool { return r.body.Done() }
 
-// Trailers returns a chunked body's raw trailer lines after its end.
-func (r *ResponseBody) Trailers() []byte { return r.body.Trailers() }
+// Trailers returns a chunked body's raw trailer lines after its end, less
+// those of the fields the route removes.
+func (r *ResponseBody) Trailers() []byte {
+	tr := r.body.Trailers()
+	if len(tr) == 0 || len(r.drop) == 0 {
+		return tr
+	}
+	r.trailers = h1.AppendPassingTrailers(r.trailers[:0], tr, r.drop)
+	return r.trailers
+}

@@ -33,6 +33,12 @@ type routing struct {
 type fieldOps struct {
 	remove []string // lower-case
 	add    []h1.Field
+	// names is remove as a comma-separated list, for the trailers: a
+	// field a route removes from the head is kept out of the trailers
+	// too, or a client (or a backend) would get it past the route by
+	// sending it after the body, to whoever reads trailers as header
+	// fields.
+	names []byte
 }
 
 func opsOf(ops route.HeaderOps) fieldOps {
@@ -47,6 +53,7 @@ func opsOf(ops route.HeaderOps) fieldOps {
 	for _, kv := range ops.Add {
 		f.add = append(f.add, h1.Field{Name: []byte(kv.Name), Value: []byte(kv.Value)})
 	}
+	f.names = []byte(strings.Join(f.remove, ","))
 	return f
 }
 

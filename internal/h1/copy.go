@@ -58,7 +58,7 @@ func CopyBody(dst io.Writer, src BodySource, chunked bool, hops []byte) (n int64
 			if chunked {
 				// Only the trailer fields that may follow the content
 				// pass (trailers.go).
-				last := appendPassingTrailers(append(buf[:0], '0', '\r', '\n'), src.Trailers(), hops)
+				last := AppendPassingTrailers(append(buf[:0], '0', '\r', '\n'), src.Trailers(), hops)
 				_, werr = dst.Write(append(last, '\r', '\n'))
 			}
 			return n, nil, werr

@@ -43,11 +43,11 @@ func ForbiddenTrailer(name string) bool {
 // its prefix.
 const longestForbidden = len("transfer-encoding")
 
-// appendPassingTrailers appends to dst the lines of raw, a trailer section
+// AppendPassingTrailers appends to dst the lines of raw, a trailer section
 // as Body reads it (lines "name: value", each ending in CRLF, already
-// checked), whose fields ForbiddenTrailer lets pass and hops does not
-// name.
-func appendPassingTrailers(dst, raw, hops []byte) []byte {
+// checked), whose fields ForbiddenTrailer lets pass and hops (a
+// comma-separated list of names, any case) does not name.
+func AppendPassingTrailers(dst, raw, hops []byte) []byte {
 	var lower [longestForbidden]byte
 	for len(raw) > 0 {
 		end := len(raw)

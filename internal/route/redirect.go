@@ -13,9 +13,11 @@ import (
 var ErrNoHost = errors.New("route: redirect needs the request's host, and it has none")
 
 // requestPort returns ":PORT" of a Host value, or nil when it has none.
+// An empty port ("example.com:", which RFC 3986 allows) is none: the
+// Location names the default port by leaving it out.
 func requestPort(h []byte) []byte {
 	i := bytes.LastIndexByte(h, ':')
-	if i < 0 || bytes.IndexByte(h[i:], ']') >= 0 {
+	if i < 0 || i == len(h)-1 || bytes.IndexByte(h[i:], ']') >= 0 {
 		return nil
 	}
 	return h[i:]

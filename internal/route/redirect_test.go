@@ -28,6 +28,8 @@ func TestRedirect(t *testing.T) {
 		{"rewritten path", "GET", "/old/x", "h.test", "http", 303, "http://h.test/x", nil},
 		{"same host and scheme keep the port", "GET", "/old/x", "[::1]:81", "http", 303, "http://[::1]:81/x", nil},
 		{"same host without a port", "GET", "/old/x", "h.test", "http", 303, "http://h.test/x", nil},
+		{"same host with an empty port", "GET", "/old/x", "h.test:", "http", 303, "http://h.test/x", nil},
+		{"IPv6 with an empty port", "GET", "/old/x", "[::1]:", "http", 303, "http://[::1]/x", nil},
 		{"star gets root", "OPTIONS", "*", "h.test", "http", 301, "https://h.test/", nil},
 		{"no host", "GET", "/old/x", "", "http", 0, "", ErrNoHost},
 	}

@@ -2,7 +2,7 @@ package route
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -68,9 +68,12 @@ func New(specs []Spec, mode EscapedSlashes) (*Table, error) {
 	return t, nil
 }
 
-// index builds the candidate lists.
+// index builds the candidate lists. Each list is built from the
+// wildcards that match its name, found by the name's suffixes, so the
+// work is the size of the lists, not the number of routes times the
+// number of hosts named.
 func (t *Table) index() {
-	var suffixes []string
+	byWild := map[string][]int32{} // ".suffix": the routes with "*.suffix", ascending
 	for i := range t.routes {
 		r := &t.routes[i]
 		if len(r.hosts) == 0 {
@@ -79,44 +82,45 @@ func (t *Table) index() {
 		}
 		for _, h := range r.hosts {
 			if h[0] == '.' {
-				if _, seen := t.wild[h[1:]]; !seen {
-					t.wild[h[1:]] = nil
-					suffixes = append(suffixes, h[1:])
-				}
-				continue
-			}
-			if l := t.exact[h]; len(l) == 0 || l[len(l)-1] != int32(i) {
-				t.exact[h] = append(l, int32(i))
+				byWild[h] = appendOnce(byWild[h], int32(i))
+			} else {
+				t.exact[h] = appendOnce(t.exact[h], int32(i))
 			}
 		}
 	}
-	sort.Strings(suffixes)
-	for _, s := range suffixes {
-		t.wild[s] = t.wildcardsFor("."+s, nil)
+	for p := range byWild {
+		t.wild[p[1:]] = withWildcards(p, nil, byWild)
 	}
 	for h, l := range t.exact {
-		t.exact[h] = t.wildcardsFor(h, l)
+		t.exact[h] = withWildcards(h, l, byWild)
 	}
 }
 
-// wildcardsFor returns list (ascending) merged, in order, with the routes
-// that have a wildcard matching the name host, or, when host starts with
-// a dot, every name that ends in it.
-func (t *Table) wildcardsFor(host string, list []int32) []int32 {
-	var out []int32
-	for i := range t.routes {
-		hit := len(list) > 0 && list[0] == int32(i)
-		if hit {
-			list = list[1:]
+// appendOnce appends i to the ascending list l unless it ends with i.
+func appendOnce(l []int32, i int32) []int32 {
+	if len(l) > 0 && l[len(l)-1] == i {
+		return l
+	}
+	return append(l, i)
+}
+
+// withWildcards returns list (ascending) merged, in order, with the
+// routes of every wildcard in byWild that matches the name, or, when name
+// starts with a dot, every name that ends in it: those whose ".suffix" is
+// the name from one of its dots on.
+func withWildcards(name string, list []int32, byWild map[string][]int32) []int32 {
+	out, merged := list, false
+	for i := 0; i < len(name); i++ {
+		if name[i] != '.' {
+			continue
 		}
-		for _, p := range t.routes[i].hosts {
-			if p[0] == '.' && strings.HasSuffix(host, p) {
-				hit = true
-			}
+		if w, ok := byWild[name[i:]]; ok {
+			out, merged = append(out, w...), true
 		}
-		if hit {
-			out = append(out, int32(i))
-		}
+	}
+	if merged {
+		slices.Sort(out)
+		out = slices.Compact(out)
 	}
 	return out
 }
