@@ -22,6 +22,10 @@
 #   --peers "P ..."      subset of "nginx haproxy relay direct" (default: all four)
 #   --access-log         also run relay with its access log on, written to a
 #                        file in the output directory (row "relay+log")
+#   --routes N           also run relay with a table of N host and path prefix
+#                        routes in front of its pools (bench/routes-config.sh;
+#                        the load's requests take the last route), row
+#                        "relay+routes", beside relay without routes
 #   --relay-config FILE  run relay with this configuration file instead of the
 #                        generated one (the listen address is forced to 127.0.0.1:8080)
 #   --out DIR            where results go (default: a new directory under /tmp)
@@ -45,6 +49,7 @@ PROCESSES=1
 CPU_AFFINITY=false
 PEERS="nginx haproxy relay direct"
 ACCESS_LOG=0
+ROUTES=""
 RELAY_CONFIG=""
 OUT=""
 WRK_THREADS=2
@@ -64,6 +69,7 @@ while [ $# -gt 0 ]; do
     --peers)        need_value "$@"; PEERS=$2; shift 2;;
     --access-log)   ACCESS_LOG=1; shift;;
     --relay-config) need_value "$@"; RELAY_CONFIG=$2; shift 2;;
+    --routes)       need_value "$@"; ROUTES=$2; shift 2;;
     --out)          need_value "$@"; OUT=$2; shift 2;;
     -h|--help)      help; exit 0;;
     *)              unknown_argument "$1";;
@@ -87,6 +93,10 @@ done
 for p in $PEERS; do
   case "$p" in nginx|haproxy|relay|direct) ;; *) die "--peers: unknown peer '$p' (choose from: nginx haproxy relay direct)";; esac
 done
+if [ -n "$ROUTES" ]; then
+  positive "$ROUTES" || die "--routes must be a positive integer, not '$ROUTES'"
+  [ -z "$RELAY_CONFIG" ] || die "--routes builds relay's configuration itself: give it or --relay-config, not both"
+fi
 if [ -n "$RELAY_CONFIG" ]; then
   [ -r "$RELAY_CONFIG" ] || die "--relay-config: cannot read $RELAY_CONFIG"
   RELAY_CONFIG=$(cd "$(dirname "$RELAY_CONFIG")" && pwd)/$(basename "$RELAY_CONFIG")
@@ -98,6 +108,7 @@ for p in direct nginx haproxy relay; do
   [[ " $PEERS " == *" $p "* ]] && BALANCERS+=("$p")
 done
 [ "$ACCESS_LOG" = 1 ] && BALANCERS+=("relay+log")
+[ -n "$ROUTES" ] && BALANCERS+=("relay+routes")
 [ ${#BALANCERS[@]} -gt 0 ] || die "nothing to measure: --peers is empty"
 
 # ------------------------------------------------------------------ tools
@@ -202,6 +213,18 @@ write_relay_conf() {
   } >"$file"
 }
 
+# write_routes_conf FILE: relay's own configuration (write_relay_conf) with
+# the pools and routes of bench/routes-config.sh --routes in front of the
+# same three backends, the load's requests taking the last route. Without
+# --routes it writes nothing.
+write_routes_conf() {
+  [ -n "$ROUTES" ] || return 0
+  local file=$1
+  write_relay_conf "$file" false
+  grep -v -E '^(listen|admin_listen|processes|access_log|log_level):' <("$REPO/bench/routes-config.sh" "$ROUTES") |
+    grep -v '^#' >>"$file"
+}
+
 # relay_log_keys: access log on (JSON, with request ids), in a file of its
 # own in the output directory, bounded in size.
 relay_log_keys() {
@@ -217,7 +240,7 @@ threads_of() {
   case "$1" in
     nginx) echo "$NCPU";;
     haproxy) echo 2;;
-    relay|relay+log)
+    relay|relay+log|relay+routes)
       local w=$WORKERS p=$PROCESSES
       if [ -n "$RELAY_CONFIG" ]; then
         w=$(awk -F: '/^workers:/ { gsub(/[ "\r]/, "", $2); print $2 }' "$RELAY_CONFIG")
@@ -238,6 +261,7 @@ start_balancer() {
     haproxy) start "$2" haproxy -db -f "$RUN/haproxy.cfg";;
     relay)     start "$2" "$OUT/relay" -config "$RUN/relay.yml" -listen "$BALANCER_ADDR";;
     relay+log) start "$2" "$OUT/relay" -config "$RUN/relay-log.yml" -listen "$BALANCER_ADDR";;
+    relay+routes) start "$2" "$OUT/relay" -config "$RUN/relay-routes.yml" -listen "$BALANCER_ADDR";;
   esac
 }
 
@@ -351,6 +375,9 @@ print_table() {
     awk -F'\t' 'NR > 1 && $1 == "relay+log" && $15 != "NA" {
       if (!head++) printf "\nwith the access log on, relay keeps this share of its throughput:\n"
       printf "  %5s connections: %s\n", $2, $15 }' "$MEDIANS"
+    awk -F'\t' -v n="$ROUTES" 'NR > 1 && $1 == "relay+routes" && $15 != "NA" {
+      if (!head++) printf "\nwith %s routes, relay keeps this share of its throughput:\n", n
+      printf "  %5s connections: %s\n", $2, $15 }' "$MEDIANS"
   } | tee "$TABLE"
 }
 
@@ -363,7 +390,8 @@ if [[ " ${BALANCERS[*]} " == *" relay"* ]]; then
   build_relay
   write_relay_conf "$RUN/relay.yml" false
   write_relay_conf "$RUN/relay-log.yml" true
-  for f in relay.yml relay-log.yml; do
+  write_routes_conf "$RUN/relay-routes.yml"
+  for f in relay.yml relay-log.yml relay-routes.yml; do
     "$OUT/relay" -check -config "$RUN/$f" -listen "$BALANCER_ADDR" >&2 || die "relay rejects $RUN/$f"
   done
 fi
