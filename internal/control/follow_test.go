@@ -8,13 +8,14 @@ import (
 
 	"relay/internal/stats"
 	"relay/internal/supervisor"
+	"relay/internal/testsock"
 )
 
 // TestCountersAreNumberedInReadOrder: collect answers and reports are read
 // by two goroutines at once; each reading's number follows the order of
 // the readings themselves, so the control can tell the later one.
 func TestCountersAreNumberedInReadOrder(t *testing.T) {
-	a, b := socketPair(t)
+	a, b := testsock.Pair(t)
 	sup := supervisor.NewChannel(b)
 	if err := sup.Send(supervisor.Message{Kind: supervisor.KindConfig, Config: &supervisor.ConfigSource{Generation: 1}}); err != nil {
 		t.Fatal(err)

@@ -5,10 +5,8 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
-	"os"
 	"reflect"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,27 +17,6 @@ import (
 )
 
 const ioTimeout = 10 * time.Second
-
-// socketPair returns the two ends of a Unix socket pair, the transport of
-// a real channel.
-func socketPair(t *testing.T) (a, b net.Conn) {
-	t.Helper()
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn := func(fd int) net.Conn {
-		f := os.NewFile(uintptr(fd), "pair")
-		defer f.Close()
-		c, err := net.FileConn(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	return conn(fds[0]), conn(fds[1])
-}
 
 func newBackends(t *testing.T, urls ...string) []*backend.Backend {
 	t.Helper()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"relay/internal/supervisor"
+	"relay/internal/testsock"
 )
 
 // A rotation sends every process a new session-ticket key in front of the
@@ -64,7 +65,7 @@ func TestRotatedTicketKeysReachEveryProcess(t *testing.T) {
 // refused.
 func TestBrokenTicketMessagesKeepTheirKeysOutOfErrors(t *testing.T) {
 	const key = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=" // 32 bytes
-	a, b := socketPair(t)
+	a, b := testsock.Pair(t)
 	ch := supervisor.NewChannel(b)
 	for _, tt := range []struct{ line, errHas string }{
 		{`{"kind":"tickets","tickets":["` + key + `"],}` + "\n", "malformed message of"},

@@ -2,44 +2,21 @@ package supervisor
 
 import (
 	"io"
-	"net"
-	"os"
 	"reflect"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"relay/internal/stats"
+	"relay/internal/testsock"
 )
 
 const ioTimeout = 10 * time.Second
 
-// socketPair returns the two ends of a Unix socket pair, the transport of
-// a real channel.
-func socketPair(t *testing.T) (a, b net.Conn) {
-	t.Helper()
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn := func(fd int) net.Conn {
-		f := os.NewFile(uintptr(fd), "pair")
-		defer f.Close()
-		c, err := net.FileConn(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	return conn(fds[0]), conn(fds[1])
-}
-
 // TestChannelRoundTrip sends every kind of message each way over a real
 // socket pair and reads back exactly what was sent.
 func TestChannelRoundTrip(t *testing.T) {
-	a, b := socketPair(t)
+	a, b := testsock.Pair(t)
 	sup, proc := NewChannel(a), NewChannel(b)
 	down := []Message{
 		{Kind: KindConfig, Config: &ConfigSource{Generation: 3, Name: "relay.yml", Data: []byte("backends:\n  - url: http://127.0.0.1:8001\n")}},
@@ -93,7 +70,7 @@ func TestChannelRejectsMalformedMessages(t *testing.T) {
 		{`{"kind":"membership","membership":[{"url":"http://a:1","weight":0}]}` + "\n", "member 0"},
 		{`{"kind":"counters","counters":{},"operator":{"name":"x"}}` + "\n", "more than one payload"},
 	}
-	a, b := socketPair(t)
+	a, b := testsock.Pair(t)
 	ch := NewChannel(b)
 	for _, tt := range tests {
 		go a.Write([]byte(tt.line))
