@@ -222,6 +222,7 @@ func TestValues(t *testing.T) {
 			ConnectTimeout: time.Second, ResponseTimeout: 2 * time.Minute, MaxIdleConnsPerBackend: 0, UpstreamIdleTimeout: 9 * time.Second, Retries: 0,
 			BreakerFailures: 7, BreakerStatuses: []int{502, 503}, BreakerOpenTime: 10 * time.Second, MaxEjectedPercent: 34,
 			BackendMaxRequests: 100, MaxQueuedRequests: 50, QueueTimeout: time.Second, RetryBudgetPercent: 10, RetryBudgetFloor: 1, SlowStart: time.Minute,
+			Sticky: defaultSticky(),
 		},
 		Listen: "127.0.0.1:9000", Port: 8081, TLSMinVersion: "1.3", H2C: true,
 		TrustedProxies: []netip.Prefix{

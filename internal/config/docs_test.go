@@ -21,6 +21,7 @@ var nestedKeys = []struct {
 	{certificateKeys, "tls_certificates"},
 	{backendKeys, "backends"},
 	{discoveryKeys, "discovery"},
+	{stickyKeys, "sticky"},
 	{etcdKeys, "discovery"},
 	{announceKeys, "discovery"},
 	{routeKeys, "routes"},

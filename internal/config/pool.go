@@ -64,6 +64,8 @@ type Pool struct {
 	// SlowStart is how long a backend that comes (back) into rotation takes
 	// to reach its full share; 0 turns slow start off.
 	SlowStart time.Duration `reload:"live"`
+	// Sticky binds clients to backends by a cookie (sticky.go).
+	Sticky Sticky `reload:"live"`
 
 	// backendProblems counts backend entries dropped while decoding, so an
 	// all-bad list is not also reported as an empty one.
@@ -104,6 +106,7 @@ func defaultPool() Pool {
 		RetryBudgetPercent:     DefaultRetryBudgetPercent,
 		RetryBudgetFloor:       DefaultRetryBudgetFloor,
 		SlowStart:              DefaultSlowStart,
+		Sticky:                 defaultSticky(),
 	}
 }
 

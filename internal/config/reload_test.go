@@ -6,8 +6,9 @@ import (
 	"testing"
 )
 
-// newLiveKeys are the live keys that came with named pools and routes.
-var newLiveKeys = []string{"pools", "routes", "escaped_slashes"}
+// newLiveKeys are the live keys that came with named pools and routes,
+// and after them.
+var newLiveKeys = []string{"pools", "routes", "escaped_slashes", "sticky"}
 
 // TestEveryFieldHasItsKey keeps RestartOnly honest: each exported field of
 // Config, those of the embedded Pool included, maps to a key relay reads,

@@ -137,6 +137,7 @@ func NewControl(config supervisor.ConfigSource, bs []*backend.Backend, maxEjecte
 func newControl(config supervisor.ConfigSource, log *slog.Logger) *Control {
 	config.TicketKeys = nextTicketKeys(nil)
 	config.Instance = newInstance()
+	config.StickyKey = newStickyKey()
 	return &Control{log: log, config: config, byProc: map[int]*link{}, hosts: map[string]*backend.Host{},
 		checks: map[health.Config]*checkGroup{}, latest: map[*link]*stats.Process{}, ejections: map[string]uint64{}}
 }

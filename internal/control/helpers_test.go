@@ -82,6 +82,11 @@ func TestProcessFollowsTheSupervisor(t *testing.T) {
 		t.Errorf("process got instance id %q, want the control's %q", got.Instance, l.config.Instance)
 	}
 	got.Instance = ""
+	// And the key of sticky cookies.
+	if len(got.StickyKey) != stickyKeyBytes || string(got.StickyKey) != string(l.config.StickyKey) {
+		t.Errorf("process got sticky key %x, want the control's %x", got.StickyKey, l.config.StickyKey)
+	}
+	got.StickyKey = nil
 	if !reflect.DeepEqual(got, src) {
 		t.Fatalf("process got configuration %+v, want %+v", got, src)
 	}

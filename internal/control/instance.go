@@ -25,3 +25,16 @@ func newInstance() string {
 	rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// stickyKeyBytes is the length of the sticky-cookie key the control makes
+// (ConfigSource.StickyKey): HMAC-SHA256's block of security.
+const stickyKeyBytes = 32
+
+// newStickyKey is a fresh key for the sticky cookies of pools that set
+// none. Like the instance id it lives as long as relay: every process gets
+// it, a reload keeps it, so clients keep their backends through both.
+func newStickyKey() []byte {
+	k := make([]byte, stickyKeyBytes)
+	rand.Read(k)
+	return k
+}

@@ -214,6 +214,7 @@ func (l *Control) Reloaded(src supervisor.ConfigSource, pools []PoolRules, membe
 		}
 		src.TicketKeys = nextTicketKeys(l.config.TicketKeys)
 		src.Instance = l.config.Instance // a reload is the same relay
+		src.StickyKey = l.config.StickyKey
 		l.config = src
 		l.reloads[0]++
 		l.broadcastLocked(supervisor.Message{Kind: supervisor.KindConfig, Config: &src})

@@ -40,21 +40,26 @@ func TestControlRefusesItselfAsBackend(t *testing.T) {
 }
 
 // TestInstanceIDIsKept: every process attached to one control gets the
-// same instance id, a reload keeps it, and another control has another.
+// same instance id and sticky-cookie key, a reload keeps them, and another
+// control has others.
 func TestInstanceIDIsKept(t *testing.T) {
 	l := NewControl(supervisor.ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001"), 50, slog.New(slog.DiscardHandler))
-	id := attachProcess(t, l, 0).Config.Instance
+	first := attachProcess(t, l, 0).Config
+	id, key := first.Instance, first.StickyKey
 	if len(id) != 2*instanceBytes {
 		t.Fatalf("instance id %q, want %d hex digits", id, 2*instanceBytes)
 	}
 	if _, err := l.Reloaded(supervisor.ConfigSource{Generation: 2}, defaultPool(50), []supervisor.Member{{Pool: "default", URL: "http://127.0.0.1:8001", Weight: 1}}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := attachProcess(t, l, 1).Config; got.Generation != 2 || got.Instance != id {
-		t.Errorf("after a reload a process gets generation %d, instance %q; want 2, %q", got.Generation, got.Instance, id)
+	if got := attachProcess(t, l, 1).Config; got.Generation != 2 || got.Instance != id || string(got.StickyKey) != string(key) {
+		t.Errorf("after a reload a process gets generation %d, instance %q, sticky key %x; want 2, %q, %x", got.Generation, got.Instance, got.StickyKey, id, key)
 	}
 	other := NewControl(supervisor.ConfigSource{Generation: 1}, newBackends(t, "http://127.0.0.1:8001"), 50, slog.New(slog.DiscardHandler))
 	if other.config.Instance == id {
 		t.Errorf("two controls share the instance id %q", id)
+	}
+	if string(other.config.StickyKey) == string(key) {
+		t.Errorf("two controls share the sticky key %x", key)
 	}
 }

@@ -98,6 +98,11 @@ type ConfigSource struct {
 	// request that comes back through any of them is known (instance.go).
 	// The control sets it.
 	Instance string `json:"instance,omitempty"`
+	// StickyKey is the HMAC key of sticky-session cookies for pools whose
+	// sticky section sets no key: made once for relay's life, the same in
+	// every process, so a cookie one process set is honoured by the
+	// others and after a reload. The control sets it.
+	StickyKey []byte `json:"sticky_key,omitempty"`
 }
 
 // Member is one backend of a pool.
