@@ -96,6 +96,9 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 		// Every process of this relay carries the control's id in its
 		// Via entry, so a request that comes back to any of them is known.
 		Instance: sp.Config.Instance,
+		// And the same key for sticky cookies, so a cookie one process
+		// set is honoured by the others.
+		StickyKey: sp.Config.StickyKey,
 	})
 	if err != nil {
 		return err

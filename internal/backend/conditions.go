@@ -30,6 +30,19 @@ func (b *Backend) Available() bool {
 	return f == ejected && time.Now().UnixNano() >= b.ejectedUntil.Load()
 }
 
+// TakesSticky reports whether the backend may take a client bound to it
+// by a sticky session: it is available, or out only because it is
+// draining. A drain keeps the clients a backend has (HAProxy's drain
+// honours persistence) and lets them finish; a disable, a failing check
+// or an open breaker moves them.
+func (b *Backend) TakesSticky() bool {
+	f := b.cond.Load()&^draining | b.Host.cond.Load()
+	if f == 0 {
+		return true
+	}
+	return f == ejected && time.Now().UnixNano() >= b.ejectedUntil.Load()
+}
+
 // Operable reports whether no operator took the backend out (drained or
 // disabled): what a pool in panic still honours.
 func (b *Backend) Operable() bool { return b.cond.Load()&(draining|disabled) == 0 }

@@ -216,6 +216,7 @@ func (p *Pool) exchange(b *backend.Backend, u *upstream, x *Exchange, now time.T
 	if x.respOps != nil {
 		resp.Fields = x.respOps.apply(resp.Fields)
 	}
+	x.stickyAnswer(b, resp)
 	if resp.Status == 101 {
 		if !req.Upgrade {
 			return attempt{verdict: failed, status: 502, msg: "backend switched protocols unasked", in: in,

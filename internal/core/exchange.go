@@ -65,6 +65,11 @@ type Exchange struct {
 	// probe is the backend whose half-open breaker this attempt probes,
 	// until its response head judges the probe (breaker.go).
 	probe *backend.Backend
+	// stickyT is the sticky cookies of the pool's snapshot the request
+	// picked from (nil: sticky sessions off), stickyB the member its
+	// cookie names (nil: none, or none valid) (sticky.go).
+	stickyT *stickyTable
+	stickyB *backend.Backend
 }
 
 // Peer is a client connection's address, worked out once per connection.

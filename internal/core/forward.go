@@ -136,6 +136,7 @@ func (r *passage) start(p *Pool, x *Exchange, now time.Time) {
 	r.p, r.x, r.now = p, x, now
 	r.snap, r.cfg = p.state.Load(), p.cfg()
 	x.prepared, x.streamed, x.probe = false, false, nil
+	x.stickyT, x.stickyB = nil, nil
 	if r.cfg.alg.HashesClient {
 		r.key = x.hashKey(p.core)
 	}

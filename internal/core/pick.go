@@ -20,9 +20,17 @@ import (
 // When the first pick finds no backend at all, none is in rotation (or
 // the only ones are half-open with their probe out): the pool panics and
 // picks among every member an operator has not taken out, rather than
-// answer 503 to requests a backend might still serve.
+// answer 503 to requests a backend might still serve. Before the picker,
+// a first pick tries the member the request's sticky cookie names.
 func (r *passage) pick() (b *backend.Backend, probe bool) {
 	for {
+		if r.tries == 0 && r.picks == 0 {
+			// A first pick goes to the member the sticky cookie names,
+			// when it may take the request (sticky.go).
+			if b, probe, ok := r.stickyPick(); ok {
+				return b, probe
+			}
+		}
 		b = nil
 		if r.picks < 2*balance.MaxAttempts {
 			f := r.f

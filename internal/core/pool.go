@@ -83,6 +83,10 @@ type PoolConfig struct {
 	// SlowStart is how long a backend that comes (back) into rotation
 	// takes to reach its full share (slowstart.go); 0 turns it off.
 	SlowStart time.Duration
+
+	// Sticky binds clients to backends by a cookie (sticky.go); off
+	// while Sticky.Cookie is "".
+	Sticky Sticky
 }
 
 func (pc *PoolConfig) validate() error {
@@ -128,6 +132,9 @@ func (pc *PoolConfig) validate() error {
 	if pc.RetryBudgetPercent < 0 || pc.RetryBudgetPercent > 100 || pc.RetryBudgetFloor < 0 {
 		errs = append(errs, fmt.Errorf("retry budget %d%% with floor %d is outside 0..100%% and 0..", pc.RetryBudgetPercent, pc.RetryBudgetFloor))
 	}
+	if err := pc.Sticky.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("pool %q: %w", pc.Name, err)
 	}
@@ -171,6 +178,9 @@ type snapshot struct {
 	// limited says some member has a request limit, so requests may
 	// queue and a request ending must wake the queue.
 	limited bool
+	// sticky holds the members' sticky cookies; nil when sticky
+	// sessions are off.
+	sticky *stickyTable
 }
 
 // settings are a pool's configuration and what is derived from it, read
@@ -299,6 +309,7 @@ func (p *Pool) SetBackends(bs []*backend.Backend) {
 	}
 	cfg := p.cfg()
 	next.picker = cfg.alg.New(members, balance.Options{Rand: cfg.Rand})
+	next.sticky = newStickyTable(&cfg.Sticky, cfg.Name, members)
 	p.attemptsBase.Add(base)
 	p.state.Store(next)
 }

@@ -18,7 +18,7 @@ import (
 func Explain(cfg *config.Config, method, target string, headers [][2]string) (text string, served bool, err error) {
 	c := core.New(core.Config{})
 	for _, np := range cfg.AllPools() {
-		if _, err := c.AddPool(poolConfigOf(np.Name, np.Pool), nil); err != nil {
+		if _, err := c.AddPool(poolConfigOf(np.Name, np.Pool, newStickyKey()), nil); err != nil {
 			return "", false, err
 		}
 	}

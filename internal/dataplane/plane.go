@@ -41,6 +41,11 @@ type Options struct {
 	Descriptors *fds.Budget
 	// Instance is relay's instance id (core.Config.Instance).
 	Instance string
+	// StickyKey is the key of the sticky cookies of pools whose sticky
+	// section sets none: the control's, the same in every process and
+	// across reloads (supervisor.ConfigSource.StickyKey). Empty: the
+	// plane makes one, which its reloads keep.
+	StickyKey []byte
 }
 
 // Member is one backend of one pool as the control gives it: the address,
@@ -74,6 +79,9 @@ func New(cfg *config.Config, opts Options) (*Plane, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if len(opts.StickyKey) == 0 {
+		opts.StickyKey = newStickyKey()
+	}
 	pl := &Plane{opts: opts, hosts: make(map[string]*backend.Host), up: NewUpstreams(cfg, opts.Logger)}
 	pl.core = core.New(core.Config{
 		TrustedProxies: cfg.TrustedProxies, AccessLog: opts.AccessLog, RequestID: cfg.RequestID,
@@ -102,7 +110,7 @@ func (pl *Plane) Core() *core.Core { return pl.core }
 // poolConfig is the core's settings for the pool section np, with this
 // process's share of its request cap and the data plane's hooks.
 func (pl *Plane) poolConfig(np config.NamedPool) core.PoolConfig {
-	pc := poolConfigOf(np.Name, np.Pool)
+	pc := poolConfigOf(np.Name, np.Pool, pl.opts.StickyKey)
 	pc.MaxRequests = pl.opts.Share(pc.MaxRequests)
 	if pl.opts.Breakers != nil {
 		pc.OnBreaker = pl.opts.Breakers(np.Name)

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"crypto/rand"
 	"fmt"
 
 	"relay/internal/config"
@@ -24,7 +25,9 @@ func membersOf(cfg *config.Config) []Member {
 
 // poolConfigOf is the one conversion of a pool's section of the
 // configuration into the core's settings for it.
-func poolConfigOf(name string, p *config.Pool) core.PoolConfig {
+//
+// stickyKey is the key of sticky cookies when the section sets none.
+func poolConfigOf(name string, p *config.Pool, stickyKey []byte) core.PoolConfig {
 	return core.PoolConfig{
 		Name:              name,
 		Algorithm:         p.Algorithm,
@@ -47,7 +50,39 @@ func poolConfigOf(name string, p *config.Pool) core.PoolConfig {
 		RetryBudgetFloor:   p.RetryBudgetFloor,
 
 		SlowStart: p.SlowStart,
+
+		Sticky: stickyOf(p.Sticky, stickyKey),
 	}
+}
+
+// stickyOf is the core's form of a sticky section: its key, or stickyKey
+// when it sets none.
+func stickyOf(s config.Sticky, stickyKey []byte) core.Sticky {
+	if !s.On() {
+		return core.Sticky{}
+	}
+	cs := core.Sticky{Cookie: s.Cookie, Path: s.Path, MaxAge: s.MaxAge, HTTPOnly: s.HTTPOnly, Key: stickyKey}
+	if s.Key != "" {
+		cs.Key = []byte(s.Key)
+	}
+	switch s.Secure {
+	case "true":
+		cs.Secure = core.SecureAlways
+	case "false":
+		cs.Secure = core.SecureNever
+	default:
+		cs.Secure = core.SecureOnTLS
+	}
+	cs.SameSite = map[string]string{"lax": "Lax", "strict": "Strict", "none": "None"}[s.SameSite]
+	return cs
+}
+
+// newStickyKey makes a key for the sticky cookies of a data plane that was
+// given none (Options.StickyKey): one process on its own, a tool.
+func newStickyKey() []byte {
+	k := make([]byte, 32)
+	rand.Read(k)
+	return k
 }
 
 // escapedSlashes maps the file's escaped_slashes to the route table's mode.
