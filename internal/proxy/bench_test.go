@@ -46,6 +46,26 @@ func BenchmarkRequestPath(b *testing.B) {
 	})
 	b.Run("round-robin/3/routes/1", func(b *testing.B) { benchRequestPath(b, "round-robin", 3, "", withRoutes(b, 1)) })
 	b.Run("round-robin/3/routes/1000", func(b *testing.B) { benchRequestPath(b, "round-robin", 3, "", withRoutes(b, 1000)) })
+	// Sticky sessions: every request's cookie names the first backend,
+	// which takes it; "new": no request has a cookie, and every response
+	// gets Set-Cookie.
+	b.Run("round-robin/3/sticky", func(b *testing.B) {
+		v := core.StickyValue(benchStickyKey, testPool, "http://10.0.0.1:1000")
+		benchRequestPath(b, "round-robin", 3, "Cookie: theme=dark; SRV="+v+"\r\n", withSticky(false))
+	})
+	b.Run("round-robin/3/sticky/new", func(b *testing.B) { benchRequestPath(b, "round-robin", 3, "", withSticky(true)) })
+}
+
+var benchStickyKey = []byte("0123456789abcdef")
+
+// withSticky turns sticky cookies on; set says every response gets one.
+func withSticky(set bool) func(*Config) {
+	return func(c *Config) {
+		c.Pool.Sticky = core.Sticky{Cookie: "SRV", Path: "/", HTTPOnly: true, SameSite: "Lax", Key: benchStickyKey}
+		if set {
+			c.respExtra = len("Set-Cookie: SRV=12345678901; Path=/; HttpOnly; SameSite=Lax\r\n")
+		}
+	}
 }
 
 // withRoutes gives the benchmark's relay a route table of n rules, the
@@ -125,6 +145,7 @@ func benchRequestPath(b *testing.B, algorithm string, n int, fields string, with
 	if cfg.RequestID {
 		each += len("X-Request-Id: \r\n") + 32
 	}
+	each += cfg.respExtra
 	if want := int64(b.N) * int64(each); client.written != want {
 		b.Fatalf("client got %d bytes, want %d", client.written, want)
 	}

@@ -39,6 +39,9 @@ type Config struct {
 	// routing, when set, puts routes in front of the pool once it is
 	// built (benchmarks).
 	routing func(*core.Core)
+	// respExtra is how many bytes relay adds to each response of the
+	// benchmark's backends (a Set-Cookie field, say).
+	respExtra int
 }
 
 // testPool names the one pool of a test relay.
