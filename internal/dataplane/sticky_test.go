@@ -346,3 +346,56 @@ func TestStickyLeavesRoundRobinAlone(t *testing.T) {
 		}
 	}
 }
+
+// A member at its request cap does not take its sticky client, which goes
+// to another backend with that one's cookie; once a place opens, the
+// client's cookie takes it back.
+func TestStickyMemberAtItsCapPassesTheClientOn(t *testing.T) {
+	rep, es := echoes(t, "a", "b", "c")
+	key := []byte("0123456789abcdef")
+	r := startRelay(t, rep.Replace("backends:\n  - url: $a\n    max_requests: 1\n  - $b\n  - $c\nsticky:\n  cookie: SRV\n"), Options{StickyKey: key})
+	a := core.StickyValue(key, DefaultPool, es["a"].url)
+	ma := memberOf(t, r, es["a"])
+	ma.Acquire() // a request in flight: a is at its cap
+	for _, s := range sends {
+		got := s.send(t, r.addr, withCookie(a))
+		if b := who(t, got); b == "a" || stickyCookie(t, got) != core.StickyValue(key, DefaultPool, es[b].url) {
+			t.Fatalf("%s: a is at its cap; its sticky client got %v, want another backend and its cookie", s.proto, &got)
+		}
+	}
+	ma.Release()
+	for _, s := range sends {
+		if got := s.send(t, r.addr, withCookie(a)); who(t, got) != "a" || got.header.Get("Set-Cookie") != "" {
+			t.Fatalf("%s: a has room again; its sticky client got %v", s.proto, &got)
+		}
+	}
+}
+
+// A reload keeps the cookies valid (the key is the plane's for its life)
+// and applies a changed sticky section: a new cookie name, then off.
+func TestStickyThroughReloads(t *testing.T) {
+	rep, _ := echoes(t, "a", "b", "c")
+	r := startRelay(t, stickyYAML(rep, ""), Options{})
+	first := sendH1(t, r.addr, rawReq{target: "/", host: "example.com"})
+	v, b := stickyCookie(t, first), who(t, first)
+	if err := r.plane.Reconfigure(parse(t, "h2c: true\nretries: 1\n"+stickyYAML(rep, "  max_age: 60\n"))); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if got := sendH1(t, r.addr, withCookie(v)); who(t, got) != b || got.header.Get("Set-Cookie") != "" {
+			t.Fatalf("after a reload the cookie of %s got %v", b, &got)
+		}
+	}
+	if err := r.plane.Reconfigure(parse(t, "h2c: true\n"+rep.Replace("backends: [$a, $b, $c]\nsticky:\n  cookie: LB\n"))); err != nil {
+		t.Fatal(err)
+	}
+	if got := sendH1(t, r.addr, rawReq{target: "/", host: "example.com"}); !strings.HasPrefix(got.header.Get("Set-Cookie"), "LB=") {
+		t.Errorf("after renaming the cookie the answer sets %q, want LB", got.header.Get("Set-Cookie"))
+	}
+	if err := r.plane.Reconfigure(parse(t, "h2c: true\n"+rep.Replace("backends: [$a, $b, $c]\n"))); err != nil {
+		t.Fatal(err)
+	}
+	if got := sendH1(t, r.addr, rawReq{target: "/", host: "example.com"}); got.header.Get("Set-Cookie") != "" {
+		t.Errorf("with sticky off the answer sets %q", got.header.Get("Set-Cookie"))
+	}
+}
