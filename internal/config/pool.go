@@ -64,6 +64,9 @@ type Pool struct {
 	// SlowStart is how long a backend that comes (back) into rotation takes
 	// to reach its full share; 0 turns slow start off.
 	SlowStart time.Duration `reload:"live"`
+	// RateLimit, when not nil, limits the requests the pool takes
+	// (after any limit of the route that sent them).
+	RateLimit *RateLimit `reload:"live"`
 
 	// backendProblems counts backend entries dropped while decoding, so an
 	// all-bad list is not also reported as an empty one.
