@@ -25,6 +25,7 @@ func TestRateLimitProblems(t *testing.T) {
 		{"header without name", y("backends:", b1, "rate_limit: {rate: 5, key: \"header:\"}"), 3, "rate_limit.key", "header:NAME needs a header field name"},
 		{"header with a space", y("backends:", b1, "rate_limit: {rate: 5, key: \"header:X Key\"}"), 3, "rate_limit.key", `got "X Key"`},
 		{"in a pool", y("pools:", "  api:", "    backends: [http://127.0.0.1:9001]", "    rate_limit: {rate: 0}"), 4, "pools.api.rate_limit.rate", "must be more than 0"},
+		{"on a redirect", y("backends:", b1, "routes:", "  - redirect: {path: /new}", "    rate_limit: {rate: 5}"), 5, "routes[0].rate_limit", "a redirect is answered before any rate limit applies"},
 		{"in a route", y("backends:", b1, "routes:", "  - pool: default", "    rate_limit:", "      rate: 5", "      key: ip"), 7, "routes[0].rate_limit.key", `must be "client", "route" or "header:NAME", got "ip"`},
 	}
 	for _, tt := range tests {

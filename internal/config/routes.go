@@ -243,6 +243,9 @@ func (d *decoder) routeRules(r *Route, at string) {
 	case !poolSet && !redirectSet:
 		d.problem(r.Line, at, "needs pool (where its requests go; %q for the top level's backends) or redirect (an answer relay gives itself)", DefaultPool)
 	}
+	if redirectSet && r.RateLimit != nil {
+		d.problem(line("rate_limit"), at+".rate_limit", "a redirect is answered before any rate limit applies; rate_limit goes on routes with a pool")
+	}
 	rewrite := ""
 	switch {
 	case r.StripPrefix && r.ReplacePrefix != "":

@@ -5,6 +5,7 @@ import (
 
 	"relay/internal/config"
 	"relay/internal/core"
+	"relay/internal/ratelimit"
 	"relay/internal/route"
 )
 
@@ -47,7 +48,26 @@ func poolConfigOf(name string, p *config.Pool) core.PoolConfig {
 		RetryBudgetFloor:   p.RetryBudgetFloor,
 
 		SlowStart: p.SlowStart,
+
+		RateLimit: rateLimitOf(p.RateLimit),
 	}
+}
+
+// rateLimitOf is the core's form of a rate_limit section; nil for none.
+func rateLimitOf(r *config.RateLimit) *core.RateLimit {
+	if r == nil {
+		return nil
+	}
+	l := &core.RateLimit{Spec: ratelimit.Spec{Rate: r.Rate, Burst: r.Burst}}
+	switch {
+	case r.Key == config.RateLimitRoute:
+		l.Key = core.RateByRoute
+	case r.Header() != "":
+		l.Key, l.Header = core.RateByHeader, r.Header()
+	default:
+		l.Key = core.RateByClient
+	}
+	return l
 }
 
 // escapedSlashes maps the file's escaped_slashes to the route table's mode.
@@ -66,7 +86,9 @@ func routingOf(cfg *config.Config, c *core.Core) (core.Routing, error) {
 	}
 	index := map[string]int{}
 	specs := make([]route.Spec, len(cfg.Routes))
+	r.Limits = make([]*core.RateLimit, len(cfg.Routes))
 	for i, cr := range cfg.Routes {
+		r.Limits[i] = rateLimitOf(cr.RateLimit)
 		s := route.Spec{
 			Name: cr.Name, Hosts: cr.Match.Hosts, Path: cr.Match.Path, PathPrefix: cr.Match.PathPrefix,
 			Methods: cr.Match.Methods, Headers: kvs(cr.Match.Headers), Query: kvs(cr.Match.Query), Scheme: cr.Match.Scheme,
