@@ -193,3 +193,39 @@ routes:
 		t.Errorf("refusals counted %v", got)
 	}
 }
+
+// A reload that keeps a limit's settings keeps its buckets: a client
+// over its rate stays over it; one that changes them starts full.
+func TestRateLimitAcrossReload(t *testing.T) {
+	rep, _ := echoes(t, "default")
+	yml := func(burst int) string {
+		return rep.Replace(fmt.Sprintf(`
+backends: [$default]
+rate_limit: {rate: 1, burst: %d, key: "header:X-K"}
+routes:
+  - name: r
+    match: {path_prefix: /r}
+    pool: default
+    rate_limit: {rate: 1, burst: %d, key: route}
+`, burst, burst))
+	}
+	r := startRelay(t, yml(2), Options{})
+	for _, target := range []string{"/x", "/r"} {
+		ok, _, took := burstOf(t, sendH1, r.addr, 4, rawReq{target: target, host: "h", header: [][2]string{{"X-K", target}}})
+		withinBurst(t, target, ok, 2, 1, took)
+	}
+	if err := r.plane.Reconfigure(parse(t, "h2c: true\n"+yml(2))); err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{"/x", "/r"} {
+		if got := sendH1(t, r.addr, rawReq{target: target, host: "h", header: [][2]string{{"X-K", target}}}); got.status != 429 {
+			t.Errorf("%s after a reload that kept the limit: %v, want 429", target, &got)
+		}
+	}
+	if err := r.plane.Reconfigure(parse(t, "h2c: true\n"+yml(5))); err != nil {
+		t.Fatal(err)
+	}
+	if got := sendH1(t, r.addr, rawReq{target: "/r", host: "h"}); got.status != 200 {
+		t.Errorf("/r after a reload that changed the limit: %v, want 200", &got)
+	}
+}
