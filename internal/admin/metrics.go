@@ -63,6 +63,7 @@ var (
 	descQueued        = desc("queued_requests", "Requests waiting for a backend below its request cap.", "pool")
 	descRetries       = desc("retries_total", "Attempts after a request's first, on another backend.", "pool")
 	descRefusals      = desc("retry_budget_refusals_total", "Retries the retry budget refused.", "pool")
+	descLimited       = desc("rate_limited_total", "Requests a rate limit refused with 429, by pool and route (\"\" when no route took them).", "pool", "route")
 	descRouteRequests = desc("route_requests_total", "Requests each route took, by status class; a route that is gone keeps its count until relay restarts.", "route", "code")
 	descConnsOpen     = desc("client_connections_open", "Client connections open.")
 	descAccepted      = desc("client_connections_accepted_total", "Client connections accepted.")
@@ -159,6 +160,9 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 				counter(descRouteRequests, n, r.Name, stats.Classes[ci])
 			}
 		}
+	}
+	for _, l := range s.Stats.Limited {
+		counter(descLimited, l.Requests, l.Pool, l.Route)
 	}
 	gauge(descConnsOpen, float64(s.Stats.ConnsOpen))
 	counter(descAccepted, s.Stats.ConnsAccepted)

@@ -27,6 +27,7 @@ var nestedKeys = []struct {
 	{routeKeys, "routes"},
 	{matchKeys, "routes"},
 	{headerActionKeys, "routes"},
+	{rateLimitKeys, "rate_limit"},
 	// redirect's port shares its name with the top-level port, which a
 	// reload does not apply; its row would contradict port's, so the
 	// redirect row describes it.

@@ -161,6 +161,7 @@ var fields = []field{
 	poolInt("retry_budget_floor", func(p *Pool) *int { return &p.RetryBudgetFloor }),
 	poolDur("slow_start", func(p *Pool) *time.Duration { return &p.SlowStart }),
 	{key: "sticky", pool: decodeSticky},
+	{key: "rate_limit", pool: poolRateLimit},
 	strField("admin_listen", func(c *Config) *string { return &c.AdminListen }),
 	strField("admin_token", func(c *Config) *string { return &c.AdminToken }),
 	{key: "admin_allowed_hosts", set: decodeAdminAllowedHosts},

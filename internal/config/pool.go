@@ -66,6 +66,9 @@ type Pool struct {
 	SlowStart time.Duration `reload:"live"`
 	// Sticky binds clients to backends by a cookie (sticky.go).
 	Sticky Sticky `reload:"live"`
+	// RateLimit, when not nil, limits the requests the pool takes
+	// (after any limit of the route that sent them).
+	RateLimit *RateLimit `reload:"live"`
 
 	// backendProblems counts backend entries dropped while decoding, so an
 	// all-bad list is not also reported as an empty one.

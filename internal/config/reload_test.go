@@ -37,7 +37,7 @@ func TestLiveKeysFromTags(t *testing.T) {
 		"max_idle_conns_per_backend", "upstream_idle_timeout",
 		"breaker_failures", "breaker_statuses", "breaker_open_time", "max_ejected_percent",
 		"backend_max_requests", "max_queued_requests", "queue_timeout",
-		"retry_budget_percent", "retry_budget_floor", "slow_start", "log_level",
+		"retry_budget_percent", "retry_budget_floor", "slow_start", "rate_limit", "log_level",
 		"tls_certificates", "tls_min_version",
 		"backend_tls_ca_file", "backend_tls_server_name", "backend_tls_client_cert_file",
 		"backend_tls_client_key_file", "backend_tls_insecure_skip_verify",

@@ -36,6 +36,9 @@ type Route struct {
 	ResponseHeaders HeaderActions
 	// Redirect, when not nil, is answered by relay without a backend.
 	Redirect *Redirect
+	// RateLimit, when not nil, limits the requests the route takes,
+	// before the limit of its pool.
+	RateLimit *RateLimit
 	// Line is the YAML line of the route's entry.
 	Line int
 
@@ -120,7 +123,7 @@ const DefaultRedirectStatus = 302
 var redirectStatuses = []int{301, 302, 303, 307, 308}
 
 var (
-	routeKeys        = []string{"name", "match", "pool", "strip_prefix", "replace_prefix", "request_headers", "response_headers", "redirect"}
+	routeKeys        = []string{"name", "match", "pool", "strip_prefix", "replace_prefix", "request_headers", "response_headers", "redirect", "rate_limit"}
 	matchKeys        = []string{"host", "path_prefix", "path", "methods", "headers", "query", "scheme"}
 	headerActionKeys = []string{"set", "add", "remove"}
 	redirectKeys     = []string{"status", "scheme", "host", "port", "path"}
@@ -216,6 +219,8 @@ func (d *decoder) route(item *yaml.Node, at string) decodedRoute {
 			r.ResponseHeaders = d.headerActions(v, path)
 		case "redirect":
 			r.Redirect = d.redirect(v, path, r.lines)
+		case "rate_limit":
+			r.RateLimit = d.rateLimit(v, path)
 		}
 	})
 	d.routeRules(&r.Route, at)
@@ -237,6 +242,9 @@ func (d *decoder) routeRules(r *Route, at string) {
 		d.problem(line("redirect"), at+".redirect", "a route forwards to a pool or answers with a redirect, not both; remove pool (line %d) or redirect", line("pool"))
 	case !poolSet && !redirectSet:
 		d.problem(r.Line, at, "needs pool (where its requests go; %q for the top level's backends) or redirect (an answer relay gives itself)", DefaultPool)
+	}
+	if redirectSet && r.RateLimit != nil {
+		d.problem(line("rate_limit"), at+".rate_limit", "a redirect is answered before any rate limit applies; rate_limit goes on routes with a pool")
 	}
 	rewrite := ""
 	switch {

@@ -42,6 +42,7 @@ import (
 	"relay/internal/fds"
 	"relay/internal/h1"
 	"relay/internal/logging"
+	"relay/internal/ratelimit"
 	"relay/internal/stats"
 )
 
@@ -71,6 +72,9 @@ type Config struct {
 	// (via.go); the same in every process of one relay. "" makes one for
 	// this core.
 	Instance string
+	// NewLimiter makes the buckets of each rate limit of a route or a
+	// pool; nil is NewLimiter, buckets in this process's memory.
+	NewLimiter func(RateLimit) ratelimit.Limiter
 }
 
 // Core forwards requests to pools of backends. Create it with New and give
@@ -97,6 +101,13 @@ type Core struct {
 	// routeCounts are the requests each route took, by route name,
 	// kept across reloads.
 	routeCounts map[string]*stats.ByClass
+	// clock times rate limits' buckets; limitedCounts are the requests
+	// rate limits refused, by pool and route, kept across reloads; and
+	// routeLimits the limits of the routes, by name, so a reload that
+	// keeps a route's limit keeps its buckets.
+	clock         ratelimit.Clock
+	limitedCounts map[limitedKey]*atomic.Uint64
+	routeLimits   map[string]*limit
 }
 
 // New returns a core with no pools.
@@ -106,7 +117,8 @@ func New(cfg Config) *Core {
 	}
 	c := &Core{cfg: cfg, upstreamBufs: h1.NewBufferPool(upstreamBufSize), via: newVia(cfg.Instance), ids: newRequestIDs(),
 		loopLog: logging.NewLimited(cfg.Logger, 1, rareEvery), shortLog: logging.NewLimited(cfg.Logger, 1, rareEvery),
-		pools: make(map[string]*Pool), routeCounts: make(map[string]*stats.ByClass)}
+		pools: make(map[string]*Pool), routeCounts: make(map[string]*stats.ByClass),
+		clock: ratelimit.NewClock(), limitedCounts: make(map[limitedKey]*atomic.Uint64), routeLimits: make(map[string]*limit)}
 	c.routing.Store(&routing{})
 	if cfg.Descriptors != nil {
 		cfg.Descriptors.SetReclaim(c.reclaimIdle)
@@ -166,6 +178,7 @@ func (c *Core) Stats(st *stats.Process) {
 		p.Stats(st)
 	}
 	c.routeStats(st)
+	c.limitedStats(st)
 	n := c.noPool.Read()
 	st.NoPool.Add(&n)
 }
@@ -220,6 +233,8 @@ func (c *Core) Forward(x *Exchange) Outcome {
 		// Answered by relay itself: no pool.
 	} else if x.looped(c) {
 		o = c.loop(x)
+	} else if c.overLimit(x, p, start, &o) {
+		// Over a rate limit: answered 429.
 	} else if x.Body == nil {
 		o = p.forward(x, start)
 	} else {

@@ -3,6 +3,7 @@ package core
 import (
 	"net"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"relay/internal/backend"
@@ -59,6 +60,12 @@ type Exchange struct {
 	routeName       string
 	routeCount      *stats.ByClass // the route's counter; nil when none matched
 	reqOps, respOps *fieldOps
+	// routeLimit is the route's rate limit, nil when none; limitedCount
+	// the counter of the route's refusals; limitBuf holds the values of
+	// a 429's fields (ratelimit.go).
+	routeLimit   *limit
+	limitedCount *atomic.Uint64
+	limitBuf     []byte
 	// trailHops names the fields kept out of a chunked request's
 	// trailers (prepare), comma-separated.
 	trailHops []byte

@@ -85,13 +85,7 @@ var (
 // that is not itself a trusted proxy; entries further left were written by
 // parties relay cannot vouch for.
 func (x *Exchange) hashKey(c *Core) uint64 {
-	addr := x.Peer.Addr.Addr()
-	if x.Peer.Trusted {
-		if a, ok := x.forwardedClient(c); ok {
-			addr = a
-		}
-	}
-	return balance.HashAddr(addr)
+	return balance.HashAddr(x.clientAddr(c))
 }
 
 func (x *Exchange) forwardedClient(c *Core) (netip.Addr, bool) {

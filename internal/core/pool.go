@@ -87,6 +87,9 @@ type PoolConfig struct {
 	// Sticky binds clients to backends by a cookie (sticky.go); off
 	// while Sticky.Cookie is "".
 	Sticky Sticky
+	// RateLimit, when not nil, limits the requests the pool takes
+	// (ratelimit.go), after the limit of the route that sent them.
+	RateLimit *RateLimit
 }
 
 func (pc *PoolConfig) validate() error {
@@ -129,6 +132,9 @@ func (pc *PoolConfig) validate() error {
 	if pc.QueueTimeout < 0 {
 		errs = append(errs, fmt.Errorf("queue timeout %v is negative", pc.QueueTimeout))
 	}
+	if r := pc.RateLimit; r != nil && (r.Rate <= 0 || r.Burst < 1 || r.Key == RateByHeader && r.Header == "") {
+		errs = append(errs, fmt.Errorf("rate limit of %d a second, burst %d, is not positive, or its header is not named", r.Rate, r.Burst))
+	}
 	if pc.RetryBudgetPercent < 0 || pc.RetryBudgetPercent > 100 || pc.RetryBudgetFloor < 0 {
 		errs = append(errs, fmt.Errorf("retry budget %d%% with floor %d is outside 0..100%% and 0..", pc.RetryBudgetPercent, pc.RetryBudgetFloor))
 	}
@@ -161,6 +167,9 @@ type Pool struct {
 	unanswered     stats.Requests // requests no backend answered
 	retries        atomic.Uint64  // attempts after a request's first
 	budgetRefusals atomic.Uint64  // retries the budget refused
+	// limited counts the requests no route took that the pool's rate
+	// limit refused (the core's counter of the pool and route "").
+	limited *atomic.Uint64
 	// attemptsBase keeps attempts steady across membership changes: what
 	// removed members had counted, less what members had counted when they
 	// joined.
@@ -190,13 +199,14 @@ type settings struct {
 	alg             balance.Algorithm
 	breakerStatuses statusSet
 	budget          *budget
+	limit           *limit // the pool's rate limit; nil: none
 }
 
 // cfg returns the pool's settings now.
 func (p *Pool) cfg() *settings { return p.conf.Load() }
 
 func newPool(c *Core, pc PoolConfig) (*Pool, error) {
-	p := &Pool{core: c, conns: make(map[string]*conns)}
+	p := &Pool{core: c, conns: make(map[string]*conns), limited: c.limitedCounter(pc.Name, "")}
 	s, err := p.settingsFor(pc, nil)
 	if err != nil {
 		return nil, err
@@ -224,6 +234,11 @@ func (p *Pool) settingsFor(pc PoolConfig, old *settings) (*settings, error) {
 	} else {
 		s.budget = newBudget(pc.RetryBudgetPercent, pc.RetryBudgetFloor, p.attempts)
 	}
+	var oldLimit *limit
+	if old != nil {
+		oldLimit = old.limit
+	}
+	s.limit = p.core.keepLimit(oldLimit, pc.RateLimit, "pool:"+pc.Name)
 	return s, nil
 }
 

@@ -2,6 +2,7 @@ package core
 
 import (
 	"strings"
+	"sync/atomic"
 
 	"relay/internal/h1"
 	"relay/internal/route"
@@ -18,6 +19,9 @@ type Routing struct {
 	Pools []*Pool
 	// Default serves what no route takes; nil answers 404.
 	Default *Pool
+	// Limits are the routes' rate limits, by route index; a missing or
+	// nil entry: none.
+	Limits []*RateLimit
 }
 
 // routing is a Routing as requests read it: the table with each route's
@@ -26,6 +30,8 @@ type routing struct {
 	Routing
 	req, resp []fieldOps       // by route index
 	counts    []*stats.ByClass // by route index: the core's counter of each route's name
+	limits    []*limit         // by route index: the route's rate limit, nil when none
+	limited   []*atomic.Uint64 // by route index: the core's counter of its pool and name
 }
 
 // fieldOps are one route's changes to a message's header fields: names to
@@ -76,6 +82,18 @@ func (c *Core) SetRouting(r Routing) {
 				c.routeCounts[s.Name] = n
 			}
 			rt.counts = append(rt.counts, n)
+			var rl *RateLimit
+			if i < len(r.Limits) {
+				rl = r.Limits[i]
+			}
+			l := c.keepLimit(c.routeLimits[s.Name], rl, "route:"+s.Name)
+			c.routeLimits[s.Name] = l
+			rt.limits = append(rt.limits, l)
+			var lc *atomic.Uint64
+			if s.Redirect == nil {
+				lc = c.limitedCounterLocked(r.Pools[s.Target].Name(), s.Name)
+			}
+			rt.limited = append(rt.limited, lc)
 		}
 		c.mu.Unlock()
 	}
@@ -90,6 +108,7 @@ func (c *Core) SetRouting(r Routing) {
 func (c *Core) route(x *Exchange) (p *Pool, o Outcome, done bool) {
 	rt := c.routing.Load()
 	x.routeName, x.routeCount, x.reqOps, x.respOps = "", nil, nil, nil
+	x.routeLimit, x.limitedCount = nil, nil
 	if rt.Table == nil {
 		if rt.Default == nil {
 			return nil, c.unrouted(x, 404, "no route for this request"), true
@@ -116,6 +135,7 @@ func (c *Core) route(x *Exchange) (p *Pool, o Outcome, done bool) {
 	}
 	x.Req.Target = x.match.Target()
 	x.reqOps, x.respOps = &rt.req[i], &rt.resp[i]
+	x.routeLimit, x.limitedCount = rt.limits[i], rt.limited[i]
 	return rt.Pools[spec.Target], o, false
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"relay/internal/config"
 	"relay/internal/core"
+	"relay/internal/ratelimit"
 	"relay/internal/route"
 )
 
@@ -51,7 +52,8 @@ func poolConfigOf(name string, p *config.Pool, stickyKey []byte) core.PoolConfig
 
 		SlowStart: p.SlowStart,
 
-		Sticky: stickyOf(p.Sticky, stickyKey),
+		Sticky:    stickyOf(p.Sticky, stickyKey),
+		RateLimit: rateLimitOf(p.RateLimit),
 	}
 }
 
@@ -85,6 +87,23 @@ func newStickyKey() []byte {
 	return k
 }
 
+// rateLimitOf is the core's form of a rate_limit section; nil for none.
+func rateLimitOf(r *config.RateLimit) *core.RateLimit {
+	if r == nil {
+		return nil
+	}
+	l := &core.RateLimit{Spec: ratelimit.Spec{Rate: r.Rate, Burst: r.Burst}}
+	switch {
+	case r.Key == config.RateLimitRoute:
+		l.Key = core.RateByRoute
+	case r.Header() != "":
+		l.Key, l.Header = core.RateByHeader, r.Header()
+	default:
+		l.Key = core.RateByClient
+	}
+	return l
+}
+
 // escapedSlashes maps the file's escaped_slashes to the route table's mode.
 var escapedSlashes = map[string]route.EscapedSlashes{"reject": route.Reject, "decode": route.Decode, "keep": route.Keep}
 
@@ -101,7 +120,9 @@ func routingOf(cfg *config.Config, c *core.Core) (core.Routing, error) {
 	}
 	index := map[string]int{}
 	specs := make([]route.Spec, len(cfg.Routes))
+	r.Limits = make([]*core.RateLimit, len(cfg.Routes))
 	for i, cr := range cfg.Routes {
+		r.Limits[i] = rateLimitOf(cr.RateLimit)
 		s := route.Spec{
 			Name: cr.Name, Hosts: cr.Match.Hosts, Path: cr.Match.Path, PathPrefix: cr.Match.PathPrefix,
 			Methods: cr.Match.Methods, Headers: kvs(cr.Match.Headers), Query: kvs(cr.Match.Query), Scheme: cr.Match.Scheme,

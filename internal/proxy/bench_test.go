@@ -12,6 +12,7 @@ import (
 	"relay/internal/backend"
 	"relay/internal/core"
 	"relay/internal/logging"
+	"relay/internal/ratelimit"
 	"relay/internal/route"
 )
 
@@ -46,6 +47,13 @@ func BenchmarkRequestPath(b *testing.B) {
 	})
 	b.Run("round-robin/3/routes/1", func(b *testing.B) { benchRequestPath(b, "round-robin", 3, "", withRoutes(b, 1)) })
 	b.Run("round-robin/3/routes/1000", func(b *testing.B) { benchRequestPath(b, "round-robin", 3, "", withRoutes(b, 1000)) })
+	// A rate limit per client address that never refuses: the table
+	// lookup and the bucket on every request.
+	b.Run("round-robin/3/rate-limit", func(b *testing.B) {
+		benchRequestPath(b, "round-robin", 3, "", func(c *Config) {
+			c.Pool.RateLimit = &core.RateLimit{Spec: ratelimit.Spec{Rate: 1 << 30, Burst: 1 << 30}, Key: core.RateByClient}
+		})
+	})
 	// Sticky sessions: every request's cookie names the first backend,
 	// which takes it; "new": no request has a cookie, and every response
 	// gets Set-Cookie.

@@ -14,6 +14,9 @@ type Process struct {
 	// has run since it started, so a reload that renames one does not
 	// make a counter go back.
 	Routes []Route `json:"routes,omitempty"`
+	// Limited are the requests rate limits refused (429), by pool and
+	// route ("" when no route took them).
+	Limited []Limited `json:"limited,omitempty"`
 	// NoPool counts the requests relay answered without a pool: no route
 	// and no default pool (404), redirects, paths refused (400).
 	NoPool Counts `json:"no_pool"`
@@ -60,6 +63,14 @@ type Route struct {
 	Responses [NumClasses]uint64 `json:"responses"`
 }
 
+// Limited is the count of requests a rate limit refused, of one pool and
+// route.
+type Limited struct {
+	Pool     string `json:"pool"`
+	Route    string `json:"route"`
+	Requests uint64 `json:"requests"`
+}
+
 // Add adds o's counters and gauges to p, matching backends by pool and
 // name and pools by name; ones p lacks are appended.
 func (p *Process) Add(o *Process) {
@@ -92,6 +103,19 @@ func (p *Process) Add(o *Process) {
 		q.Retries += op.Retries
 		q.BudgetRefusals += op.BudgetRefusals
 		q.Unanswered.Add(&op.Unanswered)
+	}
+	for _, ol := range o.Limited {
+		found := false
+		for i := range p.Limited {
+			if l := &p.Limited[i]; l.Pool == ol.Pool && l.Route == ol.Route {
+				l.Requests += ol.Requests
+				found = true
+				break
+			}
+		}
+		if !found {
+			p.Limited = append(p.Limited, ol)
+		}
 	}
 	for i := range o.Routes {
 		or := &o.Routes[i]
@@ -145,4 +169,8 @@ func (p *Process) Sort() {
 	})
 	sort.Slice(p.Pools, func(i, j int) bool { return p.Pools[i].Name < p.Pools[j].Name })
 	sort.Slice(p.Routes, func(i, j int) bool { return p.Routes[i].Name < p.Routes[j].Name })
+	sort.Slice(p.Limited, func(i, j int) bool {
+		a, b := &p.Limited[i], &p.Limited[j]
+		return a.Pool < b.Pool || a.Pool == b.Pool && a.Route < b.Route
+	})
 }

@@ -1,0 +1,118 @@
+package config
+
+import (
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// RateLimit is a token bucket in front of a pool or a route: Rate
+// requests a second on average, Burst at once, counted per Key.
+type RateLimit struct {
+	// Rate is the tokens added a second; more than 0.
+	Rate int
+	// Burst is the bucket's size, the requests a key may send at once
+	// after being idle; at least 1, Rate when not given.
+	Burst int
+	// Key says what has a bucket of its own: RateLimitClient (the
+	// client's address, after trusted_proxies), "header:NAME" (the
+	// value of a request header; a request without it is not limited)
+	// or RateLimitRoute (every request of the route or pool shares one).
+	Key string
+	// Line is the YAML line of the rate_limit key.
+	Line int
+}
+
+// The keys a rate limit counts by.
+const (
+	RateLimitClient = "client"
+	RateLimitRoute  = "route"
+	// RateLimitHeader prefixes a header's name: "header:X-Api-Key".
+	RateLimitHeader = "header:"
+)
+
+// Header returns the header whose value is the key, "" when the key is
+// not a header.
+func (r *RateLimit) Header() string {
+	name, ok := strings.CutPrefix(r.Key, RateLimitHeader)
+	if !ok {
+		return ""
+	}
+	return name
+}
+
+var rateLimitKeys = []string{"rate", "burst", "key"}
+
+// poolRateLimit reads a pool's rate_limit, the top level's or a named
+// pool's.
+func poolRateLimit(d *decoder, p *Pool, v *yaml.Node, path string) {
+	p.RateLimit = d.rateLimit(v, path)
+}
+
+// rateLimit reads and judges one rate_limit mapping; nil when it is
+// unusable (the problems are reported).
+func (d *decoder) rateLimit(v *yaml.Node, at string) *RateLimit {
+	if v.Kind != yaml.MappingNode {
+		d.problem(v.Line, at, "must be a mapping such as {rate: 100, burst: 200, key: client}, got %s", describe(v))
+		return nil
+	}
+	r := &RateLimit{Key: RateLimitClient, Line: v.Line}
+	before := len(d.errs.Problems)
+	rateSet, burstSet := false, false
+	d.mapping(v, at+".", rateLimitKeys, func(key string, k, val *yaml.Node) {
+		path := at + "." + key
+		if isNull(val) {
+			return
+		}
+		switch key {
+		case "rate":
+			if n, ok := d.integer(val, path); ok {
+				if n <= 0 {
+					d.problem(val.Line, path, "must be more than 0 requests a second, got %d", n)
+					return
+				}
+				r.Rate, rateSet = n, true
+			}
+		case "burst":
+			if n, ok := d.integer(val, path); ok {
+				if n < 1 {
+					d.problem(val.Line, path, "must be at least 1 request, got %d", n)
+					return
+				}
+				r.Burst, burstSet = n, true
+			}
+		case "key":
+			if s, ok := d.str(val, path); ok {
+				d.rateLimitKey(val.Line, path, s)
+				r.Key = s
+			}
+		}
+	})
+	if !rateSet && len(d.errs.Problems) == before {
+		d.problem(v.Line, at+".rate", "is required: the requests a second the limit allows (rate: 100)")
+	}
+	if len(d.errs.Problems) > before {
+		return nil
+	}
+	if !burstSet {
+		r.Burst = r.Rate
+	}
+	return r
+}
+
+// rateLimitKey reports a key that is not client, route or header:NAME
+// with a valid field name.
+func (d *decoder) rateLimitKey(line int, path, s string) {
+	switch s {
+	case RateLimitClient, RateLimitRoute:
+		return
+	}
+	name, ok := strings.CutPrefix(s, RateLimitHeader)
+	if !ok {
+		d.problem(line, path, `must be "client", "route" or "header:NAME", got %s%s`, quote(s), didYouMean(s, []string{RateLimitClient, RateLimitRoute}))
+		return
+	}
+	if !isToken(name) {
+		d.problem(line, path, "header:NAME needs a header field name (letters, digits and !#$%%&'*+-.^_`|~), got %s", quote(name))
+	}
+}
