@@ -160,6 +160,8 @@ var fields = []field{
 	poolInt("retry_budget_percent", func(p *Pool) *int { return &p.RetryBudgetPercent }),
 	poolInt("retry_budget_floor", func(p *Pool) *int { return &p.RetryBudgetFloor }),
 	poolDur("slow_start", func(p *Pool) *time.Duration { return &p.SlowStart }),
+	poolStr("hash_key", func(p *Pool) *string { return &p.HashKey }),
+	poolInt("hash_balance_factor", func(p *Pool) *int { return &p.HashBalanceFactor }),
 	strField("admin_listen", func(c *Config) *string { return &c.AdminListen }),
 	strField("admin_token", func(c *Config) *string { return &c.AdminToken }),
 	{key: "admin_allowed_hosts", set: decodeAdminAllowedHosts},

@@ -7,7 +7,7 @@ import (
 )
 
 // newLiveKeys are the live keys that came with named pools and routes.
-var newLiveKeys = []string{"pools", "routes", "escaped_slashes"}
+var newLiveKeys = []string{"pools", "routes", "escaped_slashes", "hash_key", "hash_balance_factor"}
 
 // TestEveryFieldHasItsKey keeps RestartOnly honest: each exported field of
 // Config, those of the embedded Pool included, maps to a key relay reads,

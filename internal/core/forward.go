@@ -137,7 +137,7 @@ func (r *passage) start(p *Pool, x *Exchange, now time.Time) {
 	r.snap, r.cfg = p.state.Load(), p.cfg()
 	x.prepared, x.streamed, x.probe = false, false, nil
 	if r.cfg.alg.HashesClient {
-		r.key = x.hashKey(p.core)
+		r.key = x.hashKey(p.core, r.cfg.HashKey)
 	}
 	r.cfg.budget.request(r.cfg.budget.second(now))
 	r.warming = r.cfg.SlowStart > 0

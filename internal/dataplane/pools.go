@@ -3,6 +3,7 @@ package dataplane
 import (
 	"fmt"
 
+	"relay/internal/balance"
 	"relay/internal/config"
 	"relay/internal/core"
 	"relay/internal/route"
@@ -25,6 +26,8 @@ func membersOf(cfg *config.Config) []Member {
 // poolConfigOf is the one conversion of a pool's section of the
 // configuration into the core's settings for it.
 func poolConfigOf(name string, p *config.Pool) core.PoolConfig {
+	// The file's checks refused a hash_key that does not parse.
+	hashKey, _ := balance.ParseKeySpec(p.HashKey)
 	return core.PoolConfig{
 		Name:              name,
 		Algorithm:         p.Algorithm,
@@ -47,6 +50,9 @@ func poolConfigOf(name string, p *config.Pool) core.PoolConfig {
 		RetryBudgetFloor:   p.RetryBudgetFloor,
 
 		SlowStart: p.SlowStart,
+
+		HashKey:           hashKey,
+		HashBalanceFactor: p.HashBalanceFactor,
 	}
 }
 
