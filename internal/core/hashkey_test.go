@@ -2,8 +2,11 @@ package core
 
 import (
 	"net/netip"
+	"net/url"
+	"strings"
 	"testing"
 
+	"relay/internal/backend"
 	"relay/internal/balance"
 	"relay/internal/h1"
 )
@@ -52,5 +55,46 @@ func TestHashKeyValues(t *testing.T) {
 		if n := testing.AllocsPerRun(100, func() { x.hashKey(c, k) }); n != 0 {
 			t.Errorf("%s: %v allocations per key, want 0", tt.key, n)
 		}
+	}
+}
+
+// TestHashBalanceFactorReachesThePicker: a pool's HashBalanceFactor is
+// checked, and a reload that sets it rebuilds the picker with it, so a key
+// whose backend is over the bound moves.
+func TestHashBalanceFactorReachesThePicker(t *testing.T) {
+	c := New(Config{})
+	pc := poolConfig("a")
+	pc.Algorithm = "ip-hash"
+	pc.HashBalanceFactor = 99
+	if _, err := c.AddPool(pc, nil); err == nil || !strings.Contains(err.Error(), "hash balance factor 99 is outside 100..1000") {
+		t.Fatalf("factor 99: %v", err)
+	}
+	pc.HashBalanceFactor = 0
+	var bs []*backend.Backend
+	for _, host := range []string{"a", "b", "c"} {
+		b, err := backend.New(&url.URL{Scheme: "http", Host: host + ":80"}, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs = append(bs, b)
+	}
+	p, err := c.AddPool(pc, bs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = 12345
+	own := p.state.Load().picker.Pick(key, balance.Filter{})
+	for range 10 {
+		own.Acquire() // ten in flight, all on the key's backend
+	}
+	if got := p.state.Load().picker.Pick(key, balance.Filter{}); got != own {
+		t.Fatal("without a factor the key left its loaded backend")
+	}
+	pc.HashBalanceFactor = 150
+	if err := p.Reconfigure(pc); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.state.Load().picker.Pick(key, balance.Filter{}); got == own {
+		t.Fatal("with factor 150 the key stayed on its backend holding every request in flight")
 	}
 }
