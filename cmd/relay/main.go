@@ -181,7 +181,7 @@ func parseConfig(f *flags, src supervisor.ConfigSource) (*config.Config, error) 
 // configOptions are what the configuration is checked against: the
 // algorithms relay has, and those that ignore weights.
 func configOptions() config.Options {
-	return config.Options{Algorithms: balance.Names(), IgnoringWeights: balance.IgnoringWeights()}
+	return config.Options{Algorithms: balance.Names(), IgnoringWeights: balance.IgnoringWeights(), Hashing: balance.Hashing()}
 }
 
 // logWarnings logs what in a valid configuration is likely not what was

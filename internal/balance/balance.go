@@ -20,8 +20,9 @@ import (
 	"relay/internal/backend"
 )
 
-// Picker picks one backend for a request. key is the request's hash key (the
-// client address hash for ip-hash); algorithms that do not hash ignore it.
+// Picker picks one backend for a request. key is the request's hash key (a
+// hash of what the pool's KeySpec names, the client address by default);
+// algorithms that do not hash ignore it.
 // Pick returns a backend f allows, or nil when it finds none. Pick must be
 // safe for concurrent use and must not allocate.
 //
@@ -89,6 +90,11 @@ type Options struct {
 	// Tests inject their own to make random, least-conn and p2c
 	// deterministic.
 	Rand func(n int) int
+	// BalanceFactor, when above 0, bounds the load of hashing pickers:
+	// a key whose backend has more than BalanceFactor percent of its
+	// share of the requests in flight goes to the next backend of its
+	// fallback order that has less (bounded.go). 0 turns it off.
+	BalanceFactor int
 }
 
 func (o Options) randN() func(n int) int {
@@ -111,9 +117,10 @@ type Algorithm struct {
 	Name string
 	// New builds the algorithm's picker.
 	New Constructor
-	// HashesClient says Pick's key must be a hash of the client address
-	// (HashAddr); other algorithms ignore the key, so callers need not
-	// compute it.
+	// HashesClient says Pick's key must be the request's hash key: a hash
+	// of the client address (HashAddr) or of what the pool's KeySpec
+	// names (HashKey); other algorithms ignore the key, so callers
+	// need not compute it.
 	HashesClient bool
 	// IgnoresWeights says every backend gets the same share whatever its
 	// weight, so relay can warn when the configured weights differ.
@@ -164,6 +171,19 @@ func IgnoringWeights() []string {
 	var names []string
 	for _, n := range Names() {
 		if registry[n].IgnoresWeights {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+// Hashing lists the registered names, aliases included, of the algorithms
+// that hash a key (HashesClient), sorted: the ones hash_key and
+// hash_balance_factor apply to.
+func Hashing() []string {
+	var names []string
+	for _, n := range Names() {
+		if registry[n].HashesClient {
 			names = append(names, n)
 		}
 	}

@@ -60,13 +60,16 @@ const (
 // The order of bs does not matter: equal times are settled by Name. The one
 // change that remaps every key is the table growing or shrinking, which
 // happens only when the pool crosses 655, 1,310, 2,621... backends.
-func NewIPHash(bs []*backend.Backend, _ Options) Picker {
+//
+// With o.BalanceFactor set, a key whose backend is over the load bound
+// follows the same fallback order to a backend under it (bounded.go).
+func NewIPHash(bs []*backend.Backend, o Options) Picker {
 	if len(bs) == 0 {
 		return empty{}
 	}
 	sorted := clone(bs)
 	slices.SortStableFunc(sorted, func(a, b *backend.Backend) int { return strings.Compare(a.Name, b.Name) })
-	return &ipHash{bs: sorted, table: maglevTable(sorted)}
+	return &ipHash{bs: sorted, table: maglevTable(sorted), factor: o.BalanceFactor}
 }
 
 // HashKey hashes b, for example a client address's bytes, into the key that
@@ -86,9 +89,14 @@ type ipHash struct {
 	// table holds indexes into bs rather than pointers: half the memory and
 	// nothing for the garbage collector to scan.
 	table []int32
+	// factor is Options.BalanceFactor: 0, or the load bound in percent.
+	factor int
 }
 
 func (p *ipHash) Pick(key uint64, f Filter) *backend.Backend {
+	if p.factor > 0 {
+		return p.pickBounded(key, &f)
+	}
 	if b := p.lookup(key); f.Allows(b) {
 		return b
 	}

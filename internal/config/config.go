@@ -59,6 +59,8 @@ const (
 	DefaultRetryBudgetPercent     = 20
 	DefaultRetryBudgetFloor       = 3
 	DefaultSlowStart              = 0
+	DefaultHashKey                = "client"
+	DefaultHashBalanceFactor      = 0
 	DefaultMaxBodyBytes           = 0
 	DefaultBodyBufferBytes        = 64 << 10
 	DefaultClientBodyTimeout      = 30 * time.Second
@@ -285,6 +287,11 @@ type Options struct {
 	// give every backend the same share whatever its weight; Warnings
 	// names weights set for nothing under them.
 	IgnoringWeights []string
+	// Hashing lists the algorithm names, aliases included, that hash a
+	// key; Warnings names hash_key and hash_balance_factor set for a
+	// pool whose algorithm is not one of them. When it is empty nothing
+	// is said.
+	Hashing []string
 }
 
 // Default returns a configuration holding every default and no backends; it

@@ -205,6 +205,8 @@ func TestValues(t *testing.T) {
 		"retry_budget_percent: 10",
 		"retry_budget_floor: 1",
 		"slow_start: 1m",
+		"hash_key: header:X-User",
+		"hash_balance_factor: 125",
 		"admin_listen: 0.0.0.0:9902",
 		"admin_token: 0123456789abcdef0123",
 		"backends:",
@@ -222,7 +224,8 @@ func TestValues(t *testing.T) {
 			ConnectTimeout: time.Second, ResponseTimeout: 2 * time.Minute, MaxIdleConnsPerBackend: 0, UpstreamIdleTimeout: 9 * time.Second, Retries: 0,
 			BreakerFailures: 7, BreakerStatuses: []int{502, 503}, BreakerOpenTime: 10 * time.Second, MaxEjectedPercent: 34,
 			BackendMaxRequests: 100, MaxQueuedRequests: 50, QueueTimeout: time.Second, RetryBudgetPercent: 10, RetryBudgetFloor: 1, SlowStart: time.Minute,
-			Sticky: defaultSticky(),
+			Sticky:  defaultSticky(),
+			HashKey: "header:X-User", HashBalanceFactor: 125,
 		},
 		Listen: "127.0.0.1:9000", Port: 8081, TLSMinVersion: "1.3", H2C: true,
 		TrustedProxies: []netip.Prefix{

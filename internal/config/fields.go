@@ -162,6 +162,8 @@ var fields = []field{
 	poolDur("slow_start", func(p *Pool) *time.Duration { return &p.SlowStart }),
 	{key: "sticky", pool: decodeSticky},
 	{key: "rate_limit", pool: poolRateLimit},
+	poolStr("hash_key", func(p *Pool) *string { return &p.HashKey }),
+	poolInt("hash_balance_factor", func(p *Pool) *int { return &p.HashBalanceFactor }),
 	strField("admin_listen", func(c *Config) *string { return &c.AdminListen }),
 	strField("admin_token", func(c *Config) *string { return &c.AdminToken }),
 	{key: "admin_allowed_hosts", set: decodeAdminAllowedHosts},

@@ -69,6 +69,16 @@ type Pool struct {
 	// RateLimit, when not nil, limits the requests the pool takes
 	// (after any limit of the route that sent them).
 	RateLimit *RateLimit `reload:"live"`
+	// HashKey is what the hashing algorithms (ip-hash) hash: "client"
+	// (the client address after trusted proxies), "path",
+	// "header:NAME", "cookie:NAME" or "query:NAME". A request without
+	// the key is hashed by its client address.
+	HashKey string `reload:"live"`
+	// HashBalanceFactor bounds a hashing algorithm's load: a key whose
+	// backend has more than this percent of its share of the requests in
+	// flight moves to the next backend in its order that has less.
+	// 0 turns it off; otherwise 100..1000.
+	HashBalanceFactor int `reload:"live"`
 
 	// backendProblems counts backend entries dropped while decoding, so an
 	// all-bad list is not also reported as an empty one.
@@ -110,6 +120,8 @@ func defaultPool() Pool {
 		RetryBudgetFloor:       DefaultRetryBudgetFloor,
 		SlowStart:              DefaultSlowStart,
 		Sticky:                 defaultSticky(),
+		HashKey:                DefaultHashKey,
+		HashBalanceFactor:      DefaultHashBalanceFactor,
 	}
 }
 
@@ -237,6 +249,12 @@ func (p *Pool) check(errs *Errors, s site, opts Options) {
 	intRange("retry_budget_floor", p.RetryBudgetFloor, 0, maxInt)
 	if p.SlowStart < 0 {
 		bad("slow_start", "must not be negative, got %v", p.SlowStart)
+	}
+	if msg := checkHashKey(p.HashKey); msg != "" {
+		bad("hash_key", "%s", msg)
+	}
+	if f := p.HashBalanceFactor; f != 0 && (f < 100 || f > 1000) {
+		bad("hash_balance_factor", "must be 0 (off) or a percentage from 100 to 1000, got %d", f)
 	}
 }
 

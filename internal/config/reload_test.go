@@ -8,7 +8,7 @@ import (
 
 // newLiveKeys are the live keys that came with named pools and routes,
 // and after them.
-var newLiveKeys = []string{"pools", "routes", "escaped_slashes", "sticky"}
+var newLiveKeys = []string{"pools", "routes", "escaped_slashes", "sticky", "hash_key", "hash_balance_factor"}
 
 // TestEveryFieldHasItsKey keeps RestartOnly honest: each exported field of
 // Config, those of the embedded Pool included, maps to a key relay reads,

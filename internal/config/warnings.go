@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // Warnings lists what in a valid c is likely not what was meant, located
@@ -14,6 +15,7 @@ func (c *Config) Warnings(opts Options) []Problem {
 		if p, ok := c.weightsIgnored(np, opts); ok {
 			ws = append(ws, p)
 		}
+		ws = append(ws, c.hashingUnused(np, opts)...)
 	}
 	ws = append(ws, c.routeWarnings()...)
 	return ws
@@ -73,4 +75,33 @@ func (c *Config) weightsIgnored(np NamedPool, opts Options) (Problem, bool) {
 		return p, true
 	}
 	return Problem{}, false
+}
+
+// hashingUnused warns of hash_key and hash_balance_factor set for a pool
+// whose algorithm hashes nothing, where the pool sets them itself: a
+// named pool inheriting the top level's says nothing.
+func (c *Config) hashingUnused(np NamedPool, opts Options) []Problem {
+	if len(opts.Hashing) == 0 || slices.Contains(opts.Hashing, np.Algorithm) {
+		return nil
+	}
+	var ws []Problem
+	for _, key := range []string{"hash_key", "hash_balance_factor"} {
+		set := false
+		if np.Name == DefaultPool {
+			_, set = c.lines[key]
+		} else {
+			_, set = np.lines[key]
+		}
+		if key == "hash_key" && np.HashKey == DefaultHashKey || key == "hash_balance_factor" && np.HashBalanceFactor == 0 {
+			set = false
+		}
+		if !set {
+			continue
+		}
+		p := c.siteOf(np).at(key)
+		p.Msg = fmt.Sprintf("%s is set, but algorithm %s does not hash, so it has no effect; it applies to %s",
+			key, np.Algorithm, strings.Join(opts.Hashing, ", "))
+		ws = append(ws, p)
+	}
+	return ws
 }

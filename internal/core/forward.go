@@ -138,7 +138,7 @@ func (r *passage) start(p *Pool, x *Exchange, now time.Time) {
 	x.prepared, x.streamed, x.probe = false, false, nil
 	x.stickyT, x.stickyB = nil, nil
 	if r.cfg.alg.HashesClient {
-		r.key = x.hashKey(p.core)
+		r.key = x.hashKey(p.core, r.cfg.HashKey)
 	}
 	r.cfg.budget.request(r.cfg.budget.second(now))
 	r.warming = r.cfg.SlowStart > 0

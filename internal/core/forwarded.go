@@ -80,11 +80,11 @@ var (
 	xfHost  = []byte("X-Forwarded-Host")
 )
 
-// hashKey is the hash key of the request: a hash of the client address.
-// Behind trusted proxies the client is the rightmost X-Forwarded-For entry
-// that is not itself a trusted proxy; entries further left were written by
-// parties relay cannot vouch for.
-func (x *Exchange) hashKey(c *Core) uint64 {
+// clientHash is a hash of the client address. Behind trusted proxies the
+// client is the rightmost X-Forwarded-For entry that is not itself a
+// trusted proxy; entries further left were written by parties relay
+// cannot vouch for.
+func (x *Exchange) clientHash(c *Core) uint64 {
 	return balance.HashAddr(x.clientAddr(c))
 }
 

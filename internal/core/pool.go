@@ -90,6 +90,11 @@ type PoolConfig struct {
 	// RateLimit, when not nil, limits the requests the pool takes
 	// (ratelimit.go), after the limit of the route that sent them.
 	RateLimit *RateLimit
+	// Hashing (hashkey.go): what of a request the hashing algorithms
+	// hash, and the bound on their load in percent of a backend's share
+	// of the requests in flight (100..1000; 0 turns it off).
+	HashKey           balance.KeySpec
+	HashBalanceFactor int
 }
 
 func (pc *PoolConfig) validate() error {
@@ -128,6 +133,9 @@ func (pc *PoolConfig) validate() error {
 	}
 	if pc.SlowStart < 0 {
 		errs = append(errs, fmt.Errorf("slow start %v is negative", pc.SlowStart))
+	}
+	if f := pc.HashBalanceFactor; f != 0 && (f < 100 || f > 1000) {
+		errs = append(errs, fmt.Errorf("hash balance factor %d is outside 100..1000 (0 turns it off)", f))
 	}
 	if pc.QueueTimeout < 0 {
 		errs = append(errs, fmt.Errorf("queue timeout %v is negative", pc.QueueTimeout))
@@ -323,7 +331,7 @@ func (p *Pool) SetBackends(bs []*backend.Backend) {
 		}
 	}
 	cfg := p.cfg()
-	next.picker = cfg.alg.New(members, balance.Options{Rand: cfg.Rand})
+	next.picker = cfg.alg.New(members, balance.Options{Rand: cfg.Rand, BalanceFactor: cfg.HashBalanceFactor})
 	next.sticky = newStickyTable(&cfg.Sticky, cfg.Name, members)
 	p.attemptsBase.Add(base)
 	p.state.Store(next)

@@ -10,7 +10,7 @@ import (
 // parse returns the configuration a YAML text gives.
 func parse(t testing.TB, yml string) *config.Config {
 	t.Helper()
-	cfg, err := config.Parse([]byte(yml), "test.yml", config.Options{Algorithms: []string{"round-robin", "least-conn"}})
+	cfg, err := config.Parse([]byte(yml), "test.yml", config.Options{Algorithms: []string{"round-robin", "least-conn", "ip-hash"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"fmt"
 
+	"relay/internal/balance"
 	"relay/internal/config"
 	"relay/internal/core"
 	"relay/internal/ratelimit"
@@ -29,6 +30,8 @@ func membersOf(cfg *config.Config) []Member {
 //
 // stickyKey is the key of sticky cookies when the section sets none.
 func poolConfigOf(name string, p *config.Pool, stickyKey []byte) core.PoolConfig {
+	// The file's checks refused a hash_key that does not parse.
+	hashKey, _ := balance.ParseKeySpec(p.HashKey)
 	return core.PoolConfig{
 		Name:              name,
 		Algorithm:         p.Algorithm,
@@ -52,8 +55,10 @@ func poolConfigOf(name string, p *config.Pool, stickyKey []byte) core.PoolConfig
 
 		SlowStart: p.SlowStart,
 
-		Sticky:    stickyOf(p.Sticky, stickyKey),
-		RateLimit: rateLimitOf(p.RateLimit),
+		Sticky:            stickyOf(p.Sticky, stickyKey),
+		RateLimit:         rateLimitOf(p.RateLimit),
+		HashKey:           hashKey,
+		HashBalanceFactor: p.HashBalanceFactor,
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"relay/internal/backend"
+	"relay/internal/balance"
 	"relay/internal/core"
 	"relay/internal/logging"
 	"relay/internal/ratelimit"
@@ -31,11 +32,19 @@ import (
 // 0 allocs/op. "routes/N" puts a route table of N host and path prefix
 // rules in front of the pool, as a large ingress has (route.Table): the
 // request's route is found through the host index, its target normalised
-// and forwarded.
+// and forwarded. "header-key" hashes a request header (hash_key:
+// header:X-User) in place; "+bound" adds hash_balance_factor: 125, which
+// reads every member's in-flight count on each pick.
 func BenchmarkRequestPath(b *testing.B) {
 	b.Run("round-robin/3", func(b *testing.B) { benchRequestPath(b, "round-robin", 3, "") })
 	b.Run("least-conn/3", func(b *testing.B) { benchRequestPath(b, "least-conn", 3, "") })
 	b.Run("ip-hash/1000", func(b *testing.B) { benchRequestPath(b, "ip-hash", 1000, "") })
+	b.Run("ip-hash/3/header-key", func(b *testing.B) {
+		benchRequestPath(b, "ip-hash", 3, "X-User: alice@example.com\r\n", withHashKey(0))
+	})
+	b.Run("ip-hash/3/header-key+bound", func(b *testing.B) {
+		benchRequestPath(b, "ip-hash", 3, "X-User: alice@example.com\r\n", withHashKey(125))
+	})
 	b.Run("round-robin/3/via", func(b *testing.B) { benchRequestPath(b, "round-robin", 3, "Via: 1.1 edge-proxy\r\n") })
 	b.Run("round-robin/3/request-id", func(b *testing.B) {
 		benchRequestPath(b, "round-robin", 3, "", func(c *Config) { c.RequestID = true })
@@ -73,6 +82,15 @@ func withSticky(set bool) func(*Config) {
 		if set {
 			c.respExtra = len("Set-Cookie: SRV=12345678901; Path=/; HttpOnly; SameSite=Lax\r\n")
 		}
+	}
+}
+
+// withHashKey hashes the X-User header (hash_key: header:X-User) with
+// hash_balance_factor factor.
+func withHashKey(factor int) func(*Config) {
+	return func(c *Config) {
+		c.Pool.HashKey = balance.KeySpec{Source: balance.FromHeader, Name: "x-user"}
+		c.Pool.HashBalanceFactor = factor
 	}
 }
 
