@@ -43,6 +43,12 @@ func (r *RateLimit) Header() string {
 
 var rateLimitKeys = []string{"rate", "burst", "key"}
 
+// MaxRateLimit bounds a rate limit's rate and burst. A bucket counts in
+// nanoseconds: a rate above a billion a second has no interval between
+// tokens, and a burst's window (burst / rate seconds) past some 292 years
+// overflows, which would refuse every request.
+const MaxRateLimit = 1_000_000_000
+
 // poolRateLimit reads a pool's rate_limit, the top level's or a named
 // pool's.
 func poolRateLimit(d *decoder, p *Pool, v *yaml.Node, path string) {
@@ -71,12 +77,20 @@ func (d *decoder) rateLimit(v *yaml.Node, at string) *RateLimit {
 					d.problem(val.Line, path, "must be more than 0 requests a second, got %d", n)
 					return
 				}
+				if n > MaxRateLimit {
+					d.problem(val.Line, path, "must be at most %d requests a second, got %d", MaxRateLimit, n)
+					return
+				}
 				r.Rate, rateSet = n, true
 			}
 		case "burst":
 			if n, ok := d.integer(val, path); ok {
 				if n < 1 {
 					d.problem(val.Line, path, "must be at least 1 request, got %d", n)
+					return
+				}
+				if n > MaxRateLimit {
+					d.problem(val.Line, path, "must be at most %d requests, got %d", MaxRateLimit, n)
 					return
 				}
 				r.Burst, burstSet = n, true

@@ -20,6 +20,8 @@ func TestRateLimitProblems(t *testing.T) {
 		{"rate negative", y("backends:", b1, "rate_limit: {rate: -3}"), 3, "rate_limit.rate", "got -3"},
 		{"rate not a number", y("backends:", b1, "rate_limit: {rate: fast}"), 3, "rate_limit.rate", "must be a whole number"},
 		{"burst zero", y("backends:", b1, "rate_limit:", "  rate: 5", "  burst: 0"), 5, "rate_limit.burst", "must be at least 1 request, got 0"},
+		{"rate too large", y("backends:", b1, "rate_limit: {rate: 1000000001}"), 3, "rate_limit.rate", "must be at most 1000000000 requests a second, got 1000000001"},
+		{"burst too large", y("backends:", b1, "rate_limit: {rate: 1, burst: 10000000000}"), 3, "rate_limit.burst", "must be at most 1000000000 requests, got 10000000000"},
 		{"unknown key", y("backends:", b1, "rate_limit:", "  rate: 5", "  brust: 9"), 5, "rate_limit.brust", `did you mean "burst"?`},
 		{"bad key", y("backends:", b1, "rate_limit:", "  rate: 5", "  key: clients"), 5, "rate_limit.key", `did you mean "client"?`},
 		{"header without name", y("backends:", b1, "rate_limit: {rate: 5, key: \"header:\"}"), 3, "rate_limit.key", "header:NAME needs a header field name"},
