@@ -229,3 +229,27 @@ routes:
 		t.Errorf("/r after a reload that changed the limit: %v, want 200", &got)
 	}
 }
+
+// A client that is not a trusted proxy cannot dodge its limit by naming
+// another client in X-Forwarded-For, Forwarded or X-Real-IP: its own
+// address is the key, with no trusted_proxies and with a list that does
+// not hold it. Both front doors, each with a relay of its own.
+func TestRateLimitIgnoresUntrustedForwarding(t *testing.T) {
+	rep, _ := echoes(t, "default")
+	for _, trusted := range []string{"", "trusted_proxies: [10.0.0.0/8]\n"} {
+		for _, s := range sends {
+			r := startRelay(t, rep.Replace(trusted+"backends: [$default]\nrate_limit: {rate: 1, burst: 3}\n"), Options{})
+			start := time.Now()
+			ok := 0
+			for i := range 10 {
+				a := fmt.Sprintf("198.51.100.%d", i)
+				got := s.send(t, r.addr, rawReq{target: "/", host: "x", header: [][2]string{
+					{"X-Forwarded-For", a}, {"Forwarded", "for=" + a}, {"X-Real-IP", a}}})
+				if got.status == 200 {
+					ok++
+				}
+			}
+			withinBurst(t, fmt.Sprintf("%s with %q", s.proto, trusted), ok, 3, 1, time.Since(start))
+		}
+	}
+}
