@@ -227,7 +227,6 @@ func (c *Core) Forward(x *Exchange) Outcome {
 	}
 	// The upstream times are measured only for the access log.
 	x.timed, x.connect, x.response = c.cfg.AccessLog != nil, -1, -1
-	var o Outcome
 	p, o, routed := c.route(x)
 	if routed {
 		// Answered by relay itself: no pool.
