@@ -17,6 +17,7 @@ import (
 	"relay/internal/core"
 	"relay/internal/dataplane"
 	"relay/internal/proxy"
+	"relay/internal/ratelimit"
 	"relay/internal/supervisor"
 	"relay/internal/version"
 )
@@ -85,6 +86,14 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 		return err
 	}
 	defer access.stop()
+	// With several processes, rate limits' buckets are in the memory
+	// they all map.
+	var table *ratelimit.Table
+	if sp.Shared != nil {
+		if table, err = ratelimit.OpenShared(sp.Shared); err != nil {
+			return err
+		}
+	}
 	// With several processes each enforces its part of every request cap,
 	// so relay as a whole never exceeds it.
 	share := func(n int) int { return supervisor.Share(n, supervisor.ProcessCount(cfg), sp.Index) }
@@ -99,6 +108,7 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 		// And the same key for sticky cookies, so a cookie one process
 		// set is honoured by the others.
 		StickyKey: sp.Config.StickyKey,
+		RateTable: table,
 	})
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 
 	"relay/internal/config"
 	"relay/internal/logging"
+	"relay/internal/ratelimit"
 	"relay/internal/supervisor"
 )
 
@@ -36,6 +37,13 @@ func supervise(f *flags, cfg *config.Config, src supervisor.ConfigSource, args [
 		defer access.Close()
 		shared = append(shared, access)
 	}
+	// The processes share the buckets of rate limits, so a limit holds
+	// for relay as a whole; the table lives as long as the supervisor.
+	table, err := ratelimit.CreateShared(0)
+	if err != nil {
+		return err
+	}
+	defer table.Close()
 	c, err := startControl(f, cfg, src, lg, config.Listeners{}, budget)
 	if err != nil {
 		return err
@@ -53,6 +61,7 @@ func supervise(f *flags, cfg *config.Config, src supervisor.ConfigSource, args [
 		},
 		Reload:   func() { c.reload() },
 		Control:  c.ctl,
+		Shared:   table,
 		Admin:    c.adminAddr(),
 		Started:  func() { logWarnings(log, cfg); c.disc.announce() },
 		Stopping: c.disc.withdraw,

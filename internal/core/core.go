@@ -73,8 +73,10 @@ type Config struct {
 	// this core.
 	Instance string
 	// NewLimiter makes the buckets of each rate limit of a route or a
-	// pool; nil is NewLimiter, buckets in this process's memory.
-	NewLimiter func(RateLimit) ratelimit.Limiter
+	// pool, given a name that tells one limit's buckets from another's
+	// (limits of one name share them); nil keeps them in a table in this
+	// process's memory.
+	NewLimiter func(name string, r RateLimit) ratelimit.Limiter
 }
 
 // Core forwards requests to pools of backends. Create it with New and give
@@ -101,11 +103,13 @@ type Core struct {
 	// routeCounts are the requests each route took, by route name,
 	// kept across reloads.
 	routeCounts map[string]*stats.ByClass
-	// clock times rate limits' buckets; limitedCounts are the requests
-	// rate limits refused, by pool and route, kept across reloads; and
-	// routeLimits the limits of the routes, by name, so a reload that
-	// keeps a route's limit keeps its buckets.
-	clock         ratelimit.Clock
+	// table holds rate limits' buckets without Config.NewLimiter, made
+	// once (ownTable); limitedCounts are the requests rate limits
+	// refused, by pool and route, kept across reloads; and routeLimits
+	// the limits of the routes, by name, so a reload that keeps a route's
+	// limit keeps its buckets.
+	ownTable      sync.Once
+	table         *ratelimit.Table
 	limitedCounts map[limitedKey]*atomic.Uint64
 	routeLimits   map[string]*limit
 }
@@ -118,7 +122,7 @@ func New(cfg Config) *Core {
 	c := &Core{cfg: cfg, upstreamBufs: h1.NewBufferPool(upstreamBufSize), via: newVia(cfg.Instance), ids: newRequestIDs(),
 		loopLog: logging.NewLimited(cfg.Logger, 1, rareEvery), shortLog: logging.NewLimited(cfg.Logger, 1, rareEvery),
 		pools: make(map[string]*Pool), routeCounts: make(map[string]*stats.ByClass),
-		clock: ratelimit.NewClock(), limitedCounts: make(map[limitedKey]*atomic.Uint64), routeLimits: make(map[string]*limit)}
+		limitedCounts: make(map[limitedKey]*atomic.Uint64), routeLimits: make(map[string]*limit)}
 	c.routing.Store(&routing{})
 	if cfg.Descriptors != nil {
 		cfg.Descriptors.SetReclaim(c.reclaimIdle)

@@ -66,6 +66,7 @@ type Exchange struct {
 	routeLimit   *limit
 	limitedCount *atomic.Uint64
 	limitBuf     []byte
+	clientKey    [16]byte // the client's address as a rate limit's key
 	// trailHops names the fields kept out of a chunked request's
 	// trailers (prepare), comma-separated.
 	trailHops []byte

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"fmt"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -35,14 +36,23 @@ type RateLimit struct {
 	Header string
 }
 
-// NewLimiter makes the buckets of a rate limit: one lock-free bucket for
-// RateByRoute, else a bounded table in this process's memory. It is the
-// default of Config.NewLimiter.
-func NewLimiter(r RateLimit) ratelimit.Limiter {
-	if r.Key == RateByRoute {
-		return ratelimit.NewOne(r.Spec)
+// limitName names the buckets of rate limit r of scope: limits of one
+// name share their buckets, in every process of a relay, so the name
+// holds everything a bucket's meaning depends on.
+func limitName(scope string, r RateLimit) string {
+	return fmt.Sprintf("%s rate=%d burst=%d key=%d %s", scope, r.Rate, r.Burst, r.Key, strings.ToLower(r.Header))
+}
+
+// limiter makes the buckets of rate limit r of scope: Config.NewLimiter's,
+// or by default a table in this process's memory, made when a limit
+// first needs it.
+func (c *Core) limiter(scope string, r RateLimit) ratelimit.Limiter {
+	name := limitName(scope, r)
+	if c.cfg.NewLimiter != nil {
+		return c.cfg.NewLimiter(name, r)
 	}
-	return ratelimit.NewLocal(r.Spec, 0)
+	c.ownTable.Do(func() { c.table = ratelimit.NewTable(0) })
+	return c.table.Limit(name, r.Spec)
 }
 
 // limit is a rate limit in force: its buckets and its answer's fields.
@@ -61,11 +71,7 @@ func (c *Core) newLimit(r *RateLimit, scope string) *limit {
 	if r == nil {
 		return nil
 	}
-	mk := c.cfg.NewLimiter
-	if mk == nil {
-		mk = NewLimiter
-	}
-	l := &limit{cfg: *r, lim: mk(*r), header: strings.ToLower(r.Header)}
+	l := &limit{cfg: *r, lim: c.limiter(scope, *r), header: strings.ToLower(r.Header)}
 	// The fields of draft-ietf-httpapi-ratelimit-headers-09 (the format
 	// of -08 on): RateLimit-Policy is a list of policies, each a name
 	// with q (the quota) and w (the window in seconds it is granted
@@ -92,8 +98,8 @@ func (c *Core) keepLimit(old *limit, r *RateLimit, scope string) *limit {
 
 // take takes a token for x; ok is false when x has no key (no such
 // header) and the limit does not apply.
-func (l *limit) take(x *Exchange, c *Core, now time.Duration) (d ratelimit.Decision, ok bool) {
-	var key uint64
+func (l *limit) take(x *Exchange, c *Core, now time.Time) (d ratelimit.Decision, ok bool) {
+	var key []byte
 	switch l.cfg.Key {
 	case RateByRoute:
 	case RateByHeader:
@@ -101,9 +107,11 @@ func (l *limit) take(x *Exchange, c *Core, now time.Duration) (d ratelimit.Decis
 		if f == nil {
 			return d, false
 		}
-		key = ratelimit.HashBytes(f.Value)
+		key = f.Value
 	default:
-		key = ratelimit.HashAddr(x.clientAddr(c))
+		// An IPv4 client is the same key however it arrived.
+		x.clientKey = x.clientAddr(c).Unmap().As16()
+		key = x.clientKey[:]
 	}
 	return l.lim.Take(key, now), true
 }
@@ -137,12 +145,11 @@ func (c *Core) overLimit(x *Exchange, p *Pool, start time.Time, o *Outcome) bool
 	if x.routeLimit == nil && pl == nil {
 		return false
 	}
-	now := c.clock.At(start)
 	for _, l := range [2]*limit{x.routeLimit, pl} {
 		if l == nil {
 			continue
 		}
-		if d, ok := l.take(x, c, now); ok && !d.Allowed {
+		if d, ok := l.take(x, c, start); ok && !d.Allowed {
 			n := x.limitedCount
 			if n == nil {
 				n = p.limited

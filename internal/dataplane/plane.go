@@ -19,6 +19,7 @@ import (
 	"relay/internal/core"
 	"relay/internal/fds"
 	"relay/internal/logging"
+	"relay/internal/ratelimit"
 	"relay/internal/stats"
 )
 
@@ -46,6 +47,20 @@ type Options struct {
 	// across reloads (supervisor.ConfigSource.StickyKey). Empty: the
 	// plane makes one, which its reloads keep.
 	StickyKey []byte
+	// RateTable holds the buckets of rate limits kept in memory: with
+	// several processes a table they all map, so a limit holds for relay
+	// as a whole. nil: the core keeps a table of its own.
+	RateTable *ratelimit.Table
+}
+
+// newLimiter makes the buckets of a rate limit (core.Config.NewLimiter).
+func (pl *Plane) newLimiter(name string, r core.RateLimit) ratelimit.Limiter {
+	pl.ownTable.Do(func() {
+		if pl.opts.RateTable == nil {
+			pl.opts.RateTable = ratelimit.NewTable(0) // made when a limit needs it
+		}
+	})
+	return pl.opts.RateTable.Limit(name, r.Spec)
 }
 
 // Member is one backend of one pool as the control gives it: the address,
@@ -62,6 +77,8 @@ type Member struct {
 type Plane struct {
 	core *core.Core
 	opts Options
+
+	ownTable sync.Once // makes opts.RateTable when it is nil
 
 	mu sync.Mutex // serialises membership changes and reloads
 	// hosts are the addresses the pools' members stand on, by name: one
@@ -87,6 +104,7 @@ func New(cfg *config.Config, opts Options) (*Plane, error) {
 		TrustedProxies: cfg.TrustedProxies, AccessLog: opts.AccessLog, RequestID: cfg.RequestID,
 		Logger: opts.Logger, MaxBodyBytes: cfg.MaxBodyBytes, HoldBodyBytes: cfg.BodyBufferBytes,
 		Descriptors: opts.Descriptors, Instance: opts.Instance,
+		NewLimiter: pl.newLimiter,
 	})
 	for _, np := range cfg.AllPools() {
 		if _, err := pl.core.AddPool(pl.poolConfig(np), nil); err != nil {

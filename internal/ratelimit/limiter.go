@@ -2,9 +2,10 @@
 // token bucket per key, rate tokens a second up to burst.
 //
 // The request path sees only Limiter, so where the buckets live is the
-// implementation's business: Local keeps them in the process's memory;
-// a limiter shared by the processes of one relay, or by relay instances
-// through a store, takes the same calls.
+// implementation's business. A Table keeps them in memory: the process's
+// own, or a mapping every serving process of one relay shares, so a limit
+// holds for relay as a whole. A store keeps them where relay instances
+// share them.
 package ratelimit
 
 import (
@@ -31,49 +32,41 @@ type Decision struct {
 	Wait time.Duration
 }
 
-// Limiter is a set of token buckets, one per key. Keys are 64-bit
-// hashes (HashAddr, HashBytes), so a limiter's memory per key is fixed
-// and a store can name a key without knowing what it was made of.
+// Limiter is a set of token buckets, one per key: the bytes that name a
+// client (its address, a header's value), or none for a limit whose
+// requests all share one bucket.
 type Limiter interface {
-	// Take takes a token from key's bucket at now, a monotonic time
-	// (Clock), and says whether there was one. It must not allocate for
-	// a key it holds, nor block on I/O.
-	Take(key uint64, now time.Duration) Decision
+	// Take takes a token from key's bucket at now, a time.Now reading,
+	// and says whether there was one. It does not keep key, and must not
+	// allocate for a key it holds. A limiter in memory never blocks; one
+	// over a store may wait for it, as long as its timeout.
+	Take(key []byte, now time.Time) Decision
 	// Spec returns the settings the limiter enforces.
 	Spec() Spec
 }
-
-// Clock is a monotonic time for Take: the time since a fixed instant
-// of the process.
-type Clock struct{ base time.Time }
-
-// NewClock returns a clock that starts now.
-func NewClock() Clock { return Clock{base: time.Now()} }
-
-// At returns t (a time.Now reading) on the clock.
-func (c Clock) At(t time.Time) time.Duration { return t.Sub(c.base) }
 
 // gcra is the bucket arithmetic every limiter shares, as the generic
 // cell rate algorithm states it: a bucket is one number, the theoretical
 // arrival time (tat) at which it would be full again. A request at now
 // takes a token when tat, moved one interval on, is within burst
-// intervals of now. It is the token bucket of Spec, with one word of state.
+// intervals of now. It is the token bucket of Spec, with one word of
+// state; times are nanoseconds on one clock.
 type gcra struct {
-	interval time.Duration // 1s / Rate: the time one token takes
-	window   time.Duration // Burst * interval: an empty bucket's time to fill
+	interval int64 // 1s / Rate: the time one token takes
+	window   int64 // Burst * interval: an empty bucket's time to fill
 }
 
 func newGCRA(s Spec) gcra {
-	iv := time.Second / time.Duration(s.Rate)
+	iv := int64(time.Second) / int64(s.Rate)
 	if iv <= 0 {
 		iv = 1
 	}
-	return gcra{interval: iv, window: iv * time.Duration(s.Burst)}
+	return gcra{interval: iv, window: iv * int64(s.Burst)}
 }
 
 // take returns the bucket's new tat and the decision for a request at
 // now against tat.
-func (g gcra) take(tat, now time.Duration) (time.Duration, Decision) {
+func (g gcra) take(tat, now int64) (int64, Decision) {
 	if tat < now {
 		tat = now
 	}
@@ -81,7 +74,7 @@ func (g gcra) take(tat, now time.Duration) (time.Duration, Decision) {
 	if over := next - now - g.window; over > 0 {
 		// No token: the bucket stays as it is; one arrives when tat has
 		// come within window of now, that is after over.
-		return tat, Decision{Wait: over}
+		return tat, Decision{Wait: time.Duration(over)}
 	}
 	return next, Decision{Allowed: true, Remaining: int((g.window - (next - now)) / g.interval)}
 }

@@ -16,17 +16,21 @@ const (
 	// envProcess carries a serving process's index; the supervisor sets it.
 	envProcess = "RELAY_PROCESS"
 	// envListeners lists the listening sockets a process inherits.
-	envListeners  = "RELAY_LISTENERS"
+	envListeners = "RELAY_LISTENERS"
+	// envShared says the process inherits sharedFD.
+	envShared     = "RELAY_SHARED"
 	listenerPlain = "plain"
 	listenerTLS   = "tls"
 	// A serving process inherits its cleartext listening socket, its
 	// readiness pipe, its channel and its TLS listening socket as these
 	// descriptors (ExtraFiles start at 3); envListeners says which of the
 	// two sockets it has (a missing one's descriptor is left closed).
+	// Then the memory the processes share (Options.Shared).
 	listenFD  = 3
 	readyFD   = 4
 	channelFD = 5
 	tlsFD     = 6
+	sharedFD  = 7
 )
 
 // Process is a serving process's side of the supervisor: what it inherited
@@ -41,6 +45,9 @@ type Process struct {
 	TLSListener net.Listener
 	// Config is the configuration to run, the first message received.
 	Config ConfigSource
+	// Shared is the memory every serving process maps (Options.Shared);
+	// nil when there is none.
+	Shared *os.File
 
 	ready *os.File
 	ch    *Channel
@@ -101,6 +108,9 @@ func Inherited() (*Process, error) {
 		return nil, err
 	}
 	p.TLSListener, p.ready = tln, os.NewFile(readyFD, "ready")
+	if _, ok := os.LookupEnv(envShared); ok {
+		p.Shared = os.NewFile(sharedFD, "shared memory")
+	}
 	return p, nil
 }
 

@@ -60,6 +60,10 @@ type Options struct {
 	ErrOut io.Writer
 	Rotate func()
 	Reload func()
+	// Shared, when set, is memory every serving process inherits and
+	// maps: the buckets of rate limits, so they hold for relay as a
+	// whole (ratelimit.CreateShared). It outlives restarted processes.
+	Shared *os.File
 	// Control is relay's control plane (package control), which the
 	// caller made; Run attaches every process to it.
 	Control Control
@@ -291,8 +295,8 @@ func (s *supervisor) start(i int) (<-chan error, error) {
 	cmd := exec.Command(s.exe, s.opts.Args...)
 	cmd.Env = append(os.Environ(), envProcess+"="+strconv.Itoa(i))
 	cmd.Stdout, cmd.Stderr = pipes[1], pipes[3]
-	// Descriptors 3 to 6: the cleartext socket, the readiness pipe, the
-	// channel, the TLS socket. A listener relay does not have is left
+	// Descriptors 3 to 7: the cleartext socket, the readiness pipe, the
+	// channel, the TLS socket, the shared memory. A listener relay does not have is left
 	// closed, and the environment says which ones there are.
 	var plain, tls *os.File
 	var have []string
@@ -306,6 +310,10 @@ func (s *supervisor) start(i int) (<-chan error, error) {
 	}
 	cmd.Env = append(cmd.Env, envListeners+"="+strings.Join(have, ","))
 	cmd.ExtraFiles = []*os.File{plain, pipes[5], channel, tls}
+	if s.opts.Shared != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, s.opts.Shared)
+		cmd.Env = append(cmd.Env, envShared+"=1")
+	}
 	// If the supervisor dies, its processes drain and stop too.
 	cmd.SysProcAttr = dieWithParent()
 	if s.cpus != nil {
