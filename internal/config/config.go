@@ -174,6 +174,9 @@ type Config struct {
 	TLSMinVersion string `reload:"live"`
 	// H2C accepts HTTP/2 without TLS (prior knowledge) on Listen.
 	H2C bool
+	// Redis is where rate limits with store: redis keep their buckets;
+	// nil when the file has no redis section.
+	Redis *Redis
 	// Discovery finds more backends while relay runs.
 	Discovery Discovery `reload:"live"`
 	// Pools are the named pools, by name; PoolNames are their names in

@@ -32,6 +32,10 @@ var nestedKeys = []struct {
 	// reload does not apply; its row would contradict port's, so the
 	// redirect row describes it.
 	{slices.DeleteFunc(slices.Clone(redirectKeys), func(k string) bool { return k == "port" }), "routes"},
+	// redis's username, password and prefix share their names with
+	// discovery.etcd's, which a reload applies; the redis row describes
+	// them.
+	{slices.DeleteFunc(slices.Clone(redisKeys), func(k string) bool { return k == "username" || k == "password" || k == "prefix" }), "redis"},
 }
 
 // referenceRows reads the key tables of docs/configuration.md into key ->

@@ -164,6 +164,7 @@ var fields = []field{
 	{key: "rate_limit", pool: poolRateLimit},
 	poolStr("hash_key", func(p *Pool) *string { return &p.HashKey }),
 	poolInt("hash_balance_factor", func(p *Pool) *int { return &p.HashBalanceFactor }),
+	{key: "redis", set: decodeRedis},
 	strField("admin_listen", func(c *Config) *string { return &c.AdminListen }),
 	strField("admin_token", func(c *Config) *string { return &c.AdminToken }),
 	{key: "admin_allowed_hosts", set: decodeAdminAllowedHosts},

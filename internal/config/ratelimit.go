@@ -1,6 +1,8 @@
 package config
 
 import (
+	"slices"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -19,6 +21,13 @@ type RateLimit struct {
 	// value of a request header; a request without it is not limited)
 	// or RateLimitRoute (every request of the route or pool shares one).
 	Key string
+	// Store is where the buckets are: RateLimitMemory (relay's own, shared
+	// by its processes) or RateLimitRedis (shared by every instance using
+	// the redis section's server).
+	Store string
+	// OnStoreError is what a request gets while the store cannot be
+	// reached: RateLimitAllow (through) or RateLimitDeny (429).
+	OnStoreError string
 	// Line is the YAML line of the rate_limit key.
 	Line int
 }
@@ -31,6 +40,15 @@ const (
 	RateLimitHeader = "header:"
 )
 
+// Where a rate limit's buckets are, and what it answers when they cannot
+// be reached.
+const (
+	RateLimitMemory = "memory"
+	RateLimitRedis  = "redis"
+	RateLimitAllow  = "allow"
+	RateLimitDeny   = "deny"
+)
+
 // Header returns the header whose value is the key, "" when the key is
 // not a header.
 func (r *RateLimit) Header() string {
@@ -41,7 +59,7 @@ func (r *RateLimit) Header() string {
 	return name
 }
 
-var rateLimitKeys = []string{"rate", "burst", "key"}
+var rateLimitKeys = []string{"rate", "burst", "key", "store", "on_store_error"}
 
 // MaxRateLimit bounds a rate limit's rate and burst. A bucket counts in
 // nanoseconds: a rate above a billion a second has no interval between
@@ -62,7 +80,7 @@ func (d *decoder) rateLimit(v *yaml.Node, at string) *RateLimit {
 		d.problem(v.Line, at, "must be a mapping such as {rate: 100, burst: 200, key: client}, got %s", describe(v))
 		return nil
 	}
-	r := &RateLimit{Key: RateLimitClient, Line: v.Line}
+	r := &RateLimit{Key: RateLimitClient, Store: RateLimitMemory, OnStoreError: RateLimitAllow, Line: v.Line}
 	before := len(d.errs.Problems)
 	rateSet, burstSet := false, false
 	d.mapping(v, at+".", rateLimitKeys, func(key string, k, val *yaml.Node) {
@@ -100,6 +118,16 @@ func (d *decoder) rateLimit(v *yaml.Node, at string) *RateLimit {
 				d.rateLimitKey(val.Line, path, s)
 				r.Key = s
 			}
+		case "store":
+			if s, ok := d.str(val, path); ok {
+				d.oneOf(val.Line, path, s, RateLimitMemory, RateLimitRedis)
+				r.Store = s
+			}
+		case "on_store_error":
+			if s, ok := d.str(val, path); ok {
+				d.oneOf(val.Line, path, s, RateLimitAllow, RateLimitDeny)
+				r.OnStoreError = s
+			}
 		}
 	})
 	if !rateSet && len(d.errs.Problems) == before {
@@ -129,4 +157,24 @@ func (d *decoder) rateLimitKey(line int, path, s string) {
 	if !isToken(name) {
 		d.problem(line, path, "header:NAME needs a header field name (letters, digits and !#$%%&'*+-.^_`|~), got %s", quote(name))
 	}
+}
+
+// oneOf reports s, the value of path, when it is none of choices.
+func (d *decoder) oneOf(line int, path, s string, choices ...string) {
+	if slices.Contains(choices, s) {
+		return
+	}
+	d.problem(line, path, "must be %s, got %s%s", orList(choices), quote(s), didYouMean(s, choices))
+}
+
+// orList writes choices as `"a" or "b"`, `"a", "b" or "c"`.
+func orList(choices []string) string {
+	q := make([]string, len(choices))
+	for i, c := range choices {
+		q[i] = strconv.Quote(c)
+	}
+	if len(q) == 1 {
+		return q[0]
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestRateLimitProblems: each mistake in a rate_limit, at the top level,
@@ -29,6 +30,20 @@ func TestRateLimitProblems(t *testing.T) {
 		{"in a pool", y("pools:", "  api:", "    backends: [http://127.0.0.1:9001]", "    rate_limit: {rate: 0}"), 4, "pools.api.rate_limit.rate", "must be more than 0"},
 		{"on a redirect", y("backends:", b1, "routes:", "  - redirect: {path: /new}", "    rate_limit: {rate: 5}"), 5, "routes[0].rate_limit", "a redirect is answered before any rate limit applies"},
 		{"in a route", y("backends:", b1, "routes:", "  - pool: default", "    rate_limit:", "      rate: 5", "      key: ip"), 7, "routes[0].rate_limit.key", `must be "client", "route" or "header:NAME", got "ip"`},
+		{"bad store", y("backends:", b1, "rate_limit: {rate: 5, store: redsi}"), 3, "rate_limit.store", `must be "memory" or "redis", got "redsi"; did you mean "redis"?`},
+		{"bad on_store_error", y("backends:", b1, "rate_limit: {rate: 5, on_store_error: open}"), 3, "rate_limit.on_store_error", `must be "allow" or "deny", got "open"`},
+		{"redis store without redis", y("backends:", b1, "rate_limit: {rate: 5, store: redis}"), 3, "rate_limit.store", "the file has no redis section"},
+		{"redis store of a route without redis", y("backends:", b1, "routes:", "  - pool: default", "    rate_limit: {rate: 5, store: redis}"), 5, "routes[0].rate_limit.store", "no redis section"},
+		{"redis store of a pool without redis", y("pools:", "  api:", "    backends: [http://127.0.0.1:9001]", "    rate_limit: {rate: 5, store: redis}"), 4, "pools.api.rate_limit.store", "no redis section"},
+		{"redis not a mapping", y("backends:", b1, "redis: 127.0.0.1:6379"), 3, "redis", "must be a mapping such as {address: 127.0.0.1:6379}"},
+		{"redis without address", y("backends:", b1, "redis:", "  db: 1"), 4, "redis.address", "missing: the Redis server's HOST:PORT"},
+		{"redis address without port", y("backends:", b1, "redis: {address: localhost}"), 3, "redis.address", "is not HOST:PORT"},
+		{"redis address without host", y("backends:", b1, "redis: {address: \":6379\"}"), 3, "redis.address", "needs a host"},
+		{"redis db negative", y("backends:", b1, "redis: {address: 127.0.0.1:6379, db: -1}"), 3, "redis.db", "must not be negative, got -1"},
+		{"redis timeout zero", y("backends:", b1, "redis: {address: 127.0.0.1:6379, timeout: 0}"), 3, "redis.timeout", "must be longer than zero and at most 10s, got 0s"},
+		{"redis timeout long", y("backends:", b1, "redis: {address: 127.0.0.1:6379, timeout: 1m}"), 3, "redis.timeout", "got 1m0s"},
+		{"redis prefix empty", y("backends:", b1, "redis: {address: 127.0.0.1:6379, prefix: \"\"}"), 3, "redis.prefix", "must not be empty"},
+		{"redis unknown key", y("backends:", b1, "redis: {address: 127.0.0.1:6379, adress: x}"), 3, "redis.adress", `did you mean "address"?`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -79,5 +94,35 @@ func TestRateLimitValues(t *testing.T) {
 	}
 	if mustParse(t, y("backends: [http://127.0.0.1:8001]")).RateLimit != nil {
 		t.Error("no rate_limit: no limit")
+	}
+}
+
+// TestRedisSection: the redis section's defaults and values, and the
+// store settings of a limit.
+func TestRedisSection(t *testing.T) {
+	c := mustParse(t, y(
+		"backends: [http://127.0.0.1:8001]",
+		"rate_limit: {rate: 10, store: redis, on_store_error: deny}",
+		"redis:",
+		"  address: 127.0.0.1:6379",
+	))
+	want := Redis{Address: "127.0.0.1:6379", Timeout: DefaultRedisTimeout, Prefix: DefaultRedisPrefix}
+	if c.Redis == nil || *c.Redis != want {
+		t.Fatalf("redis = %+v, want %+v", c.Redis, want)
+	}
+	if r := c.RateLimit; r.Store != RateLimitRedis || r.OnStoreError != RateLimitDeny {
+		t.Errorf("rate_limit = %+v, want store redis, on_store_error deny", r)
+	}
+	c = mustParse(t, y(
+		"backends: [http://127.0.0.1:8001]",
+		"rate_limit: {rate: 10}",
+		"redis: {address: \"redis.internal:6380\", username: relay, password: pw, db: 3, timeout: 200ms, prefix: \"edge:\"}",
+	))
+	want = Redis{Address: "redis.internal:6380", Username: "relay", Password: "pw", DB: 3, Timeout: 200 * time.Millisecond, Prefix: "edge:"}
+	if c.Redis == nil || *c.Redis != want {
+		t.Fatalf("redis = %+v, want %+v", c.Redis, want)
+	}
+	if r := c.RateLimit; r.Store != RateLimitMemory || r.OnStoreError != RateLimitAllow {
+		t.Errorf("rate_limit = %+v, want the defaults: store memory, on_store_error allow", r)
 	}
 }

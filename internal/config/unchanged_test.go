@@ -19,7 +19,7 @@ var update = flag.Bool("update", false, "rewrite testdata/loaded from the files 
 
 // laterFields are the settings added after the goldens in testdata/loaded
 // were written; the goldens say nothing about them.
-var laterFields = []string{"Pools", "PoolNames", "Routes", "EscapedSlashes", "Sticky", "RateLimit", "HashKey", "HashBalanceFactor"}
+var laterFields = []string{"Pools", "PoolNames", "Routes", "EscapedSlashes", "Sticky", "RateLimit", "HashKey", "HashBalanceFactor", "Redis"}
 
 // TestOneServiceFilesLoadUnchanged: every example file, and a file of one
 // service with every pool key set, loads into the same settings as it did

@@ -51,6 +51,7 @@ func (c *Config) check(errs *Errors, opts Options) {
 	c.Pool.check(errs, top, opts)
 	c.checkPools(errs, opts, topBad)
 	c.checkRoutes(errs, bad)
+	c.checkStores(errs)
 
 	for i, p := range c.TrustedProxies {
 		if !p.IsValid() {
