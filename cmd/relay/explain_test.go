@@ -15,6 +15,7 @@ escaped_slashes: reject
 pools:
   api:
     backends: [http://127.0.0.1:9001]
+    rate_limit: {rate: 100, key: route}
   public:
     backends: [http://127.0.0.1:9002]
 routes:
@@ -22,6 +23,7 @@ routes:
     match: {host: api.example.com, path_prefix: /v1}
     pool: api
     replace_prefix: /v2
+    rate_limit: {rate: 5, burst: 10, key: "header:X-Api-Key"}
   - name: public
     match: {path_prefix: /public}
     pool: public
@@ -35,9 +37,10 @@ routes:
 		notWant string
 	}{
 		{"a route and its rewrite", []string{"-explain", "GET https://api.example.com/v1/users?id=3"}, 0,
-			[]string{"MATCH api: host api.example.com matches api.example.com; path /v1/users is under /v1", "route api -> pool api, backend gets /v2/users?id=3"}, ""},
+			[]string{"MATCH api: host api.example.com matches api.example.com; path /v1/users is under /v1", "route api -> pool api, backend gets /v2/users?id=3",
+				"rate limit of route api: 5 a second, burst 10, per value of X-Api-Key, in relay's memory\n  rate limit of pool api: 100 a second, burst 100, shared by all its requests"}, ""},
 		{"an earlier route that does not match says why", []string{"-explain", "GET /public/a", "-header", "Host: www.example.com"}, 0,
-			[]string{"no    api: host www.example.com does not match api.example.com; path /public/a is not under /v1", "route public -> pool public, backend gets /a"}, ""},
+			[]string{"no    api: host www.example.com does not match api.example.com; path /public/a is not under /v1", "route public -> pool public, backend gets /a"}, "rate limit"},
 		{"a climbing path is matched where it lands", []string{"-explain", "GET /public/../v1/x", "-header", "Host: api.example.com"}, 0,
 			[]string{"normalised path: /v1/x", "pool api"}, "pool public"},
 		{"an encoded slash is refused", []string{"-explain", "GET /public/..%2Fv1/x"}, 1, []string{"refused with 400"}, ""},

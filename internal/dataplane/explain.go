@@ -32,6 +32,7 @@ func Explain(cfg *config.Config, method, target string, headers [][2]string) (te
 			return "no routes and no default pool: 404\n", false, nil
 		}
 		fmt.Fprintf(&b, "no routes: pool %s, backend gets %s unchanged\n", DefaultPool, target)
+		explainLimits(&b, nil, cfg.LookupPool(DefaultPool), DefaultPool)
 		return b.String(), true, nil
 	}
 	host := ""
@@ -60,13 +61,44 @@ func Explain(cfg *config.Config, method, target string, headers [][2]string) (te
 		fmt.Fprintf(&b, "route %s redirects: %d, Location: %s\n", e.Name, e.RedirectStatus, e.Redirect)
 		served = true
 	case e.Route >= 0:
-		fmt.Fprintf(&b, "route %s -> pool %s, backend gets %s\n", e.Name, r.Pools[e.Pool].Name(), e.Target)
+		pool := r.Pools[e.Pool].Name()
+		fmt.Fprintf(&b, "route %s -> pool %s, backend gets %s\n", e.Name, pool, e.Target)
+		explainLimits(&b, &cfg.Routes[e.Route], cfg.LookupPool(pool), pool)
 		served = true
 	case r.Default != nil:
 		fmt.Fprintf(&b, "no route matches -> pool %s, backend gets %s\n", DefaultPool, e.Target)
+		explainLimits(&b, nil, cfg.LookupPool(DefaultPool), DefaultPool)
 		served = true
 	default:
 		b.WriteString("no route matches and there is no default pool: 404\n")
 	}
 	return b.String(), served, nil
+}
+
+// explainLimits says which rate limits a request taken by route (nil:
+// none) to pool meets, in the order they apply.
+func explainLimits(b *strings.Builder, route *config.Route, pool *config.Pool, poolName string) {
+	if route != nil && route.RateLimit != nil {
+		fmt.Fprintf(b, "  rate limit of route %s: %s\n", route.Name, describeLimit(route.RateLimit))
+	}
+	if pool != nil && pool.RateLimit != nil {
+		fmt.Fprintf(b, "  rate limit of pool %s: %s\n", poolName, describeLimit(pool.RateLimit))
+	}
+}
+
+// describeLimit says what a rate limit allows, by what, and where its
+// buckets are.
+func describeLimit(r *config.RateLimit) string {
+	by := "per client address"
+	switch {
+	case r.Key == config.RateLimitRoute:
+		by = "shared by all its requests"
+	case r.Header() != "":
+		by = "per value of " + r.Header()
+	}
+	where := "in relay's memory"
+	if r.Store == config.RateLimitRedis {
+		where = "in Redis, " + map[string]string{config.RateLimitAllow: "allowing", config.RateLimitDeny: "refusing"}[r.OnStoreError] + " requests while it is unreachable"
+	}
+	return fmt.Sprintf("%d a second, burst %d, %s, %s", r.Rate, r.Burst, by, where)
 }
