@@ -19,7 +19,7 @@ type RateKey uint8
 // What a rate limit counts by.
 const (
 	// RateByClient: the client's address, after trusted proxies, as
-	// X-Forwarded-For and hashing see it.
+	// X-Forwarded-For and hashing see it; for IPv6, its /64.
 	RateByClient RateKey = iota
 	// RateByHeader: the value of RateLimit.Header; a request without the
 	// header is not limited.
@@ -109,8 +109,15 @@ func (l *limit) take(x *Exchange, c *Core, now time.Time) (d ratelimit.Decision,
 		}
 		key = f.Value
 	default:
-		// An IPv4 client is the same key however it arrived.
-		x.clientKey = x.clientAddr(c).Unmap().As16()
+		// An IPv4 client is the same key however it arrived. An IPv6
+		// client is its /64: a host is given a /64 of its own, so
+		// counting its addresses one by one would let it take 2^64
+		// buckets and crowd everyone else's out of the table.
+		a := x.clientAddr(c).Unmap()
+		x.clientKey = a.As16()
+		if a.Is6() {
+			clear(x.clientKey[8:])
+		}
 		key = x.clientKey[:]
 	}
 	return l.lim.Take(key, now), true

@@ -129,6 +129,40 @@ rate_limit: {rate: 1, burst: 3}
 	}
 }
 
+// An IPv6 client is limited by its /64: two addresses of one /64 share a
+// bucket, another /64 has its own; an IPv4 client is the same key when it
+// arrives IPv4-mapped.
+func TestRateLimitIPv6ClientsByPrefix(t *testing.T) {
+	rep, _ := echoes(t, "default")
+	r := startRelay(t, rep.Replace(`
+trusted_proxies: [127.0.0.1/32]
+backends: [$default]
+rate_limit: {rate: 1, burst: 2}
+`), Options{})
+	send := sends[0].send
+	status := func(client string) int {
+		rq := rawReq{target: "/", host: "www.example.com", header: [][2]string{{"X-Forwarded-For", client}}}
+		return send(t, r.addr, rq).status
+	}
+	for _, c := range []struct {
+		client string
+		want   int
+	}{
+		{"2001:db8:1:2::1", 200},
+		{"2001:db8:1:2:ffff:ffff:ffff:ffff", 200},
+		{"2001:db8:1:2::2", 429}, // the /64's burst of 2 is spent
+		{"2001:db8:1:3::1", 200}, // another /64
+		{"192.0.2.1", 200},
+		{"::ffff:192.0.2.1", 200},
+		{"192.0.2.1", 429},
+		{"192.0.2.2", 200},
+	} {
+		if got := status(c.client); got != c.want {
+			t.Errorf("client %s: %d, want %d", c.client, got, c.want)
+		}
+	}
+}
+
 // A route's limit applies first, keyed by a header's value or shared by
 // the whole route; the pool's own limit applies after it. A request
 // without the header is not limited by a header key.
