@@ -17,6 +17,9 @@ func TestCheckAcceptsValidFiles(t *testing.T) {
 		{name: "documented example", path: "../../examples/config.yml", summary: "ok (3 backends, round-robin)"},
 		{name: "backends only", path: writeFile(t, t.TempDir(), "min.yml", "backends:\n  - http://127.0.0.1:9\n"),
 			summary: "ok (1 backends, round-robin)"},
+		{name: "sticky indirect and nocache", path: writeFile(t, t.TempDir(), "sticky.yml",
+			"backends:\n  - http://127.0.0.1:9\nsticky:\n  cookie: SRV\n  indirect: true\n  nocache: true\n"),
+			summary: "ok (1 backends, round-robin)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -85,6 +88,10 @@ func TestCheckReportsEachProblem(t *testing.T) {
 			line: 2, want: "must be shorter than health_check_interval"},
 		{name: "no backends", content: "port: 8080\n", want: "no backends"},
 		{name: "empty backends list", content: "port: 8080\nbackends: []\n", want: "no backends"},
+		{name: "sticky indirect not a boolean", content: two + "sticky:\n  cookie: SRV\n  indirect: yes\n",
+			line: 6, want: `sticky.indirect: must be true or false, got "yes"`},
+		{name: "sticky nocache not a boolean", content: two + "pools:\n  a:\n    backends: [http://127.0.0.1:8003]\n    sticky:\n      cookie: A\n      nocache: private\n",
+			line: 9, want: `pools.a.sticky.nocache: must be true or false, got "private"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -32,6 +32,13 @@ type Sticky struct {
 	// same in every process. Instances that must honour each other's
 	// cookies share one, of at least MinStickyKeyLen bytes.
 	Key string
+	// Indirect keeps the cookie from the backends: relay removes it from
+	// the request's Cookie fields (HAProxy's "indirect").
+	Indirect bool
+	// NoCache adds Cache-Control: private to a response that sets the
+	// cookie, so a shared cache does not hand one client's cookie to
+	// another (HAProxy's "nocache").
+	NoCache bool
 }
 
 // Sticky defaults and bounds.
@@ -42,7 +49,7 @@ const (
 	MinStickyKeyLen       = 16
 )
 
-var stickyKeys = []string{"cookie", "path", "max_age", "http_only", "secure", "same_site", "key"}
+var stickyKeys = []string{"cookie", "path", "max_age", "http_only", "secure", "same_site", "key", "indirect", "nocache"}
 
 // On reports whether sticky sessions are on.
 func (s Sticky) On() bool { return s.Cookie != "" }
@@ -114,6 +121,14 @@ func decodeSticky(d *decoder, p *Pool, v *yaml.Node, path string) {
 					d.problem(val.Line, at+key, "is %d bytes; a key must have at least %d (or leave it out: relay makes one at start, shared by its processes)", len(c), MinStickyKeyLen)
 				}
 				s.Key = c
+			}
+		case "indirect":
+			if b, ok := d.boolean(val, at+key); ok {
+				s.Indirect = b
+			}
+		case "nocache":
+			if b, ok := d.boolean(val, at+key); ok {
+				s.NoCache = b
 			}
 		}
 	})

@@ -17,6 +17,7 @@ func TestStickyDecodesAndFallsBack(t *testing.T) {
 		"  secure: true",
 		"  same_site: Strict",
 		"  key: 0123456789abcdef",
+		"  indirect: true",
 		"pools:",
 		"  a:",
 		"    backends: [http://127.0.0.1:8002]",
@@ -25,15 +26,17 @@ func TestStickyDecodesAndFallsBack(t *testing.T) {
 		"    sticky:",
 		"      cookie: B",
 		"      http_only: false",
+		"      nocache: true",
 	))
-	want := Sticky{Cookie: "SRV", Path: "/", MaxAge: time.Hour, HTTPOnly: true, Secure: "true", SameSite: "strict", Key: "0123456789abcdef"}
+	want := Sticky{Cookie: "SRV", Path: "/", MaxAge: time.Hour, HTTPOnly: true, Secure: "true", SameSite: "strict", Key: "0123456789abcdef", Indirect: true}
 	if c.Sticky != want {
 		t.Errorf("top level: %+v, want %+v", c.Sticky, want)
 	}
 	if c.Pools["a"].Sticky != want {
 		t.Errorf("pool a: %+v, want the top level's %+v", c.Pools["a"].Sticky, want)
 	}
-	wantB := Sticky{Cookie: "B", Path: "/", HTTPOnly: false, Secure: "auto", SameSite: "lax"}
+	// indirect and nocache are off unless set, as HAProxy's are.
+	wantB := Sticky{Cookie: "B", Path: "/", HTTPOnly: false, Secure: "auto", SameSite: "lax", NoCache: true}
 	if c.Pools["b"].Sticky != wantB {
 		t.Errorf("pool b: %+v, want %+v", c.Pools["b"].Sticky, wantB)
 	}
@@ -62,6 +65,11 @@ func TestStickyProblems(t *testing.T) {
 		{[]string{"sticky:", "  cookie: S", "  same_site: none", "  secure: false"}, 4, "sticky.same_site", "browsers refuse"},
 		{[]string{"sticky:", "  cookie: S", "  cookies: x"}, 4, "sticky.cookies", "did you mean"},
 		{[]string{"sticky: SRV"}, 2, "sticky", "must be a mapping"},
+		{[]string{"sticky:", "  cookie: S", "  indirect: maybe"}, 4, "sticky.indirect", `must be true or false, got "maybe"`},
+		{[]string{"sticky:", "  cookie: S", "  nocache: 'true'"}, 4, "sticky.nocache", "must be true or false"},
+		{[]string{"sticky:", "  cookie: S", "  nocache: 1"}, 4, "sticky.nocache", "must be true or false"},
+		{[]string{"sticky:", "  cookie: S", "  no_cache: true"}, 4, "sticky.no_cache", `did you mean "nocache"`},
+		{[]string{"pools:", "  a:", "    backends: [http://127.0.0.1:8002]", "    sticky:", "      cookie: S", "      indirect: [x]"}, 7, "pools.a.sticky.indirect", "must be true or false"},
 		{[]string{"pools:", "  a:", "    backends: [http://127.0.0.1:8002]", "    sticky:", "      cookie: S", "      key: short"}, 7, "pools.a.sticky.key", "at least 16"},
 	}
 	for _, tc := range cases {

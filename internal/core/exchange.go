@@ -78,6 +78,9 @@ type Exchange struct {
 	// cookie names (nil: none, or none valid) (sticky.go).
 	stickyT *stickyTable
 	stickyB *backend.Backend
+	// cacheControl holds a response's Cache-Control value with private
+	// added (nocache, cookie.go).
+	cacheControl []byte
 }
 
 // Peer is a client connection's address, worked out once per connection.

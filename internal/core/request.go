@@ -32,7 +32,14 @@ func (x *Exchange) prepare(c *Core, b *backend.Backend) {
 	if x.reqOps != nil {
 		x.reqOps.drop(req.Fields)
 	}
-	out = h1.AppendForwardFields(out, req.Fields)
+	if t := x.stickyT; t != nil && t.indirect {
+		// The sticky cookie is written out of the request here, not
+		// cut from its fields: their bytes may be the HTTP/2 decoder's
+		// strings, and the hash key and lookups read them as sent.
+		out = t.appendForwardFields(out, req.Fields)
+	} else {
+		out = h1.AppendForwardFields(out, req.Fields)
+	}
 	if x.reqOps != nil {
 		for _, f := range x.reqOps.add {
 			out = h1.AppendField(out, f.Name, f.Value)

@@ -32,6 +32,15 @@ import (
 // not the one the cookie named. The values and the whole Set-Cookie
 // field values are made when a snapshot is built, so the request path
 // only looks them up.
+//
+// Two options follow HAProxy's cookie options of the same names.
+// Indirect keeps the cookie from the backends: the request is forwarded
+// with every pair of the cookie's name taken out of its Cookie fields,
+// valid or not, the other cookies byte for byte and in order, and a
+// Cookie field left with none is not sent (cookie.go). NoCache marks a
+// response that sets the cookie Cache-Control: private, so a shared cache
+// in front of relay does not store one client's cookie and hand it to
+// others.
 
 // Sticky configures a pool's sticky sessions; they are on when Cookie is
 // set.
@@ -52,6 +61,12 @@ type Sticky struct {
 	SameSite string
 	// Key is the HMAC key, at least MinStickyKey bytes.
 	Key []byte
+	// Indirect removes the cookie from requests before they reach the
+	// backend.
+	Indirect bool
+	// NoCache adds Cache-Control: private to a response that sets the
+	// cookie.
+	NoCache bool
 }
 
 // StickySecure says when a sticky cookie carries the Secure attribute.
@@ -99,10 +114,12 @@ func StickyValue(key []byte, pool, name string) string {
 // names, and each member's Set-Cookie field values, without and with
 // Secure.
 type stickyTable struct {
-	name    []byte // the cookie's name
-	members map[string]*backend.Backend
-	set     map[*backend.Backend]*[2][]byte
-	secure  StickySecure
+	name     []byte // the cookie's name
+	members  map[string]*backend.Backend
+	set      map[*backend.Backend]*[2][]byte
+	secure   StickySecure
+	indirect bool // the cookie is kept from the backends
+	nocache  bool // a response that sets it is marked private
 }
 
 // newStickyTable makes the cookies of members of pool under s; nil when
@@ -111,7 +128,7 @@ func newStickyTable(s *Sticky, pool string, members []*backend.Backend) *stickyT
 	if s.Cookie == "" {
 		return nil
 	}
-	t := &stickyTable{name: []byte(s.Cookie), secure: s.Secure,
+	t := &stickyTable{name: []byte(s.Cookie), secure: s.Secure, indirect: s.Indirect, nocache: s.NoCache,
 		members: make(map[string]*backend.Backend, len(members)),
 		set:     make(map[*backend.Backend]*[2][]byte, len(members))}
 	var attrs []byte
@@ -213,7 +230,8 @@ func (r *passage) stickyPick() (b *backend.Backend, probe, ok bool) {
 }
 
 // stickyAnswer adds Set-Cookie to the response of b when the request's
-// cookie did not name b, so the client comes back to it.
+// cookie did not name b, so the client comes back to it; under nocache,
+// the response becomes private too.
 func (x *Exchange) stickyAnswer(b *backend.Backend, resp *h1.Response) {
 	t := x.stickyT
 	if t == nil || x.stickyB == b {
@@ -221,5 +239,8 @@ func (x *Exchange) stickyAnswer(b *backend.Backend, resp *h1.Response) {
 	}
 	if v := t.setCookie(b, x.Peer.TLS); v != nil {
 		resp.Fields = append(resp.Fields, h1.Field{Name: setCookieField, Value: v})
+		if t.nocache {
+			x.markPrivate(resp)
+		}
 	}
 }

@@ -68,7 +68,8 @@ func stickyOf(s config.Sticky, stickyKey []byte) core.Sticky {
 	if !s.On() {
 		return core.Sticky{}
 	}
-	cs := core.Sticky{Cookie: s.Cookie, Path: s.Path, MaxAge: s.MaxAge, HTTPOnly: s.HTTPOnly, Key: stickyKey}
+	cs := core.Sticky{Cookie: s.Cookie, Path: s.Path, MaxAge: s.MaxAge, HTTPOnly: s.HTTPOnly, Key: stickyKey,
+		Indirect: s.Indirect, NoCache: s.NoCache}
 	if s.Key != "" {
 		cs.Key = []byte(s.Key)
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,6 +72,27 @@ func BenchmarkRequestPath(b *testing.B) {
 		benchRequestPath(b, "round-robin", 3, "Cookie: theme=dark; SRV="+v+"\r\n", withSticky(false))
 	})
 	b.Run("round-robin/3/sticky/new", func(b *testing.B) { benchRequestPath(b, "round-robin", 3, "", withSticky(true)) })
+	// "+indirect" writes the request's Cookie field without SRV;
+	// "+nocache" adds Cache-Control: private beside each Set-Cookie,
+	// "/merge" adds private to the backend's Cache-Control.
+	b.Run("round-robin/3/sticky+indirect", func(b *testing.B) {
+		v := core.StickyValue(benchStickyKey, testPool, "http://10.0.0.1:1000")
+		benchRequestPath(b, "round-robin", 3, "Cookie: theme=dark; SRV="+v+"; lang=en\r\n", withSticky(false),
+			func(c *Config) { c.Pool.Sticky.Indirect = true })
+	})
+	b.Run("round-robin/3/sticky/new+nocache", func(b *testing.B) {
+		benchRequestPath(b, "round-robin", 3, "", withSticky(true), func(c *Config) {
+			c.Pool.Sticky.NoCache = true
+			c.respExtra += len("Cache-Control: private\r\n")
+		})
+	})
+	b.Run("round-robin/3/sticky/new+nocache/merge", func(b *testing.B) {
+		benchRequestPath(b, "round-robin", 3, "", withSticky(true), func(c *Config) {
+			c.Pool.Sticky.NoCache = true
+			c.respFields = "Cache-Control: max-age=60\r\n"
+			c.respExtra += len(", private")
+		})
+	})
 }
 
 var benchStickyKey = []byte("0123456789abcdef")
@@ -146,6 +168,9 @@ func benchRequestPath(b *testing.B, algorithm string, n int, fields string, with
 	cfg.MaxConnections = 0
 	for _, w := range with {
 		w(&cfg)
+	}
+	if cfg.respFields != "" {
+		resp = []byte(strings.Replace(string(resp), "\r\n\r\n", "\r\n"+cfg.respFields+"\r\n", 1))
 	}
 	p, err := build(cfg, bs)
 	if err != nil {

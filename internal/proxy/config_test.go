@@ -42,6 +42,9 @@ type Config struct {
 	// respExtra is how many bytes relay adds to each response of the
 	// benchmark's backends (a Set-Cookie field, say).
 	respExtra int
+	// respFields are fields the benchmark's backends add to each
+	// response, each line ending in CRLF.
+	respFields string
 }
 
 // testPool names the one pool of a test relay.
