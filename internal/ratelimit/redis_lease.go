@@ -144,12 +144,14 @@ func (l *redisLimit) takeLeased(e *lease, t int64) (d Decision, ok bool) {
 // e.mu, and reports whether a fetch is coming. Sending a pointer on the
 // queue does not allocate, so a take that starts a refill does not.
 func (l *redisLimit) refill(e *lease) bool {
-	if e.fetching {
-		return true
-	}
+	// Down or closed first: no request joins a fetch that will fail,
+	// nor one queued as the store closed, which no fetcher will take.
 	r := l.r
 	if r.down.Load() || r.closed.Load() {
 		return false
+	}
+	if e.fetching {
+		return true
 	}
 	e.fetching = true
 	select {

@@ -155,20 +155,21 @@ func TestRedisRefusesLocally(t *testing.T) {
 	}
 }
 
-// load takes a token from l for key every half millisecond until stop is
-// closed, as a client over its rate would.
-func load(wg *sync.WaitGroup, l Limiter, key []byte, stop chan struct{}) {
+// load takes tokens from l for 64 clients, one every 100µs, until stop is
+// closed, as clients over their rate would: Redis has some of their
+// fetches in flight at any time.
+func load(wg *sync.WaitGroup, l Limiter, stop chan struct{}) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		for n := 0; n < 1_000_000; n++ {
+		for n := 0; n < 10_000_000; n++ {
 			select {
 			case <-stop:
 				return
 			default:
 			}
-			l.Take(key, time.Now())
-			time.Sleep(500 * time.Microsecond)
+			l.Take(addrKey(uint32(n%64)), time.Now())
+			time.Sleep(100 * time.Microsecond)
 		}
 	}()
 }
@@ -188,8 +189,8 @@ func TestRedisDownAndBack(t *testing.T) {
 	var wg sync.WaitGroup
 	defer func() { close(stop); wg.Wait() }()
 	for range 2 {
-		load(&wg, open, k, stop)
-		load(&wg, shut, k, stop)
+		load(&wg, open, stop)
+		load(&wg, shut, stop)
 	}
 	limited := func(l Limiter) func() bool {
 		return func() bool { return !l.Take(k, time.Now()).Allowed }
