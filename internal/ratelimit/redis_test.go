@@ -374,8 +374,9 @@ func TestRedisCloseStopsGoroutines(t *testing.T) {
 	}
 }
 
-// BenchmarkRedisTake: a take from a lease, without I/O, and a take that
-// waits for a round trip (a new key each time).
+// BenchmarkRedisTake: a take from a lease, without I/O; a take that
+// waits for a round trip (a new key each time); and the round trip alone,
+// the script run from the benchmark's goroutine.
 func BenchmarkRedisTake(b *testing.B) {
 	srv := startRedis(b)
 	r := newStore(b, srv.addr, nil)
@@ -396,6 +397,18 @@ func BenchmarkRedisTake(b *testing.B) {
 		for i := range b.N {
 			if !l.Take(addrKey(uint32(i)), time.Now()).Allowed {
 				b.Fatal("refused")
+			}
+		}
+	})
+	b.Run("script", func(b *testing.B) {
+		l := r.Limit("bench:script", Spec{Rate: 1_000_000_000, Burst: 1_000_000_000}, FailClosed).(*redisLimit)
+		keys := []string{redisKey(r.prefix, l.name, nil)}
+		ctx := context.Background()
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			if err := takeScript.Run(ctx, r.client, keys, l.args...).Err(); err != nil {
+				b.Fatal(err)
 			}
 		}
 	})
