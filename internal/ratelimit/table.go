@@ -249,9 +249,13 @@ func alive(pid uint64) bool {
 // hash is the table's keyed hash of key within the limit id: a
 // multiply-and-fold hash over a secret seed, so a client cannot choose
 // keys that crowd one set. It is never 0, which marks an empty slot.
-func (t *Table) hash(id uint64, key []byte) uint64 {
+func (t *Table) hash(id uint64, key []byte) uint64 { return seededHash(t.seed, id, key) }
+
+// seededHash is hash's arithmetic over any secret seed: a Redis store's
+// lease table uses it too.
+func seededHash(seed [2]uint64, id uint64, key []byte) uint64 {
 	const p0, p1 = 0xa0761d6478bd642f, 0xe7037ed1a0b428db
-	s0, s1 := t.seed[0], t.seed[1]
+	s0, s1 := seed[0], seed[1]
 	h := fold(s0^id^p0, s1^uint64(len(key)))
 	for ; len(key) >= 8; key = key[8:] {
 		h = fold(h^binary.LittleEndian.Uint64(key)^p1, s1^p0)
