@@ -113,6 +113,7 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 	if err != nil {
 		return err
 	}
+	defer plane.Close()
 	front := proxy.OptionsFrom(cfg)
 	front.Logger = log
 	p, err := proxy.New(front, plane.Core())

@@ -34,7 +34,15 @@ type RateLimit struct {
 	Key RateKey
 	// Header names the header of RateByHeader.
 	Header string
+	// Store is where Config.NewLimiter keeps the buckets: "" in memory,
+	// or StoreRedis. FailClosed refuses requests while that store cannot
+	// be reached; else they pass. The core reads neither.
+	Store      string
+	FailClosed bool
 }
+
+// StoreRedis is RateLimit.Store for buckets in Redis.
+const StoreRedis = "redis"
 
 // limitName names the buckets of rate limit r of scope: limits of one
 // name share their buckets, in every process of a relay, so the name

@@ -53,8 +53,23 @@ type Options struct {
 	RateTable *ratelimit.Table
 }
 
-// newLimiter makes the buckets of a rate limit (core.Config.NewLimiter).
+// newLimiter makes the buckets of a rate limit (core.Config.NewLimiter):
+// in Redis for store: redis, else in the table the processes share.
 func (pl *Plane) newLimiter(name string, r core.RateLimit) ratelimit.Limiter {
+	if r.Store == core.StoreRedis {
+		if pl.redis != nil {
+			f := ratelimit.FailOpen
+			if r.FailClosed {
+				f = ratelimit.FailClosed
+			}
+			return pl.redis.Limit(name, r.Spec, f)
+		}
+		// The redis section is read at start: a reload that adds it
+		// is named in the reload's log line as waiting for a restart.
+		pl.noRedis.Do(func() {
+			pl.opts.Logger.Warn("a rate limit with store: redis counts in relay's memory until relay restarts with a redis section")
+		})
+	}
 	pl.ownTable.Do(func() {
 		if pl.opts.RateTable == nil {
 			pl.opts.RateTable = ratelimit.NewTable(0) // made when a limit needs it
@@ -79,6 +94,11 @@ type Plane struct {
 	opts Options
 
 	ownTable sync.Once // makes opts.RateTable when it is nil
+	// redis keeps the buckets of limits with store: redis, made at start
+	// from the redis section; nil without one. noRedis warns once of
+	// such a limit without it.
+	redis   *ratelimit.Redis
+	noRedis sync.Once
 
 	mu sync.Mutex // serialises membership changes and reloads
 	// hosts are the addresses the pools' members stand on, by name: one
@@ -100,6 +120,10 @@ func New(cfg *config.Config, opts Options) (*Plane, error) {
 		opts.StickyKey = newStickyKey()
 	}
 	pl := &Plane{opts: opts, hosts: make(map[string]*backend.Host), up: NewUpstreams(cfg, opts.Logger)}
+	if r := cfg.Redis; r != nil {
+		pl.redis = ratelimit.NewRedis(ratelimit.RedisOptions{Address: r.Address, Username: r.Username, Password: r.Password,
+			DB: r.DB, Timeout: r.Timeout, Prefix: r.Prefix, Logger: opts.Logger})
+	}
 	pl.core = core.New(core.Config{
 		TrustedProxies: cfg.TrustedProxies, AccessLog: opts.AccessLog, RequestID: cfg.RequestID,
 		Logger: opts.Logger, MaxBodyBytes: cfg.MaxBodyBytes, HoldBodyBytes: cfg.BodyBufferBytes,
@@ -108,18 +132,29 @@ func New(cfg *config.Config, opts Options) (*Plane, error) {
 	})
 	for _, np := range cfg.AllPools() {
 		if _, err := pl.core.AddPool(pl.poolConfig(np), nil); err != nil {
+			pl.Close()
 			return nil, err
 		}
 	}
 	if err := pl.setMembers(membersOf(cfg)); err != nil {
+		pl.Close()
 		return nil, err
 	}
 	r, err := routingOf(cfg, pl.core)
 	if err != nil {
+		pl.Close()
 		return nil, err
 	}
 	pl.core.SetRouting(r)
 	return pl, nil
+}
+
+// Close stops what the plane runs besides the core: the Redis store's
+// connections and goroutines.
+func (pl *Plane) Close() {
+	if pl.redis != nil {
+		pl.redis.Close()
+	}
 }
 
 // Core returns the forwarding core the front doors hand requests to.

@@ -99,6 +99,9 @@ func rateLimitOf(r *config.RateLimit) *core.RateLimit {
 		return nil
 	}
 	l := &core.RateLimit{Spec: ratelimit.Spec{Rate: r.Rate, Burst: r.Burst}}
+	if r.Store == config.RateLimitRedis {
+		l.Store, l.FailClosed = core.StoreRedis, r.OnStoreError == config.RateLimitDeny
+	}
 	switch {
 	case r.Key == config.RateLimitRoute:
 		l.Key = core.RateByRoute

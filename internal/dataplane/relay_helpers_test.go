@@ -96,6 +96,7 @@ func startRelay(t testing.TB, yml string, opts Options) *testRelay {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(pl.Close)
 	front := proxy.OptionsFrom(cfg)
 	p, err := proxy.New(front, pl.Core())
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"relay/internal/redistest"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -27,8 +28,8 @@ func newStore(t testing.TB, addr string, log *logLines) *Redis {
 // through once that wait has passed; the bucket's key is the prefix's,
 // and expires when the bucket is full again.
 func TestRedisBurstThenRate(t *testing.T) {
-	srv := startRedis(t)
-	r := NewRedis(RedisOptions{Address: srv.addr, Prefix: "burst:"})
+	srv := redistest.Start(t)
+	r := NewRedis(RedisOptions{Address: srv.Addr(), Prefix: "burst:"})
 	t.Cleanup(func() { r.Close() })
 	l := r.Limit("burst", Spec{Rate: 10, Burst: 5}, FailClosed)
 	k := []byte("client")
@@ -49,7 +50,7 @@ func TestRedisBurstThenRate(t *testing.T) {
 	if d.Allowed || d.Wait <= 0 || d.Wait > 100*time.Millisecond {
 		t.Fatalf("after the burst: %+v, want refused with a wait of at most 100ms", d)
 	}
-	c := srv.client()
+	c := srv.Client()
 	ttl, err := c.PTTL(context.Background(), redisKey("burst:", "burst", k)).Result()
 	if err != nil || ttl <= 0 || ttl > 500*time.Millisecond {
 		t.Fatalf("the bucket's key expires in %v (%v), want within burst/rate, 500ms", ttl, err)
@@ -69,7 +70,7 @@ func TestRedisBurstThenRate(t *testing.T) {
 // can for 10 s, let through burst + rate*10s within 10% in all, and none
 // is starved; the same for a limit's single bucket (key nil).
 func TestRedisThreeInstances(t *testing.T) {
-	srv := startRedis(t)
+	srv := redistest.Start(t)
 	const rate, burst = 100, 50
 	const window = 10 * time.Second
 	const instances, workers = 3, 3
@@ -78,7 +79,7 @@ func TestRedisThreeInstances(t *testing.T) {
 	var wg sync.WaitGroup
 	stop := time.Now().Add(window)
 	for i := range instances {
-		r := newStore(t, srv.addr, nil)
+		r := newStore(t, srv.Addr(), nil)
 		perClient := r.Limit("three:client", Spec{Rate: rate, Burst: burst}, FailClosed)
 		perRoute := r.Limit("three:route", Spec{Rate: rate, Burst: burst}, FailClosed)
 		for range workers {
@@ -123,12 +124,12 @@ func TestRedisThreeInstances(t *testing.T) {
 // round trip each: Redis runs the script about once per token, however
 // many requests are refused.
 func TestRedisRefusesLocally(t *testing.T) {
-	srv := startRedis(t)
-	c := srv.client()
+	srv := redistest.Start(t)
+	c := srv.Client()
 	if err := c.ConfigResetStat(context.Background()).Err(); err != nil {
 		t.Fatal(err)
 	}
-	r := newStore(t, srv.addr, nil)
+	r := newStore(t, srv.Addr(), nil)
 	l := r.Limit("local", Spec{Rate: 100, Burst: 10}, FailClosed)
 	k := addrKey(7)
 	allowed, refused := 0, 0
@@ -140,7 +141,7 @@ func TestRedisRefusesLocally(t *testing.T) {
 			refused++
 		}
 	}
-	calls := scriptCalls(t, c)
+	calls := redistest.ScriptCalls(t, c)
 	t.Logf("1s: %d allowed, %d refused, %d script runs", allowed, refused, calls)
 	if allowed < 10 || allowed > 10+100*12/10 {
 		t.Errorf("%d allowed in 1s, want about burst + rate, 110", allowed)
@@ -179,11 +180,11 @@ func load(wg *sync.WaitGroup, l Limiter, stop chan struct{}) {
 // wait of 1s, and each store logs it once; Redis started again: the
 // limits hold again within a few seconds, each store saying so once.
 func TestRedisDownAndBack(t *testing.T) {
-	srv := startRedis(t)
+	srv := redistest.Start(t)
 	openLog, closedLog := &logLines{}, &logLines{}
 	spec := Spec{Rate: 50, Burst: 10}
-	open := newStore(t, srv.addr, openLog).Limit("down:open", spec, FailOpen)
-	shut := newStore(t, srv.addr, closedLog).Limit("down:closed", spec, FailClosed)
+	open := newStore(t, srv.Addr(), openLog).Limit("down:open", spec, FailOpen)
+	shut := newStore(t, srv.Addr(), closedLog).Limit("down:closed", spec, FailClosed)
 	k := addrKey(1)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -197,7 +198,7 @@ func TestRedisDownAndBack(t *testing.T) {
 	}
 	eventually(t, 2*time.Second, "the key is limited", func() bool { return limited(open)() && limited(shut)() })
 
-	srv.stop()
+	srv.Stop()
 	eventually(t, 3*time.Second, "both stores see Redis down", func() bool {
 		return openLog.count("rate limit store unreachable") > 0 && closedLog.count("rate limit store unreachable") > 0
 	})
@@ -229,7 +230,7 @@ func TestRedisDownAndBack(t *testing.T) {
 		}
 	}
 
-	srv.start()
+	srv.Start()
 	back := time.Now()
 	eventually(t, 5*time.Second, "both stores see Redis back", func() bool {
 		return openLog.count("rate limit store reachable again") > 0 && closedLog.count("rate limit store reachable again") > 0
@@ -250,8 +251,8 @@ func TestRedisDownAndBack(t *testing.T) {
 // TestRedisDownAtStart: a store made while Redis is down answers as its
 // limits' Failure says, and limits once Redis starts, by itself.
 func TestRedisDownAtStart(t *testing.T) {
-	srv := redisAt(t, freeAddr(t))
-	addr := srv.addr
+	srv := redistest.At(t, redistest.FreeAddr(t))
+	addr := srv.Addr()
 	log := &logLines{}
 	r := newStore(t, addr, log)
 	l := r.Limit("start", Spec{Rate: 1, Burst: 1}, FailClosed)
@@ -265,7 +266,7 @@ func TestRedisDownAtStart(t *testing.T) {
 	}
 	eventually(t, time.Second, "the store logs Redis down", func() bool { return log.count("rate limit store unreachable") == 1 })
 
-	srv.start()
+	srv.Start()
 	eventually(t, 5*time.Second, "the limit answers from Redis", func() bool { return l.Take(k, time.Now()).Allowed })
 	if d := l.Take(k, time.Now()); d.Allowed {
 		t.Fatalf("the second take in a bucket of 1: %+v, want refused", d)
@@ -280,12 +281,12 @@ func TestRedisDownAtStart(t *testing.T) {
 // table; a million would take minutes under the race detector), and Redis
 // forgets their buckets once full again.
 func TestRedisLeasesBounded(t *testing.T) {
-	srv := startRedis(t)
+	srv := redistest.Start(t)
 	// The bound is the point here, not the round trip's time: a timeout
 	// of a second keeps a loaded machine (or the race detector) from
 	// marking the store down.
 	log := &logLines{}
-	r := NewRedis(RedisOptions{Address: srv.addr, Timeout: time.Second, Logger: slog.New(log)})
+	r := NewRedis(RedisOptions{Address: srv.Addr(), Timeout: time.Second, Logger: slog.New(log)})
 	defer r.Close()
 	l := r.Limit("many", Spec{Rate: 1000, Burst: 10}, FailClosed)
 	const clients, workers = 2 * redisLeases, 16
@@ -329,7 +330,7 @@ func TestRedisLeasesBounded(t *testing.T) {
 	if refused.Load() > 0 {
 		t.Fatalf("%d of %d new clients refused; logged:\n%s", refused.Load(), clients, log)
 	}
-	c := srv.client()
+	c := srv.Client()
 	eventually(t, 20*time.Second, "Redis expires the buckets", func() bool {
 		n, err := c.DBSize(context.Background()).Result()
 		return err == nil && n < 1000
@@ -338,8 +339,8 @@ func TestRedisLeasesBounded(t *testing.T) {
 
 // TestRedisTakeDoesNotAllocate: a take from a lease allocates nothing.
 func TestRedisTakeDoesNotAllocate(t *testing.T) {
-	srv := startRedis(t)
-	r := newStore(t, srv.addr, nil)
+	srv := redistest.Start(t)
+	r := newStore(t, srv.Addr(), nil)
 	l := r.Limit("alloc", Spec{Rate: 1_000_000_000, Burst: 1_000_000_000}, FailClosed)
 	k := addrKey(3)
 	if !l.Take(k, time.Now()).Allowed {
@@ -354,8 +355,8 @@ func TestRedisTakeDoesNotAllocate(t *testing.T) {
 // TestRedisCloseStopsGoroutines: Close ends every goroutine the store
 // started, with Redis up and with Redis down (the prober running).
 func TestRedisCloseStopsGoroutines(t *testing.T) {
-	srv := startRedis(t)
-	for _, addr := range []string{srv.addr, freeAddr(t)} {
+	srv := redistest.Start(t)
+	for _, addr := range []string{srv.Addr(), redistest.FreeAddr(t)} {
 		before := runtime.NumGoroutine()
 		r := NewRedis(RedisOptions{Address: addr})
 		l := r.Limit("close", Spec{Rate: 10, Burst: 10}, FailOpen)
@@ -378,8 +379,8 @@ func TestRedisCloseStopsGoroutines(t *testing.T) {
 // waits for a round trip (a new key each time); and the round trip alone,
 // the script run from the benchmark's goroutine.
 func BenchmarkRedisTake(b *testing.B) {
-	srv := startRedis(b)
-	r := newStore(b, srv.addr, nil)
+	srv := redistest.Start(b)
+	r := newStore(b, srv.Addr(), nil)
 	b.Run("leased", func(b *testing.B) {
 		l := r.Limit("bench:leased", Spec{Rate: 1_000_000_000, Burst: 1_000_000_000}, FailClosed)
 		k := addrKey(1)

@@ -1,24 +1,25 @@
-package ratelimit
+// Package redistest runs a redis-server of a test's own, on a port of
+// 127.0.0.1 and without persistence, for the tests of the Redis rate
+// limit store (internal/ratelimit) and of relay instances sharing it.
+package redistest
 
 import (
 	"bufio"
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// redisServer is a redis-server of a test's own, on a port of 127.0.0.1,
+// Server is a redis-server of a test's own, on a port of 127.0.0.1,
 // without persistence.
-type redisServer struct {
+type Server struct {
 	t    testing.TB
 	path string
 	port int
@@ -26,18 +27,18 @@ type redisServer struct {
 	cmd  *exec.Cmd
 }
 
-// startRedis starts a redis-server for t on a free port and stops it when
+// Start starts a redis-server for t on a free port and stops it when
 // t ends. Without redis-server, t is skipped.
-func startRedis(t testing.TB) *redisServer {
+func Start(t testing.TB) *Server {
 	t.Helper()
-	s := redisAt(t, freeAddr(t))
-	s.start()
+	s := At(t, FreeAddr(t))
+	s.Start()
 	return s
 }
 
-// redisAt is a redis-server for t on addr, a port of 127.0.0.1, not yet
+// At is a redis-server for t on addr, a port of 127.0.0.1, not yet
 // started; it is stopped when t ends. Without redis-server, t is skipped.
-func redisAt(t testing.TB, addr string) *redisServer {
+func At(t testing.TB, addr string) *Server {
 	t.Helper()
 	path, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -47,14 +48,14 @@ func redisAt(t testing.TB, addr string) *redisServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &redisServer{t: t, path: path, port: port, addr: addr}
-	t.Cleanup(s.stop)
+	s := &Server{t: t, path: path, port: port, addr: addr}
+	t.Cleanup(s.Stop)
 	return s
 }
 
-// freeAddr is an address of 127.0.0.1 where nothing listens, for a
+// FreeAddr is an address of 127.0.0.1 where nothing listens, for a
 // server started later.
-func freeAddr(t testing.TB) string {
+func FreeAddr(t testing.TB) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -63,9 +64,9 @@ func freeAddr(t testing.TB) string {
 	return ln.Addr().String()
 }
 
-// start starts the server on its port, again after stop, and returns when
+// Start starts the server on its port, again after stop, and returns when
 // it answers PING.
-func (s *redisServer) start() {
+func (s *Server) Start() {
 	s.t.Helper()
 	s.cmd = exec.Command(s.path, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--daemonize", "no", "--logfile", "")
@@ -78,15 +79,15 @@ func (s *redisServer) start() {
 			return
 		}
 		if time.Now().After(deadline) {
-			s.stop()
+			s.Stop()
 			s.t.Fatalf("redis-server on %s did not answer PING within 10s", s.addr)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 }
 
-// stop kills the server, as a crash would, and waits for it to exit.
-func (s *redisServer) stop() {
+// Stop kills the server, as a crash would, and waits for it to exit.
+func (s *Server) Stop() {
 	if s.cmd == nil {
 		return
 	}
@@ -94,6 +95,9 @@ func (s *redisServer) stop() {
 	s.cmd.Wait()
 	s.cmd = nil
 }
+
+// Addr is the server's HOST:PORT.
+func (s *Server) Addr() string { return s.addr }
 
 // pingRaw sends PING on a connection of its own.
 func pingRaw(addr string) error {
@@ -116,17 +120,17 @@ func pingRaw(addr string) error {
 	return nil
 }
 
-// client is a go-redis client of the test's own, to look at what the
+// Client is a go-redis client of the test's own, to look at what the
 // stores wrote.
-func (s *redisServer) client() *redis.Client {
+func (s *Server) Client() *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: s.addr, Protocol: 2, DisableIdentity: true})
 	s.t.Cleanup(func() { c.Close() })
 	return c
 }
 
-// scriptCalls returns the script runs the server has answered since the
+// ScriptCalls returns the script runs the server has answered since the
 // last CONFIG RESETSTAT: EVALSHA and EVAL calls.
-func scriptCalls(t testing.TB, c *redis.Client) int {
+func ScriptCalls(t testing.TB, c *redis.Client) int {
 	t.Helper()
 	info, err := c.Info(context.Background(), "commandstats").Result()
 	if err != nil {
@@ -146,58 +150,4 @@ func scriptCalls(t testing.TB, c *redis.Client) int {
 		n += v
 	}
 	return n
-}
-
-// logLines is a slog handler that counts the messages logged.
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (h *logLines) Enabled(context.Context, slog.Level) bool { return true }
-func (h *logLines) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h *logLines) WithGroup(string) slog.Handler            { return h }
-func (h *logLines) Handle(_ context.Context, r slog.Record) error {
-	var b strings.Builder
-	b.WriteString(r.Level.String() + " " + r.Message)
-	r.Attrs(func(a slog.Attr) bool {
-		b.WriteString(" " + a.String())
-		return true
-	})
-	h.mu.Lock()
-	h.lines = append(h.lines, b.String())
-	h.mu.Unlock()
-	return nil
-}
-
-// count returns the lines logged with message msg.
-func (h *logLines) count(msg string) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := 0
-	for _, l := range h.lines {
-		if _, m, _ := strings.Cut(l, " "); strings.HasPrefix(m, msg) {
-			n++
-		}
-	}
-	return n
-}
-
-func (h *logLines) String() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return strings.Join(h.lines, "\n")
-}
-
-// eventually polls cond every 10ms until it holds or within passes.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > within {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return time.Since(start)
 }
