@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -52,26 +50,10 @@ routes:
     rate_limit: {rate: 5, burst: 5, key: route, store: redis, on_store_error: deny}
 `, bs[0].url, srv.Addr())
 	r, _ := startRelay(t, "", "-config", writeConfig(t, cfg))
-	// Each request on a connection of its own, so both processes serve.
-	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
-	// round sends 20 requests to path and returns how many passed.
+	// round sends 20 requests to path, each on a connection of its own
+	// so that both processes serve, and returns how many passed.
 	round := func(path string) int {
-		passed := 0
-		for range 20 {
-			resp, err := c.Get(r.url(path))
-			if err != nil {
-				t.Fatal(err)
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			switch resp.StatusCode {
-			case 200:
-				passed++
-			case 429:
-			default:
-				t.Fatalf("GET %s: %d", path, resp.StatusCode)
-			}
-		}
+		passed, _ := getLimited(t, r, path, 20)
 		return passed
 	}
 	// until runs rounds until cond holds of the two paths' passes.

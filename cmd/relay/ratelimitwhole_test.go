@@ -124,3 +124,28 @@ func TestRateLimitHoldsForRelayAsAWhole(t *testing.T) {
 		checkLimits(t, fmt.Sprintf("processes=%d", processes), counts, elapsed)
 	})
 }
+
+// getLimited sends n GETs of path to r, each on a connection of its own
+// (so that every serving process takes some), and returns how many got
+// 200 and how many 429; any other answer fails t.
+func getLimited(t *testing.T, r *relay, path string, n int) (passed, refused int) {
+	t.Helper()
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	for range n {
+		resp, err := c.Get(r.url(path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		switch resp.StatusCode {
+		case 200:
+			passed++
+		case 429:
+			refused++
+		default:
+			t.Fatalf("GET %s: %d, want 200 or 429", path, resp.StatusCode)
+		}
+	}
+	return passed, refused
+}

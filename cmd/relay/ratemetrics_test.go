@@ -2,10 +2,7 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 	"testing"
-	"time"
 )
 
 // The requests rate limits refuse are counted by pool and route, exact
@@ -27,23 +24,8 @@ routes:
 		r := &relay{addr: "127.0.0.1:" + portOf(t, started.Str("listen"))}
 		admin := adminOf(t, started)
 		send := func(n int, path string) (refused float64) {
-			for range n {
-				c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
-				resp, err := c.Get(r.url(path))
-				if err != nil {
-					t.Fatal(err)
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				switch resp.StatusCode {
-				case 429:
-					refused++
-				case 200:
-				default:
-					t.Fatalf("GET %s: %d, want 200 or 429", path, resp.StatusCode)
-				}
-			}
-			return refused
+			_, no := getLimited(t, r, path, n)
+			return float64(no)
 		}
 		shared := send(20, "/shared")
 		pool := send(20, "/x")
