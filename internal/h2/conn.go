@@ -327,7 +327,16 @@ func (c *conn) ignored(id uint32) bool {
 	return c.goingAway && id > c.goAwayID
 }
 
-// onSettings applies the client's settings and acknowledges them.
+// onSettings applies the client's settings and acknowledges them. The
+// write side is held from before the first value is applied until the
+// ACK is written, so that the ACK goes out ahead of any frame relying on
+// the new values (RFC 9113 6.5.3): DATA that a raised
+// SETTINGS_INITIAL_WINDOW_SIZE lets a stream send is written after it. A
+// client may wait for the ACK before it looks for that DATA (h2spec
+// does). Taken only for the ACK, the write side could go first to a
+// stream's goroutine that held it when the window grew (writing its
+// HEADERS), which takes the new window and, already running, beats this
+// goroutine woken for the lock.
 func (c *conn) onSettings(f *http2.SettingsFrame) error {
 	if f.IsAck() {
 		c.unackedSends--
@@ -340,6 +349,7 @@ func (c *conn) onSettings(f *http2.SettingsFrame) error {
 		// More than the settings there are: not a client's.
 		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
+	c.lockWrite()
 	err := f.ForeachSetting(func(s http2.Setting) error {
 		if err := s.Valid(); err != nil {
 			return err
@@ -366,13 +376,11 @@ func (c *conn) onSettings(f *http2.SettingsFrame) error {
 		// HEADER_TABLE_SIZE needs nothing; it never pushes.
 		return nil
 	})
-	if err != nil {
-		return err
+	if err == nil {
+		c.wfr.WriteSettingsAck()
 	}
-	c.lockWrite()
-	c.wfr.WriteSettingsAck()
 	c.unlockWrite()
-	return nil
+	return err
 }
 
 // onWindowUpdate grows a send window.
