@@ -289,12 +289,14 @@ func (r *Redis) probeUntilUp() {
 }
 
 // probeOnce asks Redis what requests ask of it: the script, on a key of
-// its own holding a bucket that is full again a microsecond later. A
+// its own holding a bucket that is full again a microsecond later, named
+// as the buckets are (no bucket's 32 hex digits spell "probe"), so a
+// Redis user allowed the buckets' keys alone may write it too. A
 // PING would find up a Redis that answers every request's script with
 // an error (a user without EVAL, writes refused for memory), and the
 // store would go up and down, and log it, every second.
 func (r *Redis) probeOnce(ctx context.Context) error {
-	v, err := takeScript.Run(ctx, r.client, []string{r.prefix + "probe"}, "1", 1, 1).Int64Slice()
+	v, err := takeScript.Run(ctx, r.client, []string{r.prefix + "rl:probe"}, "1", 1, 1).Int64Slice()
 	if err == nil && len(v) != 3 {
 		err = errBadReply
 	}

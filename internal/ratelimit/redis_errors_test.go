@@ -64,3 +64,32 @@ func TestRedisAnswersErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestRedisProbeWithinBucketKeys: a Redis user allowed relay's bucket
+// keys alone (prefix + "rl:*") can run the probe too, so a store marked
+// down while Redis paused comes back once Redis answers again.
+func TestRedisProbeWithinBucketKeys(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	ctx := context.Background()
+	if err := admin.Do(ctx, "ACL", "SETUSER", "buckets", "on", ">pw", "~relay:rl:*", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	log := &logLines{}
+	r := NewRedis(RedisOptions{Address: srv.Addr(), Username: "buckets", Password: "pw", Logger: slog.New(log)})
+	t.Cleanup(func() { r.Close() })
+	l := r.Limit("acl", Spec{Rate: 1, Burst: 1}, FailClosed)
+	if d := l.Take([]byte("a"), time.Now()); !d.Allowed {
+		t.Fatalf("first take: %+v", d)
+	}
+	// Paused past the store's timeout: the next key's fetch marks it down.
+	if err := admin.Do(ctx, "CLIENT", "PAUSE", "300", "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	l.Take([]byte("b"), time.Now())
+	eventually(t, time.Second, "the store logs Redis down", func() bool { return log.count("rate limit store unreachable") == 1 })
+	eventually(t, 3*time.Second, "the store sees Redis back", func() bool { return log.count("rate limit store reachable again") == 1 })
+	if d := l.Take([]byte("c"), time.Now()); !d.Allowed {
+		t.Fatalf("a new key once Redis is back: %+v\n%s", d, log)
+	}
+}
