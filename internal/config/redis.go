@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"net"
+	"strconv"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -29,6 +31,11 @@ type Redis struct {
 const (
 	DefaultRedisTimeout = 50 * time.Millisecond
 	DefaultRedisPrefix  = "relay:"
+	// MinRedisTimeout is the shortest wait that can see an answer: a
+	// round trip takes tens of microseconds on a loopback, and a pause of
+	// the scheduler or the collector a good part of a millisecond, so a
+	// shorter timeout would find Redis down when it is not.
+	MinRedisTimeout = time.Millisecond
 	// MaxRedisTimeout bounds the wait a request may spend on Redis.
 	MaxRedisTimeout = 10 * time.Second
 )
@@ -55,9 +62,15 @@ func decodeRedis(d *decoder, c *Config, v *yaml.Node) {
 			if s, ok := d.str(val, path); ok {
 				addressSet = true
 				r.Address = s
-				if msg := checkListen(s); msg != "" || s == "" || s[0] == ':' {
-					if msg == "" {
+				if msg := checkListen(s); msg != "" || s == "" || s[0] == ':' || portZero(s) {
+					switch {
+					case msg != "":
+					case s == "" || s[0] == ':':
 						msg = fmt.Sprintf("%s needs a host: HOST:PORT, for example 127.0.0.1:6379", quote(s))
+					default:
+						// A listener's port 0 asks for any free port;
+						// a server's cannot be dialled.
+						msg = fmt.Sprintf("port 0 in %s is no server's port: give Redis's, for example 6379", quote(s))
 					}
 					d.problem(val.Line, path, "%s", msg)
 				}
@@ -79,8 +92,8 @@ func decodeRedis(d *decoder, c *Config, v *yaml.Node) {
 		case "timeout":
 			if t, ok := d.duration(val, path); ok {
 				r.Timeout = t
-				if t <= 0 || t > MaxRedisTimeout {
-					d.problem(val.Line, path, "must be longer than zero and at most %v, got %v", MaxRedisTimeout, t)
+				if t < MinRedisTimeout || t > MaxRedisTimeout {
+					d.problem(val.Line, path, "must be at least %v and at most %v, got %v", MinRedisTimeout, MaxRedisTimeout, t)
 				}
 			}
 		}
@@ -89,6 +102,14 @@ func decodeRedis(d *decoder, c *Config, v *yaml.Node) {
 		d.problem(v.Line, at+"address", "missing: the Redis server's HOST:PORT, for example 127.0.0.1:6379")
 	}
 	c.Redis = r
+}
+
+// portZero reports whether HOST:PORT s has port 0, which a listener
+// takes as any free port and a client cannot dial.
+func portZero(s string) bool {
+	_, port, err := net.SplitHostPort(s)
+	n, perr := strconv.Atoi(port)
+	return err == nil && perr == nil && n == 0
 }
 
 // checkStores reports every rate limit kept in Redis when the file has no

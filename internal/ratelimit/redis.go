@@ -254,8 +254,8 @@ func (r *Redis) whileDown() string {
 	return "allowed or refused, as each limit's failure says"
 }
 
-// prober waits for the store to go down, then pings it every second until
-// it answers, and marks it up again.
+// prober waits for the store to go down, then probes it every second
+// until it answers, and marks it up again.
 func (r *Redis) prober() {
 	defer r.wg.Done()
 	for {
@@ -278,7 +278,7 @@ func (r *Redis) probeUntilUp() {
 		case <-tick.C:
 		}
 		ctx, cancel := context.WithTimeout(r.ctx, r.timeout)
-		err := r.client.Ping(ctx).Err()
+		err := r.probeOnce(ctx)
 		cancel()
 		if err == nil {
 			r.down.Store(false)
@@ -286,6 +286,21 @@ func (r *Redis) probeUntilUp() {
 			return
 		}
 	}
+}
+
+// probeOnce asks Redis what requests ask of it: the script, on a key of
+// its own holding a bucket that is full again a microsecond later, named
+// as the buckets are (no bucket's 32 hex digits spell "probe"), so a
+// Redis user allowed the buckets' keys alone may write it too. A
+// PING would find up a Redis that answers every request's script with
+// an error (a user without EVAL, writes refused for memory), and the
+// store would go up and down, and log it, every second.
+func (r *Redis) probeOnce(ctx context.Context) error {
+	v, err := takeScript.Run(ctx, r.client, []string{r.prefix + "rl:probe"}, "1", 1, 1).Int64Slice()
+	if err == nil && len(v) != 3 {
+		err = errBadReply
+	}
+	return err
 }
 
 // Limit returns the limiter of spec s over r, answering as f says while

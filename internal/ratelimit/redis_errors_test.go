@@ -1,0 +1,95 @@
+package ratelimit
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"relay/internal/redistest"
+)
+
+// TestRedisAnswersErrors: a Redis that answers PING but refuses the
+// limit's script (an ACL user without EVAL; writes refused for memory)
+// is a store that cannot give an answer: requests get the limit's
+// failure answer, at once, and the log says so once, rather than once a
+// second as each probe's PING marks it up and the next request's script
+// marks it down again. Once Redis takes the script, the limit is back.
+func TestRedisAnswersErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup []any
+		undo  []any
+		opts  RedisOptions
+	}{
+		{"no eval", []any{"ACL", "SETUSER", "noeval", "on", ">pw", "~*", "+@all", "-eval", "-evalsha"},
+			[]any{"ACL", "SETUSER", "noeval", "+eval", "+evalsha"}, RedisOptions{Username: "noeval", Password: "pw"}},
+		{"out of memory", []any{"CONFIG", "SET", "maxmemory", "1", "maxmemory-policy", "noeviction"},
+			[]any{"CONFIG", "SET", "maxmemory", "0"}, RedisOptions{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			admin := srv.Client()
+			if err := admin.Do(context.Background(), tc.setup...).Err(); err != nil {
+				t.Fatal(err)
+			}
+			log := &logLines{}
+			o := tc.opts
+			o.Address, o.Logger = srv.Addr(), slog.New(log)
+			r := NewRedis(o)
+			t.Cleanup(func() { r.Close() })
+			l := r.Limit("errors", Spec{Rate: 1, Burst: 1}, FailClosed)
+			k := []byte("k")
+			eventually(t, 2*time.Second, "the store logs the failure", func() bool {
+				l.Take(k, time.Now())
+				return log.count("rate limit store unreachable") > 0
+			})
+			// Three probes' time, under a request every few milliseconds.
+			for end := time.Now().Add(3500 * time.Millisecond); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+				if d := l.Take(k, time.Now()); d.Allowed || d.Wait != time.Second {
+					t.Fatalf("fail closed with the script refused: %+v", d)
+				}
+			}
+			if n := log.count("rate limit store unreachable"); n != 1 || log.count("rate limit store reachable again") != 0 {
+				t.Fatalf("logged:\n%s\nwant one line for the failure and none for a return", log)
+			}
+			// Redis takes the script again: the store is back by itself.
+			if err := admin.Do(context.Background(), tc.undo...).Err(); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 3*time.Second, "the limit answers from Redis again", func() bool { return l.Take(k, time.Now()).Allowed })
+			if log.count("rate limit store reachable again") != 1 {
+				t.Fatalf("logged:\n%s\nwant one line for the return", log)
+			}
+		})
+	}
+}
+
+// TestRedisProbeWithinBucketKeys: a Redis user allowed relay's bucket
+// keys alone (prefix + "rl:*") can run the probe too, so a store marked
+// down while Redis paused comes back once Redis answers again.
+func TestRedisProbeWithinBucketKeys(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	ctx := context.Background()
+	if err := admin.Do(ctx, "ACL", "SETUSER", "buckets", "on", ">pw", "~relay:rl:*", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	log := &logLines{}
+	r := NewRedis(RedisOptions{Address: srv.Addr(), Username: "buckets", Password: "pw", Logger: slog.New(log)})
+	t.Cleanup(func() { r.Close() })
+	l := r.Limit("acl", Spec{Rate: 1, Burst: 1}, FailClosed)
+	if d := l.Take([]byte("a"), time.Now()); !d.Allowed {
+		t.Fatalf("first take: %+v", d)
+	}
+	// Paused past the store's timeout: the next key's fetch marks it down.
+	if err := admin.Do(ctx, "CLIENT", "PAUSE", "300", "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	l.Take([]byte("b"), time.Now())
+	eventually(t, time.Second, "the store logs Redis down", func() bool { return log.count("rate limit store unreachable") == 1 })
+	eventually(t, 3*time.Second, "the store sees Redis back", func() bool { return log.count("rate limit store reachable again") == 1 })
+	if d := l.Take([]byte("c"), time.Now()); !d.Allowed {
+		t.Fatalf("a new key once Redis is back: %+v\n%s", d, log)
+	}
+}
