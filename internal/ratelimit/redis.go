@@ -62,6 +62,8 @@ const (
 	// redisProbeEvery is how often a store marked down is asked whether
 	// it is back.
 	redisProbeEvery = time.Second
+	// overflowLogEvery spaces the warnings that the fetch queue was full.
+	overflowLogEvery = 10 * time.Second
 	// failedWait is the Wait of a request refused because the store is
 	// unreachable: long enough that a client that honours Retry-After
 	// does not hammer relay, short enough to notice the store's return.
@@ -91,6 +93,12 @@ type Redis struct {
 	// open and shut count the limits that fail open and closed, for the
 	// log line that says what requests get while the store is down.
 	open, shut atomic.Int32
+	// overflows counts the requests answered as their Failure says
+	// because the fetch queue was full; overflowLogged is when that was
+	// last logged (nanoseconds since start), so it is said at most every
+	// overflowLogEvery, with the count since.
+	overflows      atomic.Uint64
+	overflowLogged atomic.Int64
 
 	ctx    context.Context // canceled by Close, ending round trips
 	cancel context.CancelFunc
@@ -314,4 +322,18 @@ func (r *Redis) Limit(name string, s Spec, f Failure) Limiter {
 		r.open.Add(1)
 	}
 	return newRedisLimit(r, name, s, f)
+}
+
+// overflowed notes a request answered as its limit's Failure says
+// because the fetch queue was full, and says so at most every
+// overflowLogEvery: a flood of new keys can do it on every request.
+func (r *Redis) overflowed() {
+	n := r.overflows.Add(1)
+	now := int64(time.Since(r.start))
+	last := r.overflowLogged.Load()
+	if (last != 0 && now-last < int64(overflowLogEvery)) || !r.overflowLogged.CompareAndSwap(last, max(now, 1)) {
+		return
+	}
+	r.log.Warn("rate limit store overloaded: requests whose keys needed a lease were answered as on_store_error says",
+		"address", r.addr, "requests", n, "queued", redisQueue)
 }

@@ -2,7 +2,10 @@ package ratelimit
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,5 +94,48 @@ func TestRedisProbeWithinBucketKeys(t *testing.T) {
 	eventually(t, 3*time.Second, "the store sees Redis back", func() bool { return log.count("rate limit store reachable again") == 1 })
 	if d := l.Take([]byte("c"), time.Now()); !d.Allowed {
 		t.Fatalf("a new key once Redis is back: %+v\n%s", d, log)
+	}
+}
+
+// TestRedisOverloadIsSaid: when Redis is too slow for the new keys that
+// arrive (the fetch queue is full), the requests that could not queue a
+// fetch are answered as their limit's failure says, without waiting, and
+// that is logged once in its interval with the count, not once a request,
+// and without the store being marked down.
+func TestRedisOverloadIsSaid(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	var log logLines
+	r := NewRedis(RedisOptions{Address: srv.Addr(), Timeout: 2 * time.Second, Logger: slog.New(&log)})
+	t.Cleanup(func() { r.Close() })
+	l := r.Limit("overload", Spec{Rate: 1, Burst: 1}, FailClosed)
+	ctx := context.Background()
+	if !l.Take([]byte("warm"), time.Now()).Allowed { // the script is loaded
+		t.Fatal("the first take of a fresh key was refused")
+	}
+	// Redis answers nothing for half a second, within the store's
+	// timeout: fetches wait and the queue fills behind them.
+	if err := admin.Do(ctx, "CLIENT", "PAUSE", "500", "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	const clients = redisQueue + redisFetchers + 1000
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for i := range clients {
+		wg.Go(func() {
+			if d := l.Take(fmt.Appendf(nil, "client-%d", i), time.Now()); !d.Allowed && d.Wait == failedWait {
+				failed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if failed.Load() == 0 {
+		t.Fatalf("no request was answered as the failure says with %d new keys behind a paused Redis", clients)
+	}
+	if n := log.count("rate limit store overloaded"); n != 1 {
+		t.Errorf("%q logged %d times for %d overflowing requests, want once\n%s", "rate limit store overloaded", n, failed.Load(), &log)
+	}
+	if n := log.count("rate limit store unreachable"); n != 0 {
+		t.Errorf("a slow Redis was marked down\n%s", &log)
 	}
 }

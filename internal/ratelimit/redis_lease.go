@@ -101,6 +101,9 @@ func (l *redisLimit) Take(key []byte, now time.Time) Decision {
 			if timer != nil {
 				timer.Stop()
 			}
+			if !r.down.Load() && !r.closed.Load() {
+				r.overflowed() // too far behind
+			}
 			return l.failed()
 		}
 		if timer == nil {
