@@ -29,8 +29,12 @@ func ForbiddenTrailer(name string) bool {
 		"host", "expect", "max-forwards", "range",
 		// authentication
 		"authorization", "www-authenticate",
+		// state (a Cookie after the content would reach a backend that
+		// merges trailers past what relay read in the head, such as
+		// the sticky cookie indirect removes)
+		"cookie", "set-cookie",
 		// response controls and the content's format and coding
-		"cache-control", "pragma", "set-cookie", "content-type", "content-encoding", "content-range",
+		"cache-control", "pragma", "content-type", "content-encoding", "content-range",
 		// the request's id, which belongs to the head
 		"x-request-id":
 		return true
