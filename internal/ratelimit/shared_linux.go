@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -80,4 +81,19 @@ func monotonic() int64 {
 		return 0
 	}
 	return ts.Nano()
+}
+
+// exited reports whether process pid has exited and waits to be reaped,
+// as /proc says: its state is Z (zombie) or X (dead).
+func exited(pid uint64) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false // it exists, as far as relay can tell
+	}
+	// "PID (COMM) STATE ...": COMM may hold anything, parentheses too.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 || i+2 >= len(stat) {
+		return false
+	}
+	return stat[i+2] == 'Z' || stat[i+2] == 'X'
 }

@@ -241,9 +241,11 @@ func (t *Table) lock(word *uint64) {
 	}
 }
 
-// alive reports whether process pid exists.
+// alive reports whether process pid exists and has not exited: a
+// process that died holding a lock may linger unreaped (a zombie) until
+// the supervisor waits for it.
 func alive(pid uint64) bool {
-	return syscall.Kill(int(pid), 0) != syscall.ESRCH
+	return syscall.Kill(int(pid), 0) != syscall.ESRCH && !exited(pid)
 }
 
 // hash is the table's keyed hash of key within the limit id: a

@@ -347,3 +347,36 @@ func BenchmarkTake(b *testing.B) {
 		})
 	}
 }
+
+// TestDeadHolderIsFound: a set whose lock a process holds that has
+// exited, unreaped (a serving process killed mid-insert, before its
+// supervisor waited for it), does not stop new keys of the set for good.
+func TestDeadHolderIsFound(t *testing.T) {
+	cmd := exec.Command("true")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait() // reaped only at the end: a zombie meanwhile
+	pid := uint64(cmd.Process.Pid)
+	deadline := time.Now().Add(5 * time.Second)
+	for !exited(pid) {
+		if time.Now().After(deadline) {
+			t.Fatal("the child did not exit within 5s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	tb := NewTable(ways) // one set
+	tb.set(0)[0] = pid   // the dead process holds its lock
+	done := make(chan Decision, 1)
+	go func() { done <- tb.Limit("test", Spec{Rate: 1, Burst: 1}).Take([]byte("new"), at(0)) }()
+	select {
+	case d := <-done:
+		if !d.Allowed {
+			t.Fatalf("a new key's first take: %+v, want allowed", d)
+		}
+	case <-time.After(5 * time.Second):
+		cmd.Wait() // frees the taker, so the test can end
+		<-done
+		t.Fatal("a new key waited 5s on a lock held by a process that had exited")
+	}
+}
