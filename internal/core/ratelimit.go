@@ -123,12 +123,23 @@ func (l *limit) take(x *Exchange, c *Core, now time.Time) (d ratelimit.Decision,
 		// buckets and crowd everyone else's out of the table.
 		a := x.clientAddr(c).Unmap()
 		x.clientKey = a.As16()
-		if a.Is6() {
+		if a.Is6() && !embedsIPv4(x.clientKey) {
 			clear(x.clientKey[8:])
 		}
 		key = x.clientKey[:]
 	}
 	return l.lim.Take(key, now), true
+}
+
+// embedsIPv4 reports whether the IPv6 address a stands for an IPv4 client
+// whose address it carries: NAT64's well-known prefix (64:ff9b::/96, RFC
+// 6052) and Teredo (2001::/32, RFC 4380). Every client behind one NAT64
+// gateway or one Teredo server shares a /64, so such an address counts
+// whole.
+func embedsIPv4(a [16]byte) bool {
+	nat64 := a[0] == 0x00 && a[1] == 0x64 && a[2] == 0xff && a[3] == 0x9b && [8]byte(a[4:12]) == [8]byte{}
+	teredo := a[0] == 0x20 && a[1] == 0x01 && a[2] == 0 && a[3] == 0
+	return nat64 || teredo
 }
 
 // field returns the request's first field named name (lower case).

@@ -130,8 +130,9 @@ rate_limit: {rate: 1, burst: 3}
 }
 
 // An IPv6 client is limited by its /64: two addresses of one /64 share a
-// bucket, another /64 has its own; an IPv4 client is the same key when it
-// arrives IPv4-mapped.
+// bucket, another /64 has its own, but NAT64 and Teredo addresses, which
+// carry an IPv4 client each, count whole; an IPv4 client is the same key
+// when it arrives IPv4-mapped.
 func TestRateLimitIPv6ClientsByPrefix(t *testing.T) {
 	rep, _ := echoes(t, "default")
 	r := startRelay(t, rep.Replace(`
@@ -152,6 +153,14 @@ rate_limit: {rate: 1, burst: 2}
 		{"2001:db8:1:2:ffff:ffff:ffff:ffff", 200},
 		{"2001:db8:1:2::2", 429}, // the /64's burst of 2 is spent
 		{"2001:db8:1:3::1", 200}, // another /64
+		// NAT64 and Teredo addresses carry an IPv4 client each: whole.
+		{"64:ff9b::c000:201", 200},
+		{"64:ff9b::c000:201", 200},
+		{"64:ff9b::c000:201", 429},
+		{"64:ff9b::c000:202", 200},
+		{"2001:0:4136:e378:8000:63bf:3fff:fdd2", 200},
+		{"2001:0:4136:e378:8000:63bf:3fff:fdd2", 200},
+		{"2001:0:4136:e378:8000:63bf:3fff:fdd3", 200},
 		{"192.0.2.1", 200},
 		{"::ffff:192.0.2.1", 200},
 		{"192.0.2.1", 429},
