@@ -26,6 +26,10 @@
 #                        routes in front of its pools (bench/routes-config.sh;
 #                        the load's requests take the last route), row
 #                        "relay+routes", beside relay without routes
+#   --rate-limit         also run relay with a rate limit by client address
+#                        that the load never reaches (rate and burst
+#                        1,000,000,000, all of wrk's requests one key in the
+#                        table the processes share), row "relay+limit"
 #   --relay-config FILE  run relay with this configuration file instead of the
 #                        generated one (the listen address is forced to 127.0.0.1:8080)
 #   --out DIR            where results go (default: a new directory under /tmp)
@@ -50,6 +54,7 @@ CPU_AFFINITY=false
 PEERS="nginx haproxy relay direct"
 ACCESS_LOG=0
 ROUTES=""
+RATE_LIMIT=0
 RELAY_CONFIG=""
 OUT=""
 WRK_THREADS=2
@@ -70,6 +75,7 @@ while [ $# -gt 0 ]; do
     --access-log)   ACCESS_LOG=1; shift;;
     --relay-config) need_value "$@"; RELAY_CONFIG=$2; shift 2;;
     --routes)       need_value "$@"; ROUTES=$2; shift 2;;
+    --rate-limit)   RATE_LIMIT=1; shift;;
     --out)          need_value "$@"; OUT=$2; shift 2;;
     -h|--help)      help; exit 0;;
     *)              unknown_argument "$1";;
@@ -97,6 +103,9 @@ if [ -n "$ROUTES" ]; then
   positive "$ROUTES" || die "--routes must be a positive integer, not '$ROUTES'"
   [ -z "$RELAY_CONFIG" ] || die "--routes builds relay's configuration itself: give it or --relay-config, not both"
 fi
+if [ "$RATE_LIMIT" = 1 ] && [ -n "$RELAY_CONFIG" ]; then
+  die "--rate-limit builds relay's configuration itself: give it or --relay-config, not both"
+fi
 if [ -n "$RELAY_CONFIG" ]; then
   [ -r "$RELAY_CONFIG" ] || die "--relay-config: cannot read $RELAY_CONFIG"
   RELAY_CONFIG=$(cd "$(dirname "$RELAY_CONFIG")" && pwd)/$(basename "$RELAY_CONFIG")
@@ -109,6 +118,7 @@ for p in direct nginx haproxy relay; do
 done
 [ "$ACCESS_LOG" = 1 ] && BALANCERS+=("relay+log")
 [ -n "$ROUTES" ] && BALANCERS+=("relay+routes")
+[ "$RATE_LIMIT" = 1 ] && BALANCERS+=("relay+limit")
 [ ${#BALANCERS[@]} -gt 0 ] || die "nothing to measure: --peers is empty"
 
 # ------------------------------------------------------------------ tools
@@ -225,6 +235,15 @@ write_routes_conf() {
     grep -v '^#' >>"$file"
 }
 
+# write_limit_conf FILE: relay's own configuration (write_relay_conf) with
+# a rate limit by client address the load never reaches. Without
+# --rate-limit it writes nothing.
+write_limit_conf() {
+  [ "$RATE_LIMIT" = 1 ] || return 0
+  write_relay_conf "$1" false
+  echo "rate_limit: {rate: 1000000000, burst: 1000000000, key: client}" >>"$1"
+}
+
 # relay_log_keys: access log on (JSON, with request ids), in a file of its
 # own in the output directory, bounded in size.
 relay_log_keys() {
@@ -240,7 +259,7 @@ threads_of() {
   case "$1" in
     nginx) echo "$NCPU";;
     haproxy) echo 2;;
-    relay|relay+log|relay+routes)
+    relay|relay+log|relay+routes|relay+limit)
       local w=$WORKERS p=$PROCESSES
       if [ -n "$RELAY_CONFIG" ]; then
         w=$(awk -F: '/^workers:/ { gsub(/[ "\r]/, "", $2); print $2 }' "$RELAY_CONFIG")
@@ -262,6 +281,7 @@ start_balancer() {
     relay)     start "$2" "$OUT/relay" -config "$RUN/relay.yml" -listen "$BALANCER_ADDR";;
     relay+log) start "$2" "$OUT/relay" -config "$RUN/relay-log.yml" -listen "$BALANCER_ADDR";;
     relay+routes) start "$2" "$OUT/relay" -config "$RUN/relay-routes.yml" -listen "$BALANCER_ADDR";;
+    relay+limit) start "$2" "$OUT/relay" -config "$RUN/relay-limit.yml" -listen "$BALANCER_ADDR";;
   esac
 }
 
@@ -378,6 +398,9 @@ print_table() {
     awk -F'\t' -v n="$ROUTES" 'NR > 1 && $1 == "relay+routes" && $15 != "NA" {
       if (!head++) printf "\nwith %s routes, relay keeps this share of its throughput:\n", n
       printf "  %5s connections: %s\n", $2, $15 }' "$MEDIANS"
+    awk -F'\t' 'NR > 1 && $1 == "relay+limit" && $15 != "NA" {
+      if (!head++) printf "\nwith a rate limit it never reaches, relay keeps this share of its throughput:\n"
+      printf "  %5s connections: %s\n", $2, $15 }' "$MEDIANS"
   } | tee "$TABLE"
 }
 
@@ -391,7 +414,9 @@ if [[ " ${BALANCERS[*]} " == *" relay"* ]]; then
   write_relay_conf "$RUN/relay.yml" false
   write_relay_conf "$RUN/relay-log.yml" true
   write_routes_conf "$RUN/relay-routes.yml"
-  for f in relay.yml relay-log.yml relay-routes.yml; do
+  write_limit_conf "$RUN/relay-limit.yml"
+  for f in relay.yml relay-log.yml relay-routes.yml relay-limit.yml; do
+    [ -f "$RUN/$f" ] || continue
     "$OUT/relay" -check -config "$RUN/$f" -listen "$BALANCER_ADDR" >&2 || die "relay rejects $RUN/$f"
   done
 fi
