@@ -28,9 +28,10 @@ func TestRateLimitInRedisHoldsForInstances(t *testing.T) {
 }
 
 // TestRateLimitStoreDownAndBack: when Redis goes away under load, a limit
-// with on_store_error: allow lets every request through and one with deny
-// refuses every one, each serving process says so once; when Redis comes
-// back, both limit again by themselves, and each process says so once.
+// with on_store_error: allow lets every request through, one with deny
+// refuses every one and one with local goes on limiting in relay's own
+// buckets; each serving process says so once; when Redis comes back, they
+// limit through Redis again by themselves, and each process says so once.
 func TestRateLimitStoreDownAndBack(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -48,6 +49,10 @@ routes:
     match: {path: /closed}
     pool: default
     rate_limit: {rate: 5, burst: 5, key: route, store: redis, on_store_error: deny}
+  - name: local
+    match: {path: /local}
+    pool: default
+    rate_limit: {rate: 5, burst: 5, key: route, store: redis, on_store_error: local}
 `, bs[0].url, srv.Addr())
 	r, _ := startRelay(t, "", "-config", writeConfig(t, cfg))
 	// round sends 20 requests to path, each on a connection of its own
@@ -97,6 +102,14 @@ routes:
 	until("open passes everything, closed refuses everything, while Redis is down",
 		func(open, closed int) bool { return open == 20 && closed == 0 })
 	waitLogged("rate limit store unreachable", 2)
+	// local keeps limiting, in the buckets the processes share: 20
+	// requests in a row find at most its burst and what refilled.
+	for range 2 {
+		if passed := round("/local"); passed == 0 || passed == 20 {
+			t.Errorf("local while Redis is down: %d of 20 passed, want some but not all", passed)
+		}
+		time.Sleep(time.Second) // some refill for the next round
+	}
 
 	srv.Start()
 	until("both limit again once Redis is back", func(open, closed int) bool { return open < 20 && closed > 0 })

@@ -26,7 +26,8 @@ type RateLimit struct {
 	// the redis section's server).
 	Store string
 	// OnStoreError is what a request gets while the store cannot be
-	// reached: RateLimitAllow (through) or RateLimitDeny (429).
+	// reached: RateLimitAllow (through), RateLimitDeny (429) or
+	// RateLimitLocal (the limit, counted by this relay alone).
 	OnStoreError string
 	// Line is the YAML line of the rate_limit key.
 	Line int
@@ -47,6 +48,7 @@ const (
 	RateLimitRedis  = "redis"
 	RateLimitAllow  = "allow"
 	RateLimitDeny   = "deny"
+	RateLimitLocal  = "local"
 )
 
 // Header returns the header whose value is the key, "" when the key is
@@ -125,7 +127,7 @@ func (d *decoder) rateLimit(v *yaml.Node, at string) *RateLimit {
 			}
 		case "on_store_error":
 			if s, ok := d.str(val, path); ok {
-				d.oneOf(val.Line, path, s, RateLimitAllow, RateLimitDeny)
+				d.oneOf(val.Line, path, s, RateLimitAllow, RateLimitDeny, RateLimitLocal)
 				r.OnStoreError = s
 			}
 		}

@@ -31,7 +31,7 @@ func TestRateLimitProblems(t *testing.T) {
 		{"on a redirect", y("backends:", b1, "routes:", "  - redirect: {path: /new}", "    rate_limit: {rate: 5}"), 5, "routes[0].rate_limit", "a redirect is answered before any rate limit applies"},
 		{"in a route", y("backends:", b1, "routes:", "  - pool: default", "    rate_limit:", "      rate: 5", "      key: ip"), 7, "routes[0].rate_limit.key", `must be "client", "route" or "header:NAME", got "ip"`},
 		{"bad store", y("backends:", b1, "rate_limit: {rate: 5, store: redsi}"), 3, "rate_limit.store", `must be "memory" or "redis", got "redsi"; did you mean "redis"?`},
-		{"bad on_store_error", y("backends:", b1, "rate_limit: {rate: 5, on_store_error: open}"), 3, "rate_limit.on_store_error", `must be "allow" or "deny", got "open"`},
+		{"bad on_store_error", y("backends:", b1, "rate_limit: {rate: 5, on_store_error: open}"), 3, "rate_limit.on_store_error", `must be "allow", "deny" or "local", got "open"`},
 		{"redis store without redis", y("backends:", b1, "rate_limit: {rate: 5, store: redis}"), 3, "rate_limit.store", "the file has no redis section"},
 		{"redis store of a route without redis", y("backends:", b1, "routes:", "  - pool: default", "    rate_limit: {rate: 5, store: redis}"), 5, "routes[0].rate_limit.store", "no redis section"},
 		{"redis store of a pool without redis", y("pools:", "  api:", "    backends: [http://127.0.0.1:9001]", "    rate_limit: {rate: 5, store: redis}"), 4, "pools.api.rate_limit.store", "no redis section"},

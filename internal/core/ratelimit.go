@@ -35,10 +35,10 @@ type RateLimit struct {
 	// Header names the header of RateByHeader.
 	Header string
 	// Store is where Config.NewLimiter keeps the buckets: "" in memory,
-	// or StoreRedis. FailClosed refuses requests while that store cannot
-	// be reached; else they pass. The core reads neither.
-	Store      string
-	FailClosed bool
+	// or StoreRedis; Failure is what a limit over that store answers
+	// while it cannot be reached. The core reads neither.
+	Store   string
+	Failure ratelimit.Failure
 }
 
 // StoreRedis is RateLimit.Store for buckets in Redis.

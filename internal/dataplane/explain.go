@@ -98,7 +98,8 @@ func describeLimit(r *config.RateLimit) string {
 	}
 	where := "in relay's memory"
 	if r.Store == config.RateLimitRedis {
-		where = "in Redis, " + map[string]string{config.RateLimitAllow: "allowing", config.RateLimitDeny: "refusing"}[r.OnStoreError] + " requests while it is unreachable"
+		where = "in Redis, " + map[string]string{config.RateLimitAllow: "allowing requests", config.RateLimitDeny: "refusing requests",
+			config.RateLimitLocal: "limiting by relay's own buckets"}[r.OnStoreError] + " while it is unreachable"
 	}
 	return fmt.Sprintf("%d a second, burst %d, %s, %s", r.Rate, r.Burst, by, where)
 }

@@ -54,28 +54,30 @@ type Options struct {
 }
 
 // newLimiter makes the buckets of a rate limit (core.Config.NewLimiter):
-// in Redis for store: redis, else in the table the processes share.
+// in Redis for store: redis, else in the table the processes share, which
+// also holds a Redis limit's own buckets for on_store_error: local.
 func (pl *Plane) newLimiter(name string, r core.RateLimit) ratelimit.Limiter {
-	if r.Store == core.StoreRedis {
-		if pl.redis != nil {
-			f := ratelimit.FailOpen
-			if r.FailClosed {
-				f = ratelimit.FailClosed
-			}
-			return pl.redis.Limit(name, r.Spec, f)
-		}
-		// The redis section is read at start: a reload that adds it
-		// is named in the reload's log line as waiting for a restart.
-		pl.noRedis.Do(func() {
-			pl.opts.Logger.Warn("a rate limit with store: redis counts in relay's memory until relay restarts with a redis section")
-		})
-	}
 	pl.ownTable.Do(func() {
 		if pl.opts.RateTable == nil {
 			pl.opts.RateTable = ratelimit.NewTable(0) // made when a limit needs it
 		}
 	})
-	return pl.opts.RateTable.Limit(name, r.Spec)
+	local := pl.opts.RateTable.Limit(name, r.Spec)
+	if r.Store != core.StoreRedis {
+		return local
+	}
+	switch {
+	case pl.redis == nil:
+		// The redis section is read at start: a reload that adds it
+		// is named in the reload's log line as waiting for a restart.
+		pl.noRedis.Do(func() {
+			pl.opts.Logger.Warn("a rate limit with store: redis counts in relay's memory until relay restarts with a redis section")
+		})
+		return local
+	case r.Failure == ratelimit.FailLocal:
+		return pl.redis.LimitLocal(name, r.Spec, local)
+	}
+	return pl.redis.Limit(name, r.Spec, r.Failure)
 }
 
 // Member is one backend of one pool as the control gives it: the address,

@@ -100,7 +100,7 @@ func rateLimitOf(r *config.RateLimit) *core.RateLimit {
 	}
 	l := &core.RateLimit{Spec: ratelimit.Spec{Rate: r.Rate, Burst: r.Burst}}
 	if r.Store == config.RateLimitRedis {
-		l.Store, l.FailClosed = core.StoreRedis, r.OnStoreError == config.RateLimitDeny
+		l.Store, l.Failure = core.StoreRedis, storeFailures[r.OnStoreError]
 	}
 	switch {
 	case r.Key == config.RateLimitRoute:
@@ -111,6 +111,12 @@ func rateLimitOf(r *config.RateLimit) *core.RateLimit {
 		l.Key = core.RateByClient
 	}
 	return l
+}
+
+// storeFailures maps on_store_error to what a limit over Redis answers
+// while Redis cannot be reached.
+var storeFailures = map[string]ratelimit.Failure{
+	config.RateLimitAllow: ratelimit.FailOpen, config.RateLimitDeny: ratelimit.FailClosed, config.RateLimitLocal: ratelimit.FailLocal,
 }
 
 // escapedSlashes maps the file's escaped_slashes to the route table's mode.

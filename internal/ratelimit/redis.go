@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,6 +43,11 @@ const (
 	// Wait of 1s: for limits that guard something that must never see
 	// more than its rate.
 	FailClosed
+	// FailLocal takes tokens from a limiter of this instance's own while
+	// the store is unreachable (LimitLocal): each instance then enforces
+	// the limit alone, so n instances admit up to n times it, rather
+	// than everything or nothing.
+	FailLocal
 )
 
 const (
@@ -90,9 +96,10 @@ type Redis struct {
 	down  atomic.Bool
 	// closed is set by Close: limits then answer as their Failure says.
 	closed atomic.Bool
-	// open and shut count the limits that fail open and closed, for the
-	// log line that says what requests get while the store is down.
-	open, shut atomic.Int32
+	// open, shut and local count the limits that fail open, closed and
+	// to their own buckets, for the log line that says what requests get
+	// while the store is down.
+	open, shut, local atomic.Int32
 	// overflows counts the requests answered as their Failure says
 	// because the fetch queue was full; overflowLogged is when that was
 	// last logged (nanoseconds since start), so it is said at most every
@@ -252,14 +259,20 @@ func (r *Redis) markDown(err error) {
 // whileDown says what requests get while the store is down, from its
 // limits' Failure.
 func (r *Redis) whileDown() string {
-	open, shut := r.open.Load(), r.shut.Load()
-	switch {
-	case shut == 0:
-		return "allowed"
-	case open == 0:
-		return "refused"
+	var says []string
+	if r.open.Load() > 0 {
+		says = append(says, "allowed")
 	}
-	return "allowed or refused, as each limit's failure says"
+	if r.shut.Load() > 0 {
+		says = append(says, "refused")
+	}
+	if r.local.Load() > 0 {
+		says = append(says, "limited by each instance alone")
+	}
+	if len(says) > 1 {
+		return strings.Join(says, " or ") + ", as each limit's on_store_error says"
+	}
+	return strings.Join(says, "")
 }
 
 // prober waits for the store to go down, then probes it every second
@@ -316,12 +329,25 @@ func (r *Redis) probeOnce(ctx context.Context) error {
 // of the same name, in every relay instance over the same Redis, share
 // their buckets.
 func (r *Redis) Limit(name string, s Spec, f Failure) Limiter {
-	if f == FailClosed {
+	switch f {
+	case FailClosed:
 		r.shut.Add(1)
-	} else {
+	case FailLocal:
+		panic("ratelimit: FailLocal needs Redis.LimitLocal, which is given the local limiter")
+	default:
 		r.open.Add(1)
 	}
 	return newRedisLimit(r, name, s, f)
+}
+
+// LimitLocal is Limit with FailLocal: while r is unreachable, or too far
+// behind to fetch a lease, requests take their tokens from local, a
+// limiter of this instance's own with the same spec.
+func (r *Redis) LimitLocal(name string, s Spec, local Limiter) Limiter {
+	r.local.Add(1)
+	l := newRedisLimit(r, name, s, FailLocal)
+	l.local = local
+	return l
 }
 
 // overflowed notes a request answered as its limit's Failure says

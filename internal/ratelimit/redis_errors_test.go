@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -137,5 +138,45 @@ func TestRedisOverloadIsSaid(t *testing.T) {
 	}
 	if n := log.count("rate limit store unreachable"); n != 0 {
 		t.Errorf("a slow Redis was marked down\n%s", &log)
+	}
+}
+
+// TestRedisFailLocal: a limit whose failure is FailLocal takes its tokens
+// from its instance's own buckets while Redis cannot be reached: exactly
+// its burst at one instant, not everything (open) nor nothing (closed);
+// and from Redis's once Redis is back. The down line says so.
+func TestRedisFailLocal(t *testing.T) {
+	srv := redistest.At(t, redistest.FreeAddr(t))
+	log := &logLines{}
+	r := newStore(t, srv.Addr(), log)
+	spec := Spec{Rate: 1, Burst: 3}
+	local := NewTable(1000).Limit("local", spec)
+	l := r.LimitLocal("local", spec, local)
+	k := []byte("client")
+	now := time.Now()
+	allowed := 0
+	for range 10 {
+		if l.Take(k, now).Allowed {
+			allowed++
+		}
+	}
+	if allowed != 3 {
+		t.Fatalf("Redis down: %d of 10 requests at one instant allowed, want the burst, 3", allowed)
+	}
+	if n := log.count("rate limit store unreachable"); n != 1 || !strings.Contains(log.String(), "limited by each instance alone") {
+		t.Errorf("logged:\n%s\nwant one down line saying requests are limited by each instance alone", log)
+	}
+
+	srv.Start()
+	// The client's bucket appears in Redis once Redis answers again: the
+	// local buckets never write there.
+	c := srv.Client()
+	eventually(t, 5*time.Second, "the limit takes from Redis again", func() bool {
+		l.Take(k, time.Now())
+		n, err := c.Exists(context.Background(), redisKey("relay:", "local", k)).Result()
+		return err == nil && n == 1
+	})
+	if n := log.count("rate limit store reachable again"); n != 1 {
+		t.Errorf("logged:\n%s\nwant one line for Redis back", log)
 	}
 }

@@ -36,7 +36,9 @@ type redisLimit struct {
 	name string
 	spec Spec
 	fail Failure
-	id   uint64 // name's hash, mixed into its keys' hashes
+	// local takes the tokens while Redis cannot give them, with FailLocal.
+	local Limiter
+	id    uint64 // name's hash, mixed into its keys' hashes
 	// size is the tokens asked of Redis at once, L = max(1, min(Burst,
 	// Rate)/20). Tokens are only ever taken from Redis's bucket, so a
 	// lease never lets more through than the bucket holds; what a lease
@@ -104,7 +106,7 @@ func (l *redisLimit) Take(key []byte, now time.Time) Decision {
 			if !r.down.Load() && !r.closed.Load() {
 				r.overflowed() // too far behind
 			}
-			return l.failed()
+			return l.failed(key, now)
 		}
 		if timer == nil {
 			timer = time.NewTimer(r.timeout)
@@ -115,7 +117,7 @@ func (l *redisLimit) Take(key []byte, now time.Time) Decision {
 		case <-timer.C:
 			// The fetch will fail at its own timeout and mark the
 			// store down; this request has waited long enough.
-			return l.failed()
+			return l.failed(key, time.Now())
 		}
 	}
 }
@@ -169,9 +171,12 @@ func (l *redisLimit) refill(e *lease) bool {
 // failed is the answer while the store cannot give one. A request let
 // through is told a full bucket's remainder: the limit is not in force,
 // and a client that reads RateLimit should not slow down for it.
-func (l *redisLimit) failed() Decision {
-	if l.fail == FailClosed {
+func (l *redisLimit) failed(key []byte, now time.Time) Decision {
+	switch l.fail {
+	case FailClosed:
 		return Decision{Wait: failedWait}
+	case FailLocal:
+		return l.local.Take(key, now)
 	}
 	return Decision{Allowed: true, Remaining: l.spec.Burst - 1}
 }
