@@ -37,6 +37,10 @@ func supervise(f *flags, cfg *config.Config, src supervisor.ConfigSource, args [
 		defer access.Close()
 		shared = append(shared, access)
 	}
+	// Several processes need Linux: say so before anything needs it.
+	if err := supervisor.CheckPlatform(cfg); err != nil {
+		return err
+	}
 	// The processes share the buckets of rate limits, so a limit holds
 	// for relay as a whole; the table lives as long as the supervisor.
 	table, err := ratelimit.CreateShared(0)
