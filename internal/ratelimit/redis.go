@@ -106,6 +106,8 @@ type Redis struct {
 	// overflowLogEvery, with the count since.
 	overflows      atomic.Uint64
 	overflowLogged atomic.Int64
+	// fetches counts the leases asked for, for the store's tests.
+	fetches atomic.Uint64
 
 	ctx    context.Context // canceled by Close, ending round trips
 	cancel context.CancelFunc

@@ -39,7 +39,7 @@ func TestRedisAnswersErrors(t *testing.T) {
 			}
 			log := &logLines{}
 			o := tc.opts
-			o.Address, o.Logger = srv.Addr(), slog.New(log)
+			o.Address, o.Logger, o.Timeout = srv.Addr(), slog.New(log), testTimeout
 			r := NewRedis(o)
 			t.Cleanup(func() { r.Close() })
 			l := r.Limit("errors", Spec{Rate: 1, Burst: 1}, FailClosed)
@@ -80,7 +80,9 @@ func TestRedisProbeWithinBucketKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := &logLines{}
-	r := NewRedis(RedisOptions{Address: srv.Addr(), Username: "buckets", Password: "pw", Logger: slog.New(log)})
+	// Half the pause: the pause marks the store down, and a Redis that
+	// is back answers a loaded machine within it.
+	r := NewRedis(RedisOptions{Address: srv.Addr(), Username: "buckets", Password: "pw", Timeout: 150 * time.Millisecond, Logger: slog.New(log)})
 	t.Cleanup(func() { r.Close() })
 	l := r.Limit("acl", Spec{Rate: 1, Burst: 1}, FailClosed)
 	if d := l.Take([]byte("a"), time.Now()); !d.Allowed {
@@ -163,6 +165,7 @@ func TestRedisFailLocal(t *testing.T) {
 	if allowed != 3 {
 		t.Fatalf("Redis down: %d of 10 requests at one instant allowed, want the burst, 3", allowed)
 	}
+	eventually(t, 2*time.Second, "the store logs Redis down", func() bool { return log.count("rate limit store unreachable") > 0 })
 	if n := log.count("rate limit store unreachable"); n != 1 || !strings.Contains(log.String(), "limited by each instance alone") {
 		t.Errorf("logged:\n%s\nwant one down line saying requests are limited by each instance alone", log)
 	}

@@ -74,6 +74,7 @@ func redisKey(prefix, name string, key []byte) string {
 // fetch asks Redis for l's lease, and hands the answer to l. A failed
 // round trip marks the store down.
 func (r *Redis) fetch(l *lease) {
+	r.fetches.Add(1)
 	if r.down.Load() || r.closed.Load() {
 		l.fetched(0, 0, 0, 0, errStoreDown)
 		return
