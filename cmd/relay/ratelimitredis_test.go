@@ -17,9 +17,11 @@ func TestRateLimitInRedisHoldsForInstances(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	bs := newBackends(t, 1)
+	// A second for Redis's answers, so that only a Redis that is down
+	// counts as down on a machine loaded by the tests beside this one.
 	var relays []*relay
 	for _, processes := range []int{1, 2, 1} {
-		cfg := limitsFile(processes, bs[0].url, "redis", fmt.Sprintf("redis: {address: %q}\n", srv.Addr()))
+		cfg := limitsFile(processes, bs[0].url, "redis", fmt.Sprintf("redis: {address: %q, timeout: 1s}\n", srv.Addr()))
 		r, _ := startRelay(t, "", "-config", writeConfig(t, cfg))
 		relays = append(relays, r)
 	}
@@ -39,7 +41,7 @@ func TestRateLimitStoreDownAndBack(t *testing.T) {
 	cfg := fmt.Sprintf(`processes: 2
 access_log: false
 backends: [%s]
-redis: {address: %q}
+redis: {address: %q, timeout: 1s}
 routes:
   - name: open
     match: {path: /open}
