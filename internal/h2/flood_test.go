@@ -150,7 +150,13 @@ func TestControlFrameFloodsAreCutOff(t *testing.T) {
 	// Each flood's line, however fast they come (the rate limit has a
 	// test of its own).
 	f.srv.abuseLog = logging.NewLimited(log, 1000, time.Second)
-	const max = 20 * controlBudget
+	// Three times the budget, to be cut off with room to spare; and no
+	// more, so that what the client has sent past the GOAWAY (at most
+	// 2,000 frames of at most 17 bytes) stays within what relay reads
+	// after it (lingerBytes). A client that writes further ahead has
+	// relay close with its bytes unread, and the reset that sends can
+	// overtake the GOAWAY in a loaded machine's buffers.
+	const max = 3 * controlBudget
 
 	// Each flood opens what it needs on rc and returns its sender.
 	floods := []struct {
