@@ -9,13 +9,7 @@ import (
 // is the only problem, found on the right line under the right key.
 func TestProblems(t *testing.T) {
 	const b1 = "  - url: http://127.0.0.1:8001"
-	tests := []struct {
-		name string
-		yaml string
-		line int
-		key  string
-		msg  string
-	}{
+	tests := []problemCase{
 		// Keys.
 		{"unknown top-level key", y("prot: 8080", "backends:", b1), 1, "prot", `unknown key; did you mean "port"?`},
 		{"unknown key without suggestion", y("backends:", b1, "colour: blue"), 3, "colour", "unknown key"},
@@ -181,6 +175,23 @@ func TestProblems(t *testing.T) {
 		{"etcd endpoints empty", y("discovery:", "  etcd:", "    endpoints: []", "    prefix: /b/"), 3, "discovery.etcd.endpoints", "is empty"},
 		{"etcd endpoints mixed", y("discovery:", "  etcd:", "    endpoints: [http://10.0.0.1:2379, https://10.0.0.2:2379]", "    prefix: /b/"), 3, "discovery.etcd.endpoints", "mixes http:// and https://"},
 	}
+	checkProblems(t, tests)
+}
+
+// problemCase is a file with one mistake and the problem it must get:
+// its line, its key and a part of its message.
+type problemCase struct {
+	name string
+	yaml string
+	line int
+	key  string
+	msg  string
+}
+
+// checkProblems parses each case's file as test.yml and checks that it
+// gets exactly its one problem.
+func checkProblems(t *testing.T, tests []problemCase) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ps := problems(t, func() error { _, err := Parse([]byte(tt.yaml), "test.yml", testOpts); return err }())

@@ -92,27 +92,11 @@ func (d *decoder) rateLimit(v *yaml.Node, at string) *RateLimit {
 		}
 		switch key {
 		case "rate":
-			if n, ok := d.integer(val, path); ok {
-				if n <= 0 {
-					d.problem(val.Line, path, "must be more than 0 requests a second, got %d", n)
-					return
-				}
-				if n > MaxRateLimit {
-					d.problem(val.Line, path, "must be at most %d requests a second, got %d", MaxRateLimit, n)
-					return
-				}
+			if n, ok := d.rateLimitCount(val, path, "more than 0 requests a second", "requests a second"); ok {
 				r.Rate, rateSet = n, true
 			}
 		case "burst":
-			if n, ok := d.integer(val, path); ok {
-				if n < 1 {
-					d.problem(val.Line, path, "must be at least 1 request, got %d", n)
-					return
-				}
-				if n > MaxRateLimit {
-					d.problem(val.Line, path, "must be at most %d requests, got %d", MaxRateLimit, n)
-					return
-				}
+			if n, ok := d.rateLimitCount(val, path, "at least 1 request", "requests"); ok {
 				r.Burst, burstSet = n, true
 			}
 		case "key":
@@ -142,6 +126,23 @@ func (d *decoder) rateLimit(v *yaml.Node, at string) *RateLimit {
 		r.Burst = r.Rate
 	}
 	return r
+}
+
+// rateLimitCount reads a rate or a burst, the value of path: a whole
+// number from 1 to MaxRateLimit. least says the lower bound and unit what
+// is counted, for the problem a number out of bounds gets.
+func (d *decoder) rateLimitCount(val *yaml.Node, path, least, unit string) (int, bool) {
+	n, ok := d.integer(val, path)
+	switch {
+	case !ok:
+	case n < 1:
+		d.problem(val.Line, path, "must be %s, got %d", least, n)
+	case n > MaxRateLimit:
+		d.problem(val.Line, path, "must be at most %d %s, got %d", MaxRateLimit, unit, n)
+	default:
+		return n, true
+	}
+	return 0, false
 }
 
 // rateLimitKey reports a key that is not client, route or header:NAME

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"strings"
 	"testing"
 	"time"
 )
@@ -10,11 +9,7 @@ import (
 // in a pool and in a route, is the one problem, on its line and key.
 func TestRateLimitProblems(t *testing.T) {
 	const b1 = "  - url: http://127.0.0.1:8001"
-	tests := []struct {
-		name, yaml string
-		line       int
-		key, msg   string
-	}{
+	tests := []problemCase{
 		{"not a mapping", y("backends:", b1, "rate_limit: 10"), 3, "rate_limit", "must be a mapping such as {rate: 100"},
 		{"rate missing", y("backends:", b1, "rate_limit: {burst: 5}"), 3, "rate_limit.rate", "is required"},
 		{"rate zero", y("backends:", b1, "rate_limit:", "  rate: 0"), 4, "rate_limit.rate", "must be more than 0 requests a second, got 0"},
@@ -47,18 +42,7 @@ func TestRateLimitProblems(t *testing.T) {
 		{"redis prefix empty", y("backends:", b1, "redis: {address: 127.0.0.1:6379, prefix: \"\"}"), 3, "redis.prefix", "must not be empty"},
 		{"redis unknown key", y("backends:", b1, "redis: {address: 127.0.0.1:6379, adress: x}"), 3, "redis.adress", `did you mean "address"?`},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			ps := problems(t, func() error { _, err := Parse([]byte(tt.yaml), "test.yml", testOpts); return err }())
-			if len(ps) != 1 {
-				t.Fatalf("got %d problems, want 1:\n%v", len(ps), (&Errors{ps}).Error())
-			}
-			p := ps[0]
-			if p.File != "test.yml" || p.Line != tt.line || p.Key != tt.key || !strings.Contains(p.Msg, tt.msg) {
-				t.Errorf("got %+v\nwant file test.yml, line %d, key %q, message containing %q", p, tt.line, tt.key, tt.msg)
-			}
-		})
-	}
+	checkProblems(t, tests)
 }
 
 // TestRateLimitValues: burst defaults to rate, key to client; a named pool
