@@ -77,6 +77,11 @@ type Config struct {
 	// (limits of one name share them); nil keeps them in a table in this
 	// process's memory.
 	NewLimiter func(name string, r RateLimit) ratelimit.Limiter
+	// StreamIdleTimeout ends a request to an HTTP/2 backend, once its
+	// response head has come, when neither its request body nor its
+	// response body has moved for this long (a streaming gRPC call may
+	// last as long as it keeps moving); 0 takes a minute.
+	StreamIdleTimeout time.Duration
 }
 
 // Core forwards requests to pools of backends. Create it with New and give

@@ -184,6 +184,10 @@ type Outcome struct {
 	Status  int
 	Backend *backend.Backend
 	In, Out int64
+	// GRPCStatus is the grpc-status a gRPC response ended with ("0" for
+	// OK), the backend's or relay's own; "" for a request that is not
+	// gRPC or a response that carried none.
+	GRPCStatus string
 }
 
 // bodySent reports whether the request body has been read to its end, so

@@ -95,6 +95,18 @@ type PoolConfig struct {
 	// of the requests in flight (100..1000; 0 turns it off).
 	HashKey           balance.KeySpec
 	HashBalanceFactor int
+
+	// Upstream protocol (protocol.go). Protocol is what relay speaks to
+	// the pool's backends; BackendProtocols overrides it for the members
+	// named (by backend.Host.Name, the canonical URL).
+	Protocol         Protocol
+	BackendProtocols map[string]Protocol
+	// gRPC (grpc.go). BreakerGRPCStatuses are the grpc-status values of
+	// a gRPC response that count as failures on its backend's breaker, as
+	// BreakerStatuses do for HTTP statuses. MaxGRPCTimeout caps the
+	// deadline a client's grpc-timeout sets; 0 leaves it uncapped.
+	BreakerGRPCStatuses []int
+	MaxGRPCTimeout      time.Duration
 }
 
 func (pc *PoolConfig) validate() error {
