@@ -74,6 +74,9 @@ func (r *passage) attempt(b *backend.Backend, probe bool) (Outcome, bool) {
 // request can be sent again. now is the time the attempt starts.
 func (p *Pool) try(snap *snapshot, b *backend.Backend, x *Exchange, now time.Time) attempt {
 	cs := snap.conns[b]
+	if proto := p.cfg().protocolOf(b); proto != HTTP1 {
+		return p.tryStream(cs, b, x, now, proto)
+	}
 	x.response = -1
 	u, reused, err := cs.get(now)
 	if x.timed {

@@ -137,6 +137,9 @@ func (x *Exchange) releaseBody() {
 	if cap(x.head) > 2*keepHeldBytes+4<<10 {
 		x.head = nil
 	}
+	if cap(x.sent) > keepHeldBytes {
+		x.sent = nil
+	}
 }
 
 // Shed lets go of all the memory the exchange keeps for the connection's
@@ -145,6 +148,7 @@ func (x *Exchange) releaseBody() {
 // again. Call it between requests only.
 func (x *Exchange) Shed() {
 	x.head, x.logLine, x.detached, x.rid = nil, nil, nil, nil
+	x.sent, x.fields, x.names, x.trailerBuf = nil, nil, nil, nil
 	x.held = heldBody{}
 	x.resp = h1.Response{}
 	x.respBody = ResponseBody{} // the last upstream and its reader

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/http2/hpack"
+
 	"relay/internal/backend"
 	"relay/internal/h1"
 	"relay/internal/route"
@@ -78,8 +80,19 @@ type Exchange struct {
 	// cookie names (nil: none, or none valid) (sticky.go).
 	stickyT *stickyTable
 	stickyB *backend.Backend
-	// grpc says the request is a gRPC call (grpc.go).
-	grpc bool
+	// grpc says the request is a gRPC call (grpc.go); deadline is when
+	// it must end (its grpc-timeout), zero for none.
+	grpc     bool
+	deadline time.Time
+	// For an HTTP/2 backend (stream.go): the request's fields as views of
+	// head's bytes, names holding the lower-cased names; trailerBuf the
+	// request's trailers that pass; and sent the body bytes read from
+	// the client for the stream, kept while they fit in HoldBodyBytes so
+	// that a stream the backend refused can be sent again.
+	fields     []hpack.HeaderField
+	names      []byte
+	trailerBuf []byte
+	sent       []byte
 	// cacheControl holds a response's Cache-Control value with private
 	// added (nocache, cookie.go).
 	cacheControl []byte

@@ -1,6 +1,10 @@
 package core
 
-import "fmt"
+import (
+	"fmt"
+
+	"relay/internal/backend"
+)
 
 // Protocol is the protocol relay speaks to a backend.
 type Protocol uint8
@@ -40,4 +44,14 @@ func ParseProtocol(s string) (Protocol, error) {
 		return H2C, nil
 	}
 	return HTTP1, fmt.Errorf("protocol %q is not http/1.1, h2 or h2c", s)
+}
+
+// protocolOf returns the protocol relay speaks to the pool's member b.
+func (s *settings) protocolOf(b *backend.Backend) Protocol {
+	if len(s.BackendProtocols) > 0 {
+		if proto, ok := s.BackendProtocols[b.Name]; ok {
+			return proto
+		}
+	}
+	return s.Protocol
 }

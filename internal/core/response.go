@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"relay/internal/h1"
+	"relay/internal/h2up"
 )
 
 // ResponseBody is a backend's response body as a front door reads it to
@@ -21,16 +22,24 @@ type ResponseBody struct {
 	// trailers holds the trailer lines that pass.
 	drop     []byte
 	trailers []byte
+	// For a response on an HTTP/2 stream (streambody.go): the stream,
+	// how long nothing may move on it, the call's deadline (zero: none),
+	// whether its end was read, and its trailers as HTTP/1.1 lines.
+	s     *h2up.Stream
+	idle  time.Duration
+	until time.Time
+	end   bool
+	raw   []byte
 }
 
 func (r *ResponseBody) reset(u *upstream, resp *h1.Response, timeout time.Duration, door Responder, drop []byte) {
-	r.u, r.door, r.kind, r.length, r.timeout, r.drop = u, door, resp.Body, resp.ContentLength, timeout, drop
+	r.u, r.door, r.kind, r.length, r.timeout, r.drop, r.s = u, door, resp.Body, resp.ContentLength, timeout, drop, nil
 	r.body.Reset(u.br, resp.Body, resp.ContentLength)
 }
 
 // empty makes r the body of an answer relay writes itself: none.
 func (r *ResponseBody) empty() {
-	r.u, r.door, r.kind, r.length, r.drop = nil, nil, h1.BodyNone, 0, nil
+	r.u, r.door, r.kind, r.length, r.drop, r.s = nil, nil, h1.BodyNone, 0, nil, nil
 	r.body.Reset(nil, h1.BodyNone, 0)
 }
 
@@ -38,7 +47,7 @@ func (r *ResponseBody) empty() {
 // them, so a front door can send them in the same write as the head. Only
 // a body of known length has one; the bytes are valid until the next Read.
 func (r *ResponseBody) Prefix() []byte {
-	if r.kind != h1.BodyLength {
+	if r.s != nil || r.kind != h1.BodyLength {
 		return nil
 	}
 	k := min(int64(r.u.br.Buffered()), r.length)
@@ -51,16 +60,27 @@ func (r *ResponseBody) Prefix() []byte {
 // Read reads the next body bytes; io.EOF at the end. A wait that outlasts
 // the client ends with an error, as the wait for the head does.
 func (r *ResponseBody) Read(p []byte) (int, error) {
+	if r.s != nil {
+		return r.readStream(p)
+	}
 	r.u.wait(time.Now(), r.timeout, r.door)
 	return r.body.Read(p)
 }
 
 // Done reports whether the body has been read to its end.
-func (r *ResponseBody) Done() bool { return r.body.Done() }
+func (r *ResponseBody) Done() bool {
+	if r.s != nil {
+		return r.end
+	}
+	return r.body.Done()
+}
 
 // Trailers returns a chunked body's raw trailer lines after its end, less
 // those of the fields the route removes.
 func (r *ResponseBody) Trailers() []byte {
+	if r.s != nil {
+		return r.streamTrailers()
+	}
 	tr := r.body.Trailers()
 	if len(tr) == 0 || len(r.drop) == 0 {
 		return tr

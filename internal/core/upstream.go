@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"relay/internal/backend"
 	"relay/internal/fds"
 	"relay/internal/h1"
+	"relay/internal/h2up"
 	"relay/internal/rawio"
 )
 
@@ -68,10 +70,19 @@ type conns struct {
 	reaper *time.Timer // armed while idle is not empty
 	armed  bool
 	closed bool
+	// HTTP/2 (h2conns.go), under mu: the connections, oldest first, and
+	// their reaper, armed while there are any; the backend's TLS
+	// settings with ALPN h2, and the settings they were made from.
+	h2       []*h2up.Conn
+	h2reaper *time.Timer
+	h2armed  bool
+	h2tls    *tls.Config
+	h2tlsOf  *tls.Config
+	logger   *slog.Logger
 }
 
-func newConns(b *backend.Backend, conf *atomic.Pointer[settings], bufs *h1.BufferPool, budget *fds.Budget, pooled *atomic.Int64) *conns {
-	return &conns{b: b, conf: conf, bufs: bufs, fds: budget, pooled: pooled}
+func newConns(b *backend.Backend, conf *atomic.Pointer[settings], bufs *h1.BufferPool, budget *fds.Budget, pooled *atomic.Int64, logger *slog.Logger) *conns {
+	return &conns{b: b, conf: conf, bufs: bufs, fds: budget, pooled: pooled, logger: logger}
 }
 
 // cfg returns the pool's settings now.
@@ -118,13 +129,9 @@ func (p *conns) dial() (*upstream, error) {
 func (p *conns) connect() (*upstream, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg().ConnectTimeout)
 	defer cancel()
-	dial := p.cfg().Dial
-	if dial == nil {
-		dial = (&net.Dialer{}).DialContext
-	}
-	c, err := dial(ctx, "tcp", p.b.Addr)
+	c, err := p.dialTCP(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("backend %q: %w", p.b.Name, err)
+		return nil, err
 	}
 	if tc := p.b.TLS(); tc != nil {
 		if c, err = p.handshake(ctx, c, tc); err != nil {
@@ -134,6 +141,19 @@ func (p *conns) connect() (*upstream, error) {
 	u := &upstream{conn: rawio.NewConn(c)}
 	u.br = h1.NewPooledReader(u, p.bufs, maxResponseHead)
 	return u, nil
+}
+
+// dialTCP connects to the backend's address within ctx.
+func (p *conns) dialTCP(ctx context.Context) (net.Conn, error) {
+	dial := p.cfg().Dial
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	c, err := dial(ctx, "tcp", p.b.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("backend %q: %w", p.b.Name, err)
+	}
+	return c, nil
 }
 
 // errHandshake marks a failed TLS handshake: the backend took the
@@ -216,6 +236,7 @@ func (p *conns) close() {
 	if p.reaper != nil {
 		p.reaper.Stop()
 	}
+	p.closeH2()
 	p.mu.Unlock()
 	for _, u := range idle {
 		u.close()

@@ -1,6 +1,7 @@
 package h2
 
 import (
+	"errors"
 	"io"
 	"os"
 	"time"
@@ -204,4 +205,21 @@ func (c *conn) giveBack() {
 		return
 	}
 	c.writeCredit(0, conn, 0)
+}
+
+// errAborted ends a body the core stopped reading: the backend answered
+// and the exchange is over while the client was still sending.
+var errAborted = errors.New("request body no longer read: the response is complete")
+
+// Abort ends a Read waiting for the client: the core sends a body to an
+// HTTP/2 backend while it relays the response, and stops once that is
+// over. What the client sends later is discarded as the stream ends.
+func (b *reqBody) Abort() {
+	c := b.st.c
+	c.mu.Lock()
+	if b.err == nil {
+		b.err = errAborted
+	}
+	b.signal()
+	c.mu.Unlock()
 }

@@ -1,0 +1,134 @@
+package core
+
+import (
+	"errors"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"relay/internal/h1"
+	"relay/internal/h2up"
+)
+
+// streamBufs are the buffers request bodies are sent to HTTP/2 backends
+// through.
+var streamBufs = sync.Pool{New: func() any {
+	b := make([]byte, 16<<10)
+	return &b
+}}
+
+// pump sends a request body to an HTTP/2 backend on a goroutine of its
+// own while the response is relayed: a bidirectional gRPC stream needs
+// both at once.
+type pump struct {
+	ab     abortable
+	done   chan struct{}
+	client atomic.Bool // the body failed on the client's side
+	// Set by the goroutine before done is closed.
+	in  int64
+	err error
+}
+
+func startPump(x *Exchange, s *h2up.Stream, inline []byte, hold int64, timeout time.Duration, ab abortable) *pump {
+	pm := &pump{ab: ab, done: make(chan struct{})}
+	go func() {
+		defer close(pm.done)
+		pm.in, pm.err = x.sendStream(s, inline, hold, timeout)
+		if errors.Is(pm.err, errClientBody) {
+			pm.client.Store(true)
+		}
+	}()
+	return pm
+}
+
+// failedOnClient reports whether the body failed on the client's side.
+func (pm *pump) failedOnClient() bool {
+	if pm == nil || !pm.client.Load() {
+		return false
+	}
+	<-pm.done
+	return true
+}
+
+// finish ends the pump once the response is over: a read still waiting
+// for the client is aborted. It returns the body bytes sent; in when
+// there was no pump.
+func (pm *pump) finish(in int64) int64 {
+	if pm == nil {
+		return in
+	}
+	select {
+	case <-pm.done:
+	default:
+		pm.ab.Abort()
+		<-pm.done
+	}
+	return pm.in
+}
+
+// resetStream makes r the body of a response on the HTTP/2 stream s.
+// idle bounds how long nothing may move on the stream, either way;
+// until, when not zero, is the call's deadline.
+func (r *ResponseBody) resetStream(s *h2up.Stream, door Responder, idle time.Duration, until time.Time, drop []byte) {
+	r.u, r.s, r.door, r.idle, r.until, r.drop, r.end = nil, s, door, idle, until, drop, false
+}
+
+// readStream reads the next body bytes from the stream. Every
+// watchInterval of a wait it looks at whether the client is still there.
+func (r *ResponseBody) readStream(p []byte) (int, error) {
+	for {
+		now := time.Now()
+		limit := r.s.LastActive().Add(r.idle)
+		if !r.until.IsZero() && r.until.Before(limit) {
+			limit = r.until
+		}
+		if !now.Before(limit) {
+			if limit.Equal(r.until) {
+				return 0, errCallDeadline
+			}
+			return 0, errStreamIdle
+		}
+		r.s.SetReadDeadline(earlier(now.Add(watchInterval), limit))
+		n, err := r.s.Read(p)
+		if err == io.EOF {
+			r.end = true
+		}
+		if n > 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+			return n, err
+		}
+		if r.door.Gone() {
+			return 0, errClientGone
+		}
+	}
+}
+
+// streamTrailers returns the stream's trailers as HTTP/1.1 lines, less
+// those of the fields the route removes.
+func (r *ResponseBody) streamTrailers() []byte {
+	tr := r.s.Trailers()
+	if len(tr) == 0 {
+		return nil
+	}
+	r.raw = r.raw[:0]
+	for _, f := range tr {
+		r.raw = append(r.raw, f.Name...)
+		r.raw = append(r.raw, ": "...)
+		r.raw = append(r.raw, f.Value...)
+		r.raw = append(r.raw, "\r\n"...)
+	}
+	if len(r.drop) == 0 {
+		return r.raw
+	}
+	r.trailers = h1.AppendPassingTrailers(r.trailers[:0], r.raw, r.drop)
+	return r.trailers
+}
+
+// earlier returns the earlier of two times.
+func earlier(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}

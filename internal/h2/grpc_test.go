@@ -1,0 +1,223 @@
+package h2
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"relay/internal/backend"
+	"relay/internal/core"
+	"relay/internal/grpctest"
+)
+
+// grpcFront serves a pool of h2c gRPC backends through relay's HTTP/2
+// front door and returns a gRPC client of it.
+func grpcFront(t *testing.T, n int, pool func(*core.PoolConfig)) ([]*grpctest.Server, testgrpc.TestServiceClient) {
+	t.Helper()
+	srvs := make([]*grpctest.Server, n)
+	bs := make([]*backend.Backend, n)
+	for i := range srvs {
+		srvs[i] = grpctest.Start(t)
+		bs[i] = backendAt(t, srvs[i].URL)
+	}
+	f := startFrontOpts(t, testBodyTime, testLimits(), frontOptions{pool: func(pc *core.PoolConfig) {
+		pc.Protocol = core.H2C
+		if pool != nil {
+			pool(pc)
+		}
+	}}, bs...)
+	_, client := grpctest.Dial(t, f.addr, nil)
+	return srvs, client
+}
+
+// TestGRPCCallsBalancedOneByOne checks that relay balances every call,
+// not every connection: 3,000 unary calls a client makes over its one
+// connection spread over three backends a third each.
+func TestGRPCCallsBalancedOneByOne(t *testing.T) {
+	srvs, client := grpcFront(t, 3, nil)
+	const calls, workers = 3000, 8
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < calls; i += workers {
+				ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+				_, err := client.UnaryCall(ctx, &testgrpc.SimpleRequest{ResponseSize: 10})
+				cancel()
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("call failed: %v", err)
+	}
+	for _, s := range srvs {
+		if n := s.Calls.Load(); n < 950 || n > 1050 {
+			t.Errorf("backend %s took %d of %d calls, want 1000 ± 5%%", s.Addr, n, calls)
+		}
+	}
+}
+
+// TestGRPCStreamingShapes runs the three streaming shapes through relay,
+// with metadata both ways and the backend's trailers.
+func TestGRPCStreamingShapes(t *testing.T) {
+	_, client := grpcFront(t, 2, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+	defer cancel()
+
+	t.Run("server", func(t *testing.T) {
+		st, err := client.StreamingOutputCall(ctx, &testgrpc.StreamingOutputCallRequest{ResponseParameters: []*testgrpc.ResponseParameters{
+			{Size: 1}, {Size: 100}, {Size: 70000, IntervalUs: 1000}, {Size: 3}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sizes []int
+		for {
+			m, err := st.Recv()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			sizes = append(sizes, len(m.GetPayload().GetBody()))
+		}
+		if len(sizes) != 4 || sizes[0] != 1 || sizes[1] != 100 || sizes[2] != 70000 || sizes[3] != 3 {
+			t.Errorf("message sizes %v, want [1 100 70000 3]", sizes)
+		}
+		if st.Trailer().Get(grpctest.BackendKey+"-trailer") == nil {
+			t.Errorf("the backend's trailer did not arrive: %v", st.Trailer())
+		}
+	})
+	t.Run("client", func(t *testing.T) {
+		st, err := client.StreamingInputCall(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []int{5, 50000, 7} {
+			if err := st.Send(&testgrpc.StreamingInputCallRequest{Payload: &testgrpc.Payload{Body: make([]byte, n)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		resp, err := st.CloseAndRecv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.AggregatedPayloadSize != 50012 {
+			t.Errorf("aggregated %d, want 50012", resp.AggregatedPayloadSize)
+		}
+	})
+	t.Run("bidirectional", func(t *testing.T) {
+		st, err := client.FullDuplexCall(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i <= 5; i++ {
+			// Each answer comes before the next message is sent: the
+			// request body and the response flow at once.
+			if err := st.Send(&testgrpc.StreamingOutputCallRequest{ResponseParameters: []*testgrpc.ResponseParameters{{Size: int32(i)}}}); err != nil {
+				t.Fatal(err)
+			}
+			m, err := st.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(m.GetPayload().GetBody()) != i {
+				t.Fatalf("answer %d has %d bytes", i, len(m.GetPayload().GetBody()))
+			}
+		}
+		if err := st.CloseSend(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Recv(); err != io.EOF {
+			t.Fatalf("after the last answer: %v, want the end", err)
+		}
+	})
+	t.Run("metadata and status", func(t *testing.T) {
+		var hd, tr metadata.MD
+		mctx := metadata.AppendToOutgoingContext(ctx, "x-echo", "one", "x-echo", "two")
+		_, err := client.UnaryCall(mctx, &testgrpc.SimpleRequest{ResponseStatus: &testgrpc.EchoStatus{Code: int32(codes.NotFound), Message: "no such thing: ünïcode"}},
+			grpc.Header(&hd), grpc.Trailer(&tr))
+		if s := status.Convert(err); s.Code() != codes.NotFound || s.Message() != "no such thing: ünïcode" {
+			t.Errorf("status %v %q, want NotFound with the backend's message", s.Code(), s.Message())
+		}
+		if got := hd.Get("x-echo"); len(got) != 2 || got[0] != "one" || got[1] != "two" {
+			t.Errorf("echoed metadata %v, want [one two]", got)
+		}
+		if tr.Get(grpctest.BackendKey+"-trailer") == nil {
+			t.Errorf("the backend's trailer did not arrive with an error status: %v", tr)
+		}
+	})
+}
+
+// TestGRPCErrorsAreGRPCShaped checks relay's own answers to gRPC calls:
+// a status a gRPC client reads, not an HTML error.
+func TestGRPCErrorsAreGRPCShaped(t *testing.T) {
+	t.Run("no backend up", func(t *testing.T) {
+		f := startFrontOpts(t, testBodyTime, testLimits(), frontOptions{pool: func(pc *core.PoolConfig) { pc.Protocol = core.H2C }}, deadBackend(t))
+		_, client := grpctest.Dial(t, f.addr, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+		defer cancel()
+		_, err := client.UnaryCall(ctx, &testgrpc.SimpleRequest{})
+		if s := status.Convert(err); s.Code() != codes.Unavailable {
+			t.Errorf("status %v %q, want Unavailable", s.Code(), s.Message())
+		}
+	})
+	t.Run("deadline", func(t *testing.T) {
+		srvs, client := grpcFront(t, 1, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		ctx = metadata.AppendToOutgoingContext(ctx, grpctest.SleepKey, "5s")
+		start := time.Now()
+		_, err := client.UnaryCall(ctx, &testgrpc.SimpleRequest{})
+		if s := status.Convert(err); s.Code() != codes.DeadlineExceeded {
+			t.Errorf("status %v %q, want DeadlineExceeded", s.Code(), s.Message())
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			t.Errorf("the call took %v past its deadline of 300ms", took)
+		}
+		waitUntil(t, "the backend's call cancelled", func() bool { return srvs[0].Cancelled.Load() == 1 })
+	})
+}
+
+// TestGRPCCancelReachesTheBackend checks that a client that cancels a
+// call cancels it on the backend within a second.
+func TestGRPCCancelReachesTheBackend(t *testing.T) {
+	srvs, client := grpcFront(t, 1, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := client.FullDuplexCall(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&testgrpc.StreamingOutputCallRequest{ResponseParameters: []*testgrpc.ResponseParameters{{Size: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	start := time.Now()
+	waitUntil(t, "the backend's call cancelled", func() bool { return srvs[0].Cancelled.Load() == 1 })
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("the backend learnt of the cancel after %v, want within 1s", took)
+	}
+	if _, err := st.Recv(); status.Code(err) != codes.Canceled && !errors.Is(err, context.Canceled) {
+		t.Errorf("after cancel: %v", err)
+	}
+}
