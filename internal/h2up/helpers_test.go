@@ -225,6 +225,10 @@ func fakeBackend(t testing.TB, o Options, settings ...http2.Setting) (*Conn, *fa
 		t.Fatalf("first frame %v, want SETTINGS", sf)
 	}
 	f.write(func() { f.fr.WriteSettings(settings...) })
+	f.until("relay's SETTINGS ACK", func(fr http2.Frame) bool {
+		s, ok := fr.(*http2.SettingsFrame)
+		return ok && s.IsAck()
+	})
 	return c, f
 }
 
