@@ -1,0 +1,311 @@
+package h2up
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// Defaults of Options, and the protocol's fixed values relay works with.
+const (
+	defaultStreamWindow   = 256 << 10
+	defaultMaxHeaderBytes = 64 << 10
+	defaultMaxStreams     = 100
+	defaultWriteTimeout   = 10 * time.Second
+	// assumedStreams is the backend's stream limit until its SETTINGS
+	// say otherwise.
+	assumedStreams = 100
+	maxWindow      = 1<<31 - 1
+	initialWindow  = 65535
+	maxStreamID    = 1<<31 - 1
+	// maxFrameRead is the largest frame relay accepts: the default, since
+	// relay advertises no other.
+	maxFrameRead = 16384
+	// windowUpdateAt is how many consumed bytes wait before their window
+	// is given back (or half the window, if less): a body costs a
+	// WINDOW_UPDATE per 32 KiB rather than one per frame or read.
+	windowUpdateAt  = 32 << 10
+	readBufferSize  = 16384
+	writeBufferSize = 16384
+	// lingerBytes and lingerTime bound what relay reads from a backend
+	// after a GOAWAY for its error, so the GOAWAY is not lost to a reset
+	// of the connection; a flood is cut off, not drained.
+	lingerBytes = 64 << 10
+	lingerTime  = time.Second
+)
+
+var (
+	errClosedByRelay = errors.New("h2up: connection closed by relay")
+	errNotUsable     = fmt.Errorf("h2up: the connection is closing: %w", ErrRefused)
+	errGoneAway      = fmt.Errorf("h2up: the backend's GOAWAY left the stream unprocessed: %w", ErrRefused)
+	errRefusedStream = fmt.Errorf("h2up: the backend refused the stream (REFUSED_STREAM): %w", ErrRefused)
+	errPingTimeout   = errors.New("h2up: the backend did not answer a PING in time")
+)
+
+// Conn is one HTTP/2 connection to a backend.
+type Conn struct {
+	nc   net.Conn
+	o    Options
+	log  *slog.Logger
+	done chan struct{}
+	// connWindow is the receive window relay keeps open on the
+	// connection; connUpdateAt and streamUpdateAt when consumed window is
+	// given back.
+	connWindow                   int64
+	connUpdateAt, streamUpdateAt int64
+
+	// The reading goroutine's only (read.go).
+	br          *bufio.Reader
+	in          blockReader
+	fr          *http2.Framer
+	sawSettings bool
+	ab          budget
+
+	// The write side, under wmu (write.go).
+	wmu     sync.Mutex
+	writers atomic.Int32 // goroutines waiting for wmu: the last one flushes
+	bw      *bufio.Writer
+	wfr     *http2.Framer
+	enc     *hpack.Encoder
+	hbuf    bytes.Buffer
+	werr    error     // the first write error: nothing more is written
+	wdl     time.Time // the socket's write deadline
+	// peerFrame is the largest frame the backend accepts.
+	peerFrame atomic.Uint32
+	// sent counts the HEADERS and DATA frames written, which pay for the
+	// backend's control frames (abuse.go).
+	sent atomic.Uint64
+
+	// Streams, windows and the connection's state, under mu.
+	mu      sync.Mutex
+	streams map[uint32]*Stream // streams whose head went out
+	open    int                // places taken: streams opened and not closed
+	peerMax uint32             // the backend's SETTINGS_MAX_CONCURRENT_STREAMS
+	nextID  uint32
+	// sendWin is what relay may still send on the connection; peerInit
+	// the backend's SETTINGS_INITIAL_WINDOW_SIZE.
+	sendWin, peerInit int64
+	// recvWin is what the backend may still send on the connection;
+	// unacked the part of connWindow consumed and not yet given back.
+	recvWin, unacked int64
+	waiters          []*Stream // writers waiting for connection window
+	goneAway         bool      // the backend sent GOAWAY
+	lastID           uint32    // its last stream id
+	draining         bool      // Drain was called
+	closing          bool      // the connection is ending
+	cause            error     // why
+	lost             error     // what its streams fail with once it ended
+	idleSince        time.Time
+	pingOut          bool // a PING awaits its ACK
+	pingData         [8]byte
+	pingSeq          uint64
+	pingTimer        *time.Timer
+}
+
+func (o Options) withDefaults() Options {
+	if o.StreamWindow <= 0 {
+		o.StreamWindow = defaultStreamWindow
+	}
+	if o.MaxHeaderBytes == 0 {
+		o.MaxHeaderBytes = defaultMaxHeaderBytes
+	}
+	if o.MaxStreams == 0 {
+		o.MaxStreams = defaultMaxStreams
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = defaultWriteTimeout
+	}
+	return o
+}
+
+// Start begins HTTP/2 on c, a connection whose TLS handshake, if any, is
+// done: it writes the client preface, relay's SETTINGS and a connection
+// WINDOW_UPDATE, and starts the goroutine that reads the backend's frames.
+// It does not wait for the backend's SETTINGS.
+func Start(nc net.Conn, o Options) (*Conn, error) {
+	o = o.withDefaults()
+	c := &Conn{nc: nc, o: o, log: o.Logger, done: make(chan struct{})}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	// The connection's window covers every stream's: each stream's
+	// window bounds what relay holds, and the connection's is given back
+	// as DATA arrives, so one stream whose reader stops never stalls the
+	// others.
+	c.connWindow = min(int64(o.StreamWindow)*int64(o.MaxStreams), maxWindow)
+	c.connWindow = max(c.connWindow, initialWindow)
+	c.connUpdateAt = min(windowUpdateAt, c.connWindow/2)
+	c.streamUpdateAt = max(min(windowUpdateAt, int64(o.StreamWindow)/2), 1)
+	c.br = bufio.NewReaderSize(nc, readBufferSize)
+	c.in = blockReader{r: c.br, limit: 2*int(o.MaxHeaderBytes) + maxFrameRead}
+	c.fr = http2.NewFramer(nil, &c.in)
+	c.fr.SetMaxReadFrameSize(maxFrameRead)
+	c.fr.MaxHeaderListSize = o.MaxHeaderBytes
+	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	c.fr.SetReuseFrames()
+	c.bw = bufio.NewWriterSize(nc, writeBufferSize)
+	c.wfr = http2.NewFramer(c.bw, nil)
+	c.enc = hpack.NewEncoder(&c.hbuf)
+	// relay never adds to the backend's dynamic table: request fields may
+	// be views of buffers that are reused once the head is written.
+	c.enc.SetMaxDynamicTableSizeLimit(0)
+	c.peerFrame.Store(16384)
+	c.streams = make(map[uint32]*Stream)
+	c.peerMax = assumedStreams
+	c.nextID = 1
+	c.sendWin, c.peerInit = initialWindow, initialWindow
+	c.recvWin = c.connWindow
+	c.idleSince = time.Now()
+	c.ab.init(c.idleSince)
+
+	c.lockWrite()
+	c.bw.WriteString(http2.ClientPreface)
+	c.wfr.WriteSettings(
+		http2.Setting{ID: http2.SettingEnablePush, Val: 0},
+		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: 0},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: uint32(o.StreamWindow)},
+		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: o.MaxHeaderBytes},
+	)
+	if c.connWindow > initialWindow {
+		c.wfr.WriteWindowUpdate(0, uint32(c.connWindow-initialWindow))
+	}
+	if err := c.unlockWriteNow(); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("h2up: starting HTTP/2 with %s: %w", o.Name, err)
+	}
+	go c.run()
+	return c, nil
+}
+
+// Open opens a stream for one request, or returns nil when the connection
+// takes no more: it is closed or draining (a GOAWAY either way), or has as
+// many streams open as the backend's SETTINGS_MAX_CONCURRENT_STREAMS and
+// Options.MaxStreams allow. Every stream opened must be closed
+// (Stream.Close).
+func (c *Conn) Open() *Stream {
+	c.mu.Lock()
+	if !c.usable() || c.open >= int(min(c.peerMax, c.o.MaxStreams)) {
+		c.mu.Unlock()
+		return nil
+	}
+	c.open++
+	c.mu.Unlock()
+	return newStream(c)
+}
+
+// usable reports whether new streams may start. mu is held.
+func (c *Conn) usable() bool {
+	return !c.closing && !c.draining && !c.goneAway && c.nextID <= maxStreamID
+}
+
+// Streams returns the number of streams open on the connection.
+func (c *Conn) Streams() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.open
+}
+
+// Usable reports whether the connection may open new streams at all:
+// neither closed nor draining. A connection at its stream limit is usable.
+func (c *Conn) Usable() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.usable()
+}
+
+// IdleSince returns when the connection's last stream ended (or when the
+// connection started, if none ever opened); zero while a stream is open.
+func (c *Conn) IdleSince() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.open > 0 {
+		return time.Time{}
+	}
+	return c.idleSince
+}
+
+// Drain stops the connection taking new streams and closes it, with a
+// GOAWAY, once its open streams have ended.
+func (c *Conn) Drain() {
+	c.mu.Lock()
+	c.draining = true
+	now := c.open == 0
+	c.mu.Unlock()
+	if now {
+		c.Close()
+	}
+}
+
+// Close closes the connection now, with a GOAWAY; open streams end with an
+// error.
+func (c *Conn) Close() { c.closeWith(errClosedByRelay, http2.ErrCodeNo, false) }
+
+// closeWith ends the connection for cause, sending GOAWAY with code
+// first. With linger (the reading goroutine only), it reads a little of
+// what the backend still sends before closing, so that the GOAWAY
+// reaches it rather than be lost to a reset of the connection.
+func (c *Conn) closeWith(cause error, code http2.ErrCode, linger bool) {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
+	c.closing, c.cause = true, cause
+	c.mu.Unlock()
+	c.lockWrite()
+	c.wfr.WriteGoAway(0, code, nil)
+	c.unlockWriteNow()
+	if linger {
+		c.nc.SetReadDeadline(time.Now().Add(lingerTime))
+		io.CopyN(io.Discard, c.br, lingerBytes)
+	}
+	c.nc.Close()
+}
+
+// Done is closed once the connection has ended.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// finish ends the connection once reading has: every stream still open
+// fails, and Done is closed.
+func (c *Conn) finish(readErr error) {
+	c.nc.Close()
+	c.mu.Lock()
+	c.closing = true
+	cause := c.cause
+	if cause == nil {
+		cause = readErr
+		if errors.Is(cause, io.EOF) {
+			cause = io.ErrUnexpectedEOF
+		}
+		c.cause = cause
+	}
+	c.lost = fmt.Errorf("h2up: connection to %s lost: %w", c.o.Name, cause)
+	for _, s := range c.streams {
+		if s.err == nil {
+			s.err = c.lost
+		}
+		s.wake()
+	}
+	for _, s := range c.waiters {
+		s.waiting = false
+	}
+	c.waiters = c.waiters[:0]
+	if c.pingTimer != nil {
+		c.pingTimer.Stop()
+	}
+	c.mu.Unlock()
+	if cause != errClosedByRelay && !errors.Is(cause, io.ErrUnexpectedEOF) {
+		c.log.Debug("HTTP/2 connection to backend ended", "backend", c.o.Name, "err", cause.Error())
+	}
+	close(c.done)
+}

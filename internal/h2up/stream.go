@@ -1,0 +1,420 @@
+package h2up
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+var (
+	errReadTimeout   = fmt.Errorf("h2up: waiting for the backend's response: %w", os.ErrDeadlineExceeded)
+	errWriteTimeout  = fmt.Errorf("h2up: waiting for the backend's flow-control window: %w", os.ErrDeadlineExceeded)
+	errNoHead        = errors.New("h2up: the request head was not written")
+	errHeadTwice     = errors.New("h2up: the request head was already written")
+	errWriteClosed   = errors.New("h2up: the request body was already ended")
+	errStreamClosing = errors.New("h2up: the stream was closed")
+)
+
+// Stream is one request and its response on a Conn. Its write side
+// (WriteHead, Write, CloseWrite) and its read side (ReadHead, Read,
+// Trailers) may be used from two goroutines at once; each side from one.
+type Stream struct {
+	c  *Conn
+	id uint32 // assigned by WriteHead
+
+	// Under c.mu.
+	headed     bool // the request head went out: the stream has its id
+	localDone  bool // relay's END_STREAM went out
+	remoteDone bool // the backend's END_STREAM came
+	final      bool // the final (non-1xx) response head came
+	reset      bool // reset, by either side, or refused: no frame goes out for it
+	closed     bool // Close was called
+	waiting    bool // in c.waiters
+	// sendWin is what relay may still send on the stream; recvWin what
+	// the backend may; unacked the body bytes read (and padding) whose
+	// window is not yet given back.
+	sendWin, recvWin, unacked int64
+	buf                       []byte // body bytes not yet read, from off
+	off                       int
+	heads                     []Head // heads not yet read, from hoff
+	hoff                      int
+	trailers                  []hpack.HeaderField
+	err                       error // why the stream failed, for both sides
+	rdl, wdl                  time.Time
+
+	// rwake and wwake wake the reader and the writer when the stream's
+	// state changes; each holds at most one wakeup, so none is lost.
+	rwake, wwake chan struct{}
+	rt, wt       *time.Timer // their deadlines' timers
+	last         atomic.Int64
+}
+
+var streamPool sync.Pool
+
+func newStream(c *Conn) *Stream {
+	s, _ := streamPool.Get().(*Stream)
+	if s == nil {
+		s = &Stream{rwake: make(chan struct{}, 1), wwake: make(chan struct{}, 1)}
+	}
+	s.c = c
+	s.last.Store(time.Now().UnixNano())
+	return s
+}
+
+// recycle clears s for the next Open. Its buffer is kept if small.
+func (s *Stream) recycle() {
+	buf, heads := s.buf[:0], s.heads[:0]
+	if cap(buf) > 64<<10 {
+		buf = nil
+	}
+	clear(s.heads[:cap(s.heads)])
+	rwake, wwake, rt, wt := s.rwake, s.wwake, s.rt, s.wt
+	select {
+	case <-rwake:
+	default:
+	}
+	select {
+	case <-wwake:
+	default:
+	}
+	*s = Stream{buf: buf, heads: heads, rwake: rwake, wwake: wwake, rt: rt, wt: wt}
+	streamPool.Put(s)
+}
+
+// wake wakes both sides. c.mu is held.
+func (s *Stream) wake() {
+	s.wakeRead()
+	s.wakeWrite()
+}
+
+func (s *Stream) wakeRead() {
+	select {
+	case s.rwake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Stream) wakeWrite() {
+	select {
+	case s.wwake <- struct{}{}:
+	default:
+	}
+}
+
+// await waits, without c.mu, for a wakeup on ch or for the deadline dl,
+// with the timer *tp.
+func await(ch chan struct{}, tp **time.Timer, dl time.Time) {
+	if dl.IsZero() {
+		<-ch
+		return
+	}
+	d := time.Until(dl)
+	if d <= 0 {
+		return
+	}
+	t := *tp
+	if t == nil {
+		t = time.NewTimer(d)
+		*tp = t
+	} else {
+		t.Reset(d)
+	}
+	select {
+	case <-ch:
+		t.Stop()
+	case <-t.C:
+	}
+}
+
+// passed reports whether the deadline dl has passed.
+func passed(dl time.Time) bool { return !dl.IsZero() && !time.Now().Before(dl) }
+
+func (s *Stream) touch() { s.last.Store(time.Now().UnixNano()) }
+
+// WriteHead sends the request head. fields start with the pseudo-fields
+// :method, :scheme, :authority (optional) and :path, then the regular
+// fields with lower-case names; end says no body follows. The stream's
+// id is assigned here, in the order heads are written. An error wrapping
+// ErrRefused says nothing was sent.
+func (s *Stream) WriteHead(fields []hpack.HeaderField, end bool) error {
+	c := s.c
+	// The id is taken and the HEADERS written under the one write lock,
+	// so ids go out in increasing order, as RFC 9113 5.1.1 requires.
+	c.lockWrite()
+	c.mu.Lock()
+	switch {
+	case s.headed:
+		c.mu.Unlock()
+		c.unlockWrite()
+		return errHeadTwice
+	case !c.usable() || c.werr != nil:
+		c.mu.Unlock()
+		c.unlockWrite()
+		return errNotUsable
+	}
+	s.id = c.nextID
+	c.nextID += 2
+	s.headed, s.localDone = true, end
+	s.sendWin, s.recvWin = c.peerInit, int64(c.o.StreamWindow)
+	c.streams[s.id] = s
+	c.mu.Unlock()
+	c.writeBlock(s.id, fields, end)
+	err := c.unlockWrite()
+	s.touch()
+	return err
+}
+
+// Write sends body bytes as DATA frames within the backend's flow-control
+// windows, waiting for credit until the write deadline.
+func (s *Stream) Write(p []byte) (int, error) {
+	c := s.c
+	done := 0
+	for len(p) > 0 {
+		n, err := s.take(len(p))
+		if err != nil {
+			return done, err
+		}
+		if err := s.lockFor(n); err != nil {
+			return done, err
+		}
+		c.wfr.WriteData(s.id, false, p[:n])
+		c.sent.Add(1)
+		err = c.unlockWrite()
+		s.touch()
+		if err != nil {
+			return done, err
+		}
+		p, done = p[n:], done+n
+	}
+	return done, nil
+}
+
+// writable returns why the write side cannot send, if it cannot. c.mu is
+// held.
+func (s *Stream) writable() error {
+	switch {
+	case !s.headed:
+		return errNoHead
+	case s.err != nil:
+		return s.err
+	case s.localDone:
+		return errWriteClosed
+	case s.closed:
+		return errStreamClosing
+	}
+	return nil
+}
+
+// lockFor takes the write side for s's frames, for which n bytes of
+// window were taken. If s failed meanwhile it gives the window back and
+// fails.
+func (s *Stream) lockFor(n int) error {
+	c := s.c
+	c.lockWrite()
+	c.mu.Lock()
+	err := s.writable()
+	if err != nil {
+		c.giveSendBack(s, int64(n))
+	}
+	c.mu.Unlock()
+	if err != nil {
+		c.unlockWrite()
+	}
+	return err
+}
+
+// CloseWrite ends the request body: with trailers as a HEADERS frame, or
+// with an empty DATA frame when there are none.
+func (s *Stream) CloseWrite(trailers []hpack.HeaderField) error {
+	c := s.c
+	c.lockWrite()
+	c.mu.Lock()
+	err := s.writable()
+	if err == nil {
+		s.localDone = true
+	}
+	c.mu.Unlock()
+	if err != nil {
+		c.unlockWrite()
+		return err
+	}
+	if len(trailers) > 0 {
+		c.writeBlock(s.id, trailers, true)
+	} else {
+		c.wfr.WriteData(s.id, true, nil)
+		c.sent.Add(1)
+	}
+	err = c.unlockWrite()
+	s.touch()
+	return err
+}
+
+// SetWriteDeadline bounds the waits of Write and CloseWrite; one past it
+// fails with an error wrapping os.ErrDeadlineExceeded.
+func (s *Stream) SetWriteDeadline(t time.Time) {
+	s.c.mu.Lock()
+	s.wdl = t
+	s.wakeWrite()
+	s.c.mu.Unlock()
+}
+
+// SetReadDeadline bounds the waits of ReadHead and Read the same way.
+func (s *Stream) SetReadDeadline(t time.Time) {
+	s.c.mu.Lock()
+	s.rdl = t
+	s.wakeRead()
+	s.c.mu.Unlock()
+}
+
+// ReadHead waits for the next response head; informational (1xx) heads
+// come first when the backend sends them.
+func (s *Stream) ReadHead() (Head, error) {
+	c := s.c
+	c.mu.Lock()
+	for {
+		if s.hoff < len(s.heads) {
+			h := s.heads[s.hoff]
+			s.heads[s.hoff] = Head{}
+			s.hoff++
+			if s.hoff == len(s.heads) {
+				s.heads, s.hoff = s.heads[:0], 0
+			}
+			c.mu.Unlock()
+			return h, nil
+		}
+		var err error
+		switch {
+		case !s.headed:
+			err = errNoHead
+		case s.err != nil:
+			err = s.err
+		case s.final:
+			err = errors.New("h2up: the final response head was already read")
+		case passed(s.rdl):
+			err = errReadTimeout
+		}
+		if err != nil {
+			c.mu.Unlock()
+			return Head{}, err
+		}
+		dl := s.rdl
+		c.mu.Unlock()
+		await(s.rwake, &s.rt, dl)
+		c.mu.Lock()
+	}
+}
+
+// Read reads response body bytes, io.EOF after the end of the stream.
+// Bytes read are given back to the backend as window.
+func (s *Stream) Read(p []byte) (int, error) {
+	c := s.c
+	c.mu.Lock()
+	for {
+		if s.off < len(s.buf) {
+			n := copy(p, s.buf[s.off:])
+			s.off += n
+			if s.off == len(s.buf) {
+				s.buf, s.off = s.buf[:0], 0
+			}
+			var credit int64
+			if !s.remoteDone && !s.reset {
+				s.unacked += int64(n)
+				if s.unacked >= c.streamUpdateAt {
+					credit, s.unacked = s.unacked, 0
+					s.recvWin += credit
+				}
+			}
+			c.mu.Unlock()
+			if credit > 0 {
+				c.writeCredit(s.id, credit)
+			}
+			return n, nil
+		}
+		var err error
+		switch {
+		case s.remoteDone:
+			err = io.EOF
+		case !s.headed:
+			err = errNoHead
+		case s.err != nil:
+			err = s.err
+		case passed(s.rdl):
+			err = errReadTimeout
+		}
+		if err != nil {
+			c.mu.Unlock()
+			return 0, err
+		}
+		dl := s.rdl
+		c.mu.Unlock()
+		await(s.rwake, &s.rt, dl)
+		c.mu.Lock()
+	}
+}
+
+// Buffered returns how many body bytes Read can return without waiting.
+func (s *Stream) Buffered() int {
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	return len(s.buf) - s.off
+}
+
+// Trailers returns the trailer fields, once Read has returned io.EOF; nil
+// when the response had none.
+func (s *Stream) Trailers() []hpack.HeaderField {
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	return s.trailers
+}
+
+// LastActive returns when the stream last moved: a frame of it read, or
+// body bytes written.
+func (s *Stream) LastActive() time.Time { return time.Unix(0, s.last.Load()) }
+
+// Close ends the stream: one that has not ended both ways is reset
+// (RST_STREAM CANCEL). Its place on the connection is free again. Close
+// is called once per Open, after which the stream is not used.
+func (s *Stream) Close() {
+	c := s.c
+	c.mu.Lock()
+	if s.closed {
+		c.mu.Unlock()
+		return
+	}
+	s.closed = true
+	rst := s.headed && !(s.localDone && s.remoteDone) && !s.reset && !c.closing
+	if s.headed {
+		delete(c.streams, s.id)
+	}
+	if s.waiting {
+		c.unwait(s)
+	}
+	c.open--
+	last := c.open == 0
+	if last {
+		c.idleSince = time.Now()
+	}
+	closeConn := last && (c.draining || c.goneAway) && !c.closing
+	id := s.id
+	c.mu.Unlock()
+	if s.rt != nil {
+		s.rt.Stop()
+	}
+	if s.wt != nil {
+		s.wt.Stop()
+	}
+	if rst {
+		c.writeReset(id, http2.ErrCodeCancel)
+	}
+	if closeConn {
+		c.Close()
+	}
+	s.recycle()
+}
