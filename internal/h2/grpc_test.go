@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -175,13 +176,33 @@ func TestGRPCErrorsAreGRPCShaped(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
 		defer cancel()
 		_, err := client.UnaryCall(ctx, &testgrpc.SimpleRequest{})
-		if s := status.Convert(err); s.Code() != codes.Unavailable {
-			t.Errorf("status %v %q, want Unavailable", s.Code(), s.Message())
+		// relay's own message, which a gRPC client reads only from a
+		// grpc-message: from an HTTP 503 it would make up its own.
+		if s := status.Convert(err); s.Code() != codes.Unavailable || !strings.HasPrefix(s.Message(), "Service Unavailable: no backend") {
+			t.Errorf("status %v %q, want Unavailable with relay's message", s.Code(), s.Message())
 		}
 	})
-	t.Run("deadline", func(t *testing.T) {
-		srvs, client := grpcFront(t, 1, nil)
-		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	t.Run("queue full", func(t *testing.T) {
+		srvs, client := grpcFront(t, 1, func(pc *core.PoolConfig) { pc.MaxRequests, pc.MaxQueued = 1, 0 })
+		ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			_, err := client.UnaryCall(metadata.AppendToOutgoingContext(ctx, grpctest.SleepKey, "1s"), &testgrpc.SimpleRequest{})
+			done <- err
+		}()
+		waitUntil(t, "the first call at the backend", func() bool { return srvs[0].Calls.Load() == 1 })
+		_, err := client.UnaryCall(ctx, &testgrpc.SimpleRequest{})
+		if s := status.Convert(err); s.Code() != codes.ResourceExhausted {
+			t.Errorf("status %v %q, want ResourceExhausted", s.Code(), s.Message())
+		}
+		if err := <-done; err != nil {
+			t.Errorf("the first call: %v", err)
+		}
+	})
+	t.Run("deadline capped by relay", func(t *testing.T) {
+		srvs, client := grpcFront(t, 1, func(pc *core.PoolConfig) { pc.MaxGRPCTimeout = 200 * time.Millisecond })
+		ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
 		defer cancel()
 		ctx = metadata.AppendToOutgoingContext(ctx, grpctest.SleepKey, "5s")
 		start := time.Now()
@@ -190,7 +211,18 @@ func TestGRPCErrorsAreGRPCShaped(t *testing.T) {
 			t.Errorf("status %v %q, want DeadlineExceeded", s.Code(), s.Message())
 		}
 		if took := time.Since(start); took > 2*time.Second {
-			t.Errorf("the call took %v past its deadline of 300ms", took)
+			t.Errorf("the call took %v past relay's cap of 200ms", took)
+		}
+		waitUntil(t, "the backend's call cancelled", func() bool { return srvs[0].Cancelled.Load() == 1 })
+	})
+	t.Run("client deadline", func(t *testing.T) {
+		srvs, client := grpcFront(t, 1, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		ctx = metadata.AppendToOutgoingContext(ctx, grpctest.SleepKey, "5s")
+		_, err := client.UnaryCall(ctx, &testgrpc.SimpleRequest{})
+		if s := status.Convert(err); s.Code() != codes.DeadlineExceeded {
+			t.Errorf("status %v %q, want DeadlineExceeded", s.Code(), s.Message())
 		}
 		waitUntil(t, "the backend's call cancelled", func() bool { return srvs[0].Cancelled.Load() == 1 })
 	})
