@@ -550,6 +550,7 @@ done
 {
   echo "date:     $(date -Is)"
   echo "host:     $(uname -srm), $NCPU cores, $(awk '/^model name/ { sub(/^[^:]*: /, ""); print; exit }' /proc/cpuinfo)"
+  [ -n "$(custom_cmd relay)" ] && echo "relay:    the --lb command below" ||
   echo "relay:    $(cd "$REPO" && git rev-parse --short HEAD 2>/dev/null || echo unknown)$(cd "$REPO" && git diff --quiet HEAD 2>/dev/null || echo ' (uncommitted changes)'), $(go version | awk '{ print $3 }'), processes=$PROCESSES (0 = one per core)"
   echo "nginx:    $(nginx -v 2>&1 | sed 's/^nginx version: //'), $NGINX_WORKERS workers"
   echo "haproxy:  $(haproxy -v 2>&1 | awk 'NR == 1 { print $3 }'), nbthread $HAPROXY_THREADS"
