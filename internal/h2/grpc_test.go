@@ -253,3 +253,99 @@ func TestGRPCCancelReachesTheBackend(t *testing.T) {
 		t.Errorf("after cancel: %v", err)
 	}
 }
+
+// TestGRPCGoAwayUnderLoadLosesNoCall stops a backend gracefully (GOAWAY)
+// while calls flow: every call succeeds, and the backends together took
+// each call once, so a stream above the GOAWAY's last stream id went to
+// another backend and none was lost or doubled.
+func TestGRPCGoAwayUnderLoadLosesNoCall(t *testing.T) {
+	srvs, client := grpcFront(t, 3, nil)
+	const workers, calls = 8, 1500
+	var wg sync.WaitGroup
+	var made sync.WaitGroup
+	made.Add(calls / 3)
+	errs := make(chan error, calls)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < calls; i += workers {
+				ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+				_, err := client.UnaryCall(ctx, &testgrpc.SimpleRequest{ResponseSize: 10})
+				cancel()
+				if err != nil {
+					errs <- err
+				}
+				if i < calls/3 {
+					made.Done()
+				}
+			}
+		}()
+	}
+	made.Wait()
+	stopped := make(chan struct{})
+	go func() {
+		srvs[0].GracefulStop()
+		close(stopped)
+	}()
+	wg.Wait()
+	<-stopped
+	close(errs)
+	failed := 0
+	for err := range errs {
+		failed++
+		if failed <= 3 {
+			t.Errorf("call failed: %v", err)
+		}
+	}
+	var took int64
+	for _, s := range srvs {
+		took += s.Calls.Load()
+	}
+	if failed > 0 || took != calls {
+		t.Errorf("%d calls failed; the backends took %d calls of %d", failed, took, calls)
+	}
+}
+
+// TestGRPCBackendKilledMidStream cuts a backend's connections while a
+// server stream is running: the client learns of it at once, and later
+// calls are served.
+func TestGRPCBackendKilledMidStream(t *testing.T) {
+	srvs, client := grpcFront(t, 2, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+	defer cancel()
+	params := make([]*testgrpc.ResponseParameters, 100)
+	for i := range params {
+		params[i] = &testgrpc.ResponseParameters{Size: 10, IntervalUs: 50000}
+	}
+	st, err := client.StreamingOutputCall(ctx, &testgrpc.StreamingOutputCallRequest{ResponseParameters: params})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	hd, err := st.Header()
+	if err != nil || len(hd.Get(grpctest.BackendKey)) == 0 {
+		t.Fatalf("header %v, %v: no backend named", hd, err)
+	}
+	victim := srvs[0]
+	if hd.Get(grpctest.BackendKey)[0] != victim.Addr {
+		victim = srvs[1]
+	}
+	victim.Cut()
+	start := time.Now()
+	for {
+		if _, err = st.Recv(); err != nil {
+			break
+		}
+	}
+	if s := status.Convert(err); s.Code() == codes.OK || time.Since(start) > 2*time.Second {
+		t.Errorf("the cut stream ended with %v after %v, want an error at once", err, time.Since(start))
+	}
+	for i := range 20 {
+		if _, err := client.UnaryCall(ctx, &testgrpc.SimpleRequest{}); err != nil {
+			t.Fatalf("call %d after the cut: %v", i, err)
+		}
+	}
+}
