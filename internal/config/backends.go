@@ -12,7 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-var backendKeys = append([]string{"url", "weight", "max_requests"}, upstreamTLSKeys...)
+var backendKeys = append([]string{"url", "weight", "max_requests", "protocol"}, upstreamTLSKeys...)
 
 // decodeBackends reads the backends list. An entry is a mapping with url and
 // an optional weight, or just the URL string (weight 1). Entries whose URL
@@ -51,6 +51,11 @@ func decodeBackends(d *decoder, c *Pool, v *yaml.Node, path string) {
 					}
 					decodeUpstreamTLS(d, &b.TLS, key, prefix+"."+key, val)
 					b.insecureSet = b.insecureSet || key == "tls_insecure_skip_verify"
+				case "protocol":
+					b.protocolLine = k.Line
+					if s, ok := d.str(val, prefix+".protocol"); ok {
+						b.Protocol = s
+					}
 				case "max_requests":
 					b.maxRequestsLine = k.Line
 					if n, ok := d.integer(val, prefix+".max_requests"); ok {

@@ -68,6 +68,8 @@ const (
 	DefaultAdminListen            = "127.0.0.1:9901"
 	DefaultTLSMinVersion          = "1.2"
 	DefaultEscapedSlashes         = "reject"
+	DefaultProtocol               = "http/1.1"
+	DefaultMaxGRPCTimeout         = 0
 )
 
 // MinAdminToken is the shortest admin_token accepted: the token is all that
@@ -109,6 +111,9 @@ type Backend struct {
 	// MaxRequests caps the requests in flight to the backend; 0 means
 	// BackendMaxRequests applies.
 	MaxRequests int
+	// Protocol is what relay speaks to this backend, "http/1.1", "h2" or
+	// "h2c"; "" takes its pool's (Pool.BackendProtocol).
+	Protocol string
 	// TLS says how relay connects to an https backend: its own settings
 	// over the backend_tls_ defaults, after Load or Apply.
 	TLS UpstreamTLS
@@ -122,6 +127,7 @@ type Backend struct {
 	key             string
 	weightLine      int
 	maxRequestsLine int
+	protocolLine    int
 	tlsKey          string // the first tls_ key of the entry, where TLS problems are reported
 	tlsLine         int
 	insecureSet     bool // the entry gave tls_insecure_skip_verify

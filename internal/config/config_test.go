@@ -197,6 +197,9 @@ func TestValues(t *testing.T) {
 		"max_header_bytes: 8192",
 		"breaker_failures: 7",
 		"breaker_statuses: [502, 503]",
+		"breaker_grpc_statuses: [14, 8]",
+		"max_grpc_timeout: 30s",
+		"protocol: h2c",
 		"breaker_open_time: 10s",
 		"max_ejected_percent: 34",
 		"backend_max_requests: 100",
@@ -226,6 +229,7 @@ func TestValues(t *testing.T) {
 			BackendMaxRequests: 100, MaxQueuedRequests: 50, QueueTimeout: time.Second, RetryBudgetPercent: 10, RetryBudgetFloor: 1, SlowStart: time.Minute,
 			Sticky:  defaultSticky(),
 			HashKey: "header:X-User", HashBalanceFactor: 125,
+			Protocol: "h2c", BreakerGRPCStatuses: []int{14, 8}, MaxGRPCTimeout: 30 * time.Second,
 		},
 		Listen: "127.0.0.1:9000", Port: 8081, TLSMinVersion: "1.3", H2C: true,
 		TrustedProxies: []netip.Prefix{

@@ -8,7 +8,8 @@ import (
 
 // otherNames maps what other load balancers call an algorithm, or a
 // short form of a name, to relay's name for it: someone coming from nginx
-// writes least_conn or ip_hash, from HAProxy source, from Envoy maglev.
+// writes least_conn or ip_hash, from HAProxy source, from Envoy maglev;
+// an upstream protocol written as http2 is h2.
 // A name maps only when relay registers its target.
 var otherNames = map[string]string{
 	"rr":                   "round-robin",
@@ -27,6 +28,13 @@ var otherNames = map[string]string{
 	"client-ip":            "ip-hash",
 	"maglev":               "ip-hash",
 	"consistent-hash":      "ip-hash",
+	"http":                 "http/1.1",
+	"http1":                "http/1.1",
+	"http/1":               "http/1.1",
+	"http1.1":              "http/1.1",
+	"h1":                   "http/1.1",
+	"http2":                "h2",
+	"http/2":               "h2",
 	"warning":              "warn",
 	"err":                  "error",
 	"trace":                "debug",

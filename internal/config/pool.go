@@ -28,6 +28,9 @@ type Pool struct {
 	// ResponseTimeout bounds the wait for a backend's response head once the
 	// request is sent; exceeding it is a 504.
 	ResponseTimeout time.Duration `reload:"live"`
+	// MaxGRPCTimeout caps the deadline a gRPC client's grpc-timeout
+	// header sets; 0 leaves it uncapped.
+	MaxGRPCTimeout time.Duration `reload:"live" key:"max_grpc_timeout"`
 	// MaxIdleConnsPerBackend caps the idle keep-alive connections kept to
 	// each backend; 0 keeps none.
 	MaxIdleConnsPerBackend int `reload:"live"`
@@ -41,6 +44,9 @@ type Pool struct {
 	BreakerFailures int `reload:"live"`
 	// BreakerStatuses are the response statuses that count as failures.
 	BreakerStatuses []int `reload:"live"`
+	// BreakerGRPCStatuses are the grpc-status values (0..16) of gRPC
+	// responses that count as failures, 14 (UNAVAILABLE) by default.
+	BreakerGRPCStatuses []int `reload:"live" key:"breaker_grpc_statuses"`
 	// BreakerOpenTime is how long an opened breaker first keeps its
 	// backend out; it doubles at each reopening, up to 5 minutes.
 	BreakerOpenTime time.Duration `reload:"live"`
@@ -49,6 +55,10 @@ type Pool struct {
 	// BackendTLS are the TLS settings of https backends that do not set
 	// their own.
 	BackendTLS UpstreamTLS `reload:"live"`
+	// Protocol is what relay speaks to the pool's backends that do not
+	// set their own (protocol.go): "http/1.1", "h2" (HTTP/2 over TLS, to
+	// https backends) or "h2c" (HTTP/2 in clear text, to http backends).
+	Protocol string `reload:"live"`
 	// BackendMaxRequests caps the requests in flight to each backend that
 	// sets no max_requests of its own; 0 means no cap.
 	BackendMaxRequests int `reload:"live"`
@@ -111,6 +121,7 @@ func defaultPool() Pool {
 		UpstreamIdleTimeout:    DefaultUpstreamIdleTimeout,
 		Retries:                DefaultRetries,
 		BreakerFailures:        DefaultBreakerFailures,
+		BreakerGRPCStatuses:    defaultBreakerGRPCStatuses(),
 		BreakerOpenTime:        DefaultBreakerOpenTime,
 		MaxEjectedPercent:      DefaultMaxEjectedPercent,
 		BackendMaxRequests:     DefaultBackendMaxRequests,
@@ -122,6 +133,8 @@ func defaultPool() Pool {
 		Sticky:                 defaultSticky(),
 		HashKey:                DefaultHashKey,
 		HashBalanceFactor:      DefaultHashBalanceFactor,
+		Protocol:               DefaultProtocol,
+		MaxGRPCTimeout:         DefaultMaxGRPCTimeout,
 	}
 }
 
@@ -135,6 +148,7 @@ func (p Pool) clone() Pool {
 		}
 	}
 	p.BreakerStatuses = append([]int(nil), p.BreakerStatuses...)
+	p.BreakerGRPCStatuses = append([]int(nil), p.BreakerGRPCStatuses...)
 	p.lines = cloneMap(p.lines)
 	p.undecoded = cloneMap(p.undecoded)
 	return p
@@ -156,6 +170,9 @@ func cloneMap[V any](m map[string]V) map[string]V {
 type site struct {
 	// at locates the problem of a pool key.
 	at func(key string) Problem
+	// origin is where the value a pool key holds was written: the
+	// pool's own line for it, else the top level's.
+	origin func(key string) Problem
 	// backendAt locates the problem of field of backend i, on line.
 	backendAt func(i int, field string, line int) Problem
 	// undecoded reports a key whose value could not be read.
@@ -172,6 +189,7 @@ type site struct {
 func (c *Config) topSite() site {
 	s := site{
 		at:        c.at,
+		origin:    c.at,
 		backendAt: c.backendAt,
 		undecoded: func(key string) bool { return c.undecoded[key] },
 		processes: c.ServingProcesses(),
@@ -204,6 +222,9 @@ func (p *Pool) check(errs *Errors, s site, opts Options) {
 			bad("algorithm", "unknown algorithm %s; known: %s", quote(p.Algorithm), known)
 		}
 	}
+	if msg := checkProtocol(p.Protocol); msg != "" {
+		bad("protocol", "%s", msg)
+	}
 	p.checkBackends(errs, s)
 
 	hc := p.HealthCheck
@@ -232,6 +253,14 @@ func (p *Pool) check(errs *Errors, s site, opts Options) {
 		if st < 100 || st > 599 {
 			bad("breaker_statuses", "%d is not an HTTP status (100-599)", st)
 		}
+	}
+	for _, st := range p.BreakerGRPCStatuses {
+		if st < MinGRPCStatus || st > MaxGRPCStatus {
+			bad("breaker_grpc_statuses", "%d is not a gRPC status (%d-%d; 14 is UNAVAILABLE)", st, MinGRPCStatus, MaxGRPCStatus)
+		}
+	}
+	if p.MaxGRPCTimeout < 0 {
+		bad("max_grpc_timeout", "must not be negative (0 leaves grpc-timeout uncapped), got %v", p.MaxGRPCTimeout)
 	}
 	if p.BreakerFailures > 0 {
 		positive("breaker_open_time", p.BreakerOpenTime)
@@ -298,6 +327,7 @@ func (p *Pool) checkBackends(errs *Errors, s site) {
 		if len(msgs) > 0 {
 			continue
 		}
+		p.checkBackendProtocol(errs, s, i)
 		id := strings.ToLower(b.URL.Scheme) + "://" + canonicalHost(b.URL)
 		if j, dup := first[id]; dup {
 			pr := where(i, "url", b.Line)

@@ -184,6 +184,12 @@ func (c *Config) poolSite(name string, p *Pool) site {
 			}
 			return Problem{File: c.Path, Line: line, Key: prefix + key}
 		},
+		origin: func(key string) Problem {
+			if line, set := p.lines[key]; set {
+				return Problem{File: c.Path, Line: line, Key: prefix + key}
+			}
+			return c.at(key)
+		},
 		backendAt: func(i int, field string, line int) Problem {
 			return Problem{File: c.Path, Line: line, Key: p.Backends[i].key + "." + field}
 		},

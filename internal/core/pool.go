@@ -161,6 +161,22 @@ func (pc *PoolConfig) validate() error {
 	if err := pc.Sticky.validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if pc.Protocol > H2C {
+		errs = append(errs, fmt.Errorf("protocol %v is not http/1.1, h2 or h2c", pc.Protocol))
+	}
+	for name, p := range pc.BackendProtocols {
+		if p > H2C {
+			errs = append(errs, fmt.Errorf("protocol %v of backend %s is not http/1.1, h2 or h2c", p, name))
+		}
+	}
+	for _, s := range pc.BreakerGRPCStatuses {
+		if s < 0 || s > 16 {
+			errs = append(errs, fmt.Errorf("breaker gRPC status %d is not a gRPC status (0..16)", s))
+		}
+	}
+	if pc.MaxGRPCTimeout < 0 {
+		errs = append(errs, fmt.Errorf("max gRPC timeout %v is negative", pc.MaxGRPCTimeout))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("pool %q: %w", pc.Name, err)
 	}

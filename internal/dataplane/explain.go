@@ -32,7 +32,7 @@ func Explain(cfg *config.Config, method, target string, headers [][2]string) (te
 			return "no routes and no default pool: 404\n", false, nil
 		}
 		fmt.Fprintf(&b, "no routes: pool %s, backend gets %s unchanged\n", DefaultPool, target)
-		explainLimits(&b, nil, cfg.LookupPool(DefaultPool), DefaultPool)
+		explainPool(&b, nil, cfg.LookupPool(DefaultPool), DefaultPool)
 		return b.String(), true, nil
 	}
 	host := ""
@@ -63,16 +63,32 @@ func Explain(cfg *config.Config, method, target string, headers [][2]string) (te
 	case e.Route >= 0:
 		pool := r.Pools[e.Pool].Name()
 		fmt.Fprintf(&b, "route %s -> pool %s, backend gets %s\n", e.Name, pool, e.Target)
-		explainLimits(&b, &cfg.Routes[e.Route], cfg.LookupPool(pool), pool)
+		explainPool(&b, &cfg.Routes[e.Route], cfg.LookupPool(pool), pool)
 		served = true
 	case r.Default != nil:
 		fmt.Fprintf(&b, "no route matches -> pool %s, backend gets %s\n", DefaultPool, e.Target)
-		explainLimits(&b, nil, cfg.LookupPool(DefaultPool), DefaultPool)
+		explainPool(&b, nil, cfg.LookupPool(DefaultPool), DefaultPool)
 		served = true
 	default:
 		b.WriteString("no route matches and there is no default pool: 404\n")
 	}
 	return b.String(), served, nil
+}
+
+// explainPool says what the pool a request ends in speaks to its
+// backends, when that is not HTTP/1.1, and the rate limits it meets.
+func explainPool(b *strings.Builder, route *config.Route, pool *config.Pool, poolName string) {
+	if pool != nil {
+		if pool.Protocol != config.DefaultProtocol {
+			fmt.Fprintf(b, "  pool %s speaks %s to its backends\n", poolName, pool.Protocol)
+		}
+		for _, be := range pool.Backends {
+			if proto := pool.BackendProtocol(be); proto != pool.Protocol {
+				fmt.Fprintf(b, "  backend %s speaks %s\n", be.URL, proto)
+			}
+		}
+	}
+	explainLimits(b, route, pool, poolName)
 }
 
 // explainLimits says which rate limits a request taken by route (nil:

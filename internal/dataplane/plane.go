@@ -126,12 +126,7 @@ func New(cfg *config.Config, opts Options) (*Plane, error) {
 		pl.redis = ratelimit.NewRedis(ratelimit.RedisOptions{Address: r.Address, Username: r.Username, Password: r.Password,
 			DB: r.DB, Timeout: r.Timeout, Prefix: r.Prefix, Logger: opts.Logger})
 	}
-	pl.core = core.New(core.Config{
-		TrustedProxies: cfg.TrustedProxies, AccessLog: opts.AccessLog, RequestID: cfg.RequestID,
-		Logger: opts.Logger, MaxBodyBytes: cfg.MaxBodyBytes, HoldBodyBytes: cfg.BodyBufferBytes,
-		Descriptors: opts.Descriptors, Instance: opts.Instance,
-		NewLimiter: pl.newLimiter,
-	})
+	pl.core = core.New(pl.coreConfig(cfg))
 	for _, np := range cfg.AllPools() {
 		if _, err := pl.core.AddPool(pl.poolConfig(np), nil); err != nil {
 			pl.Close()
@@ -149,6 +144,21 @@ func New(cfg *config.Config, opts Options) (*Plane, error) {
 	}
 	pl.core.SetRouting(r)
 	return pl, nil
+}
+
+// coreConfig is the core's settings under cfg, with the plane's options
+// and hooks.
+func (pl *Plane) coreConfig(cfg *config.Config) core.Config {
+	opts := pl.opts
+	return core.Config{
+		TrustedProxies: cfg.TrustedProxies, AccessLog: opts.AccessLog, RequestID: cfg.RequestID,
+		Logger: opts.Logger, MaxBodyBytes: cfg.MaxBodyBytes, HoldBodyBytes: cfg.BodyBufferBytes,
+		Descriptors: opts.Descriptors, Instance: opts.Instance,
+		NewLimiter: pl.newLimiter,
+		// A stream to an HTTP/2 backend in which nothing moves is idle
+		// as a client's keep-alive connection is.
+		StreamIdleTimeout: cfg.IdleTimeout,
+	}
 }
 
 // Close stops what the plane runs besides the core: the Redis store's

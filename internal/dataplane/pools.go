@@ -59,7 +59,34 @@ func poolConfigOf(name string, p *config.Pool, stickyKey []byte) core.PoolConfig
 		RateLimit:         rateLimitOf(p.RateLimit),
 		HashKey:           hashKey,
 		HashBalanceFactor: p.HashBalanceFactor,
+
+		Protocol:            protocolOf(p.Protocol),
+		BackendProtocols:    backendProtocolsOf(p),
+		BreakerGRPCStatuses: p.BreakerGRPCStatuses,
+		MaxGRPCTimeout:      p.MaxGRPCTimeout,
 	}
+}
+
+// protocolOf is the core's form of a protocol the file's checks passed.
+func protocolOf(s string) core.Protocol {
+	p, _ := core.ParseProtocol(s)
+	return p
+}
+
+// backendProtocolsOf maps the canonical name of each backend of p whose
+// protocol is not the pool's (backend.Host.Name, as the members are
+// named) to its protocol; nil when every backend speaks the pool's.
+func backendProtocolsOf(p *config.Pool) map[string]core.Protocol {
+	var m map[string]core.Protocol
+	for _, b := range p.Backends {
+		if proto := p.BackendProtocol(b); proto != p.Protocol {
+			if m == nil {
+				m = map[string]core.Protocol{}
+			}
+			m[canonical(b.URL)] = protocolOf(proto)
+		}
+	}
+	return m
 }
 
 // stickyOf is the core's form of a sticky section: its key, or stickyKey

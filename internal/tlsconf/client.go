@@ -23,7 +23,7 @@ func Client(u *url.URL, t config.UpstreamTLS) (*tls.Config, error) {
 	tc := &tls.Config{
 		ServerName:         u.Hostname(),
 		MinVersion:         tls.VersionTLS12,
-		NextProtos:         []string{"http/1.1"}, // relay forwards over HTTP/1.1
+		NextProtos:         []string{"http/1.1"}, // H2 makes the copy for h2 backends
 		ClientSessionCache: tls.NewLRUClientSessionCache(sessionCacheSize),
 		InsecureSkipVerify: t.InsecureSkipVerify,
 	}
@@ -45,4 +45,21 @@ func Client(u *url.URL, t config.UpstreamTLS) (*tls.Config, error) {
 		tc.Certificates = []tls.Certificate{pair}
 	}
 	return tc, nil
+}
+
+// H2 returns a copy of tc, an https backend's settings from Client, that
+// offers only HTTP/2 by ALPN, for connections to a backend relay speaks h2
+// to. The copy shares tc's session cache, so it resumes tc's sessions. The
+// backend's own settings keep offering HTTP/1.1: health checks and pools
+// that speak HTTP/1.1 to the same address use them. A connection made with
+// the copy speaks HTTP/2 only if the handshake chose "h2"
+// (ConnectionState().NegotiatedProtocol): a server that knows no ALPN
+// chooses nothing.
+func H2(tc *tls.Config) *tls.Config {
+	if tc == nil {
+		return nil
+	}
+	h2 := tc.Clone()
+	h2.NextProtos = []string{"h2"}
+	return h2
 }
