@@ -11,6 +11,7 @@ import (
 	"relay/internal/fds"
 	"relay/internal/h2up"
 	"relay/internal/rawio"
+	"relay/internal/tlsconf"
 )
 
 // HTTP/2 connections to one backend. Requests share them as streams: a
@@ -147,9 +148,7 @@ func (p *conns) h2TLS(tc *tls.Config) *tls.Config {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.h2tlsOf != tc {
-		c := tc.Clone()
-		c.NextProtos = []string{"h2"}
-		p.h2tlsOf, p.h2tls = tc, c
+		p.h2tlsOf, p.h2tls = tc, tlsconf.H2(tc)
 	}
 	return p.h2tls
 }

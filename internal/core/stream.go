@@ -29,9 +29,10 @@ import (
 //     method, as a refused connection may: the body bytes sent are kept
 //     for that while they fit in HoldBodyBytes.
 //   - Waits are bounded by what moves. The response head must come within
-//     response_timeout of the last request body byte; after it, the
-//     stream ends only when nothing has moved either way for
-//     StreamIdleTimeout, or at a gRPC call's deadline.
+//     response_timeout of the request's end; while the request body is
+//     still being sent, and after the head, the stream ends only when
+//     nothing has moved either way for StreamIdleTimeout, or at a gRPC
+//     call's deadline.
 
 // errStreamIdle ends a stream on which nothing moved for the idle timeout.
 var errStreamIdle = errors.New("nothing moved on the stream for the idle timeout")
@@ -151,11 +152,7 @@ func (p *Pool) exchangeStream(b *backend.Backend, s *h2up.Stream, x *Exchange, i
 	if x.respOps != nil {
 		drop = x.respOps.names
 	}
-	idle := p.core.cfg.StreamIdleTimeout
-	if idle <= 0 {
-		idle = time.Minute
-	}
-	x.respBody.resetStream(s, x.Door, idle, x.deadline, drop)
+	x.respBody.resetStream(s, x.Door, p.core.streamIdle(), x.deadline, drop)
 	out, rerr, werr := x.Door.Respond(resp, &x.respBody)
 	in = pm.finish(in)
 	a := attempt{status: resp.Status, in: in, out: out, health: served, grpc: grpc}
@@ -172,14 +169,20 @@ func (p *Pool) exchangeStream(b *backend.Backend, s *h2up.Stream, x *Exchange, i
 }
 
 // awaitHead waits for the next response head. The wait is bounded by
-// response_timeout from the last time the stream moved (the request body
-// may still be arriving) and by the call's deadline; every watchInterval
+// response_timeout from the request's end, by the idle timeout while the
+// request body is still being sent, and by the call's deadline; every watchInterval
 // it looks at whether the client is still there, and whether the body
 // sender failed on the client's side.
 func (p *Pool) awaitHead(s *h2up.Stream, x *Exchange, pm *pump) (h2up.Head, error) {
-	timeout := p.cfg().ResponseTimeout
 	for {
 		now := time.Now()
+		timeout := p.cfg().ResponseTimeout
+		if pm.sending() {
+			// The backend may wait for more of the request before it
+			// answers (a bidirectional call): while the body is open
+			// the wait ends only when nothing moves.
+			timeout = p.core.streamIdle()
+		}
 		limit := s.LastActive().Add(timeout)
 		if !x.deadline.IsZero() && x.deadline.Before(limit) {
 			limit = x.deadline
@@ -336,4 +339,13 @@ func (x *Exchange) closeWrite(s *h2up.Stream, timeout time.Duration) error {
 	}
 	s.SetWriteDeadline(time.Now().Add(timeout))
 	return s.CloseWrite(tr)
+}
+
+// streamIdle is how long nothing may move on a stream to an HTTP/2
+// backend.
+func (c *Core) streamIdle() time.Duration {
+	if c.cfg.StreamIdleTimeout > 0 {
+		return c.cfg.StreamIdleTimeout
+	}
+	return time.Minute
 }

@@ -43,6 +43,19 @@ func startPump(x *Exchange, s *h2up.Stream, inline []byte, hold int64, timeout t
 	return pm
 }
 
+// sending reports whether the body is still being sent.
+func (pm *pump) sending() bool {
+	if pm == nil {
+		return false
+	}
+	select {
+	case <-pm.done:
+		return false
+	default:
+		return true
+	}
+}
+
 // failedOnClient reports whether the body failed on the client's side.
 func (pm *pump) failedOnClient() bool {
 	if pm == nil || !pm.client.Load() {
