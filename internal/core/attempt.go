@@ -58,12 +58,12 @@ func (r *passage) attempt(b *backend.Backend, probe bool) (Outcome, bool) {
 	p.release(r.snap, b, false)
 	r.reached = r.reached || !a.unreached
 	if a.verdict == answered {
-		if a.health == served && !r.cfg.breakerStatuses.has(a.status) {
+		if a.health == served && !r.cfg.counts(&a) {
 			// A retry a backend answered gave the client what it
 			// asked for: the budget bounds retries that fail.
 			r.cfg.budget.refund(r.cfg.budget.second(r.now), grant)
 		}
-		return Outcome{Status: a.status, Backend: b, In: a.in, Out: a.out}, true
+		return Outcome{Status: a.status, Backend: b, In: a.in, Out: a.out, GRPCStatus: a.grpc}, true
 	}
 	r.last, r.lastB = a, b
 	return Outcome{}, false
@@ -230,13 +230,21 @@ func (p *Pool) exchange(b *backend.Backend, u *upstream, x *Exchange, now time.T
 		return attempt{status: 101, in: in, out: out, health: served}, closeConn
 	}
 	p.judgeHead(x, resp.Status)
+	grpc := ""
+	if x.grpc {
+		// Read now: the body's bytes overwrite the head's.
+		grpc = grpcStatusOf(resp.Fields)
+	}
 	var drop []byte
 	if x.respOps != nil {
 		drop = x.respOps.names
 	}
 	x.respBody.reset(u, resp, p.cfg().ResponseTimeout, x.Door, drop)
 	out, rerr, werr := x.Door.Respond(resp, &x.respBody)
-	a := attempt{status: resp.Status, in: in, out: out, health: served}
+	a := attempt{status: resp.Status, in: in, out: out, health: served, grpc: grpc}
+	if x.grpc && grpc == "" && rerr == nil && werr == nil {
+		a.grpc = grpcStatusInLines(x.respBody.Trailers())
+	}
 	if errors.Is(rerr, errClientGone) {
 		// The client went away while the backend was slow to send more:
 		// nobody's fault that the backend must answer for.

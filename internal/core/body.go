@@ -120,8 +120,7 @@ func (c *Core) bodyFailed(x *Exchange, err error, in int64) Outcome {
 
 // refuse answers with relay's own error before any backend was involved.
 func (c *Core) refuse(x *Exchange, status int, msg string) Outcome {
-	n, _ := x.Door.Error(status, msg)
-	return Outcome{Status: status, Out: n}
+	return x.answerError(status, msg, status == 413)
 }
 
 // releaseBody drops the request's body state once it is answered, keeping

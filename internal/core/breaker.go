@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"relay/internal/backend"
@@ -54,12 +55,28 @@ func (s *statusSet) has(code int) bool {
 	return code >= 0 && code < len(s)*64 && s[code/64]&(1<<(code%64)) != 0
 }
 
+// counts reports whether an answered attempt's status, or the grpc-status
+// its response ended with, counts as a failure on the breaker.
+func (s *settings) counts(a *attempt) bool {
+	if s.breakerStatuses.has(a.status) {
+		return true
+	}
+	if a.grpc == "" {
+		return false
+	}
+	code, err := strconv.Atoi(a.grpc)
+	return err == nil && s.breakerGRPC.has(code)
+}
+
 // judge records the attempt's outcome on b's breaker. probe says the attempt
 // was b's half-open probe, whose place it gives back.
 func (p *Pool) judge(b *backend.Backend, probe bool, a *attempt) {
 	h, why := a.health, a.fault
-	if h == served && p.cfg().breakerStatuses.has(a.status) {
+	if h == served && p.cfg().counts(a) {
 		h, why = faulted, fmt.Sprintf("answered %d", a.status)
+		if a.grpc != "" && a.grpc != grpcCodes[grpcOK] {
+			why = fmt.Sprintf("answered %d with grpc-status %s", a.status, a.grpc)
+		}
 	}
 	switch h {
 	case served:

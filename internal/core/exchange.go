@@ -78,6 +78,8 @@ type Exchange struct {
 	// cookie names (nil: none, or none valid) (sticky.go).
 	stickyT *stickyTable
 	stickyB *backend.Backend
+	// grpc says the request is a gRPC call (grpc.go).
+	grpc bool
 	// cacheControl holds a response's Cache-Control value with private
 	// added (nocache, cookie.go).
 	cacheControl []byte

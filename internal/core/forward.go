@@ -33,6 +33,13 @@ type attempt struct {
 	// unreached says the backend could not be reached: no connection
 	// (a failed TLS handshake did reach it), nothing sent.
 	unreached bool
+	// exhausted says relay refused the request for want of room (every
+	// backend at its cap), which a gRPC client reads as
+	// RESOURCE_EXHAUSTED (grpc.go).
+	exhausted bool
+	// grpc is the grpc-status the backend's response ended with, "" for
+	// none (grpc.go).
+	grpc string
 }
 
 // ending is what becomes of an upstream connection after an exchange.
@@ -137,6 +144,7 @@ func (r *passage) start(p *Pool, x *Exchange, now time.Time) {
 	r.snap, r.cfg = p.state.Load(), p.cfg()
 	x.prepared, x.streamed, x.probe = false, false, nil
 	x.stickyT, x.stickyB = nil, nil
+	x.grpc = x.grpcRequest()
 	if r.cfg.alg.HashesClient {
 		r.key = x.hashKey(p.core, r.cfg.HashKey)
 	}
@@ -209,6 +217,7 @@ func (p *Pool) limit(b *backend.Backend) int64 {
 
 // fail answers the client with relay's own error for attempt a.
 func (p *Pool) fail(x *Exchange, a attempt, b *backend.Backend) Outcome {
-	n, _ := x.Door.Error(a.status, a.msg)
-	return Outcome{Status: a.status, Backend: b, In: a.in, Out: n}
+	o := x.answerError(a.status, a.msg, a.exhausted)
+	o.Backend, o.In = b, a.in
+	return o
 }

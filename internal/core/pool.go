@@ -218,6 +218,7 @@ type settings struct {
 	PoolConfig
 	alg             balance.Algorithm
 	breakerStatuses statusSet
+	breakerGRPC     statusSet // BreakerGRPCStatuses
 	budget          *budget
 	limit           *limit // the pool's rate limit; nil: none
 }
@@ -248,6 +249,9 @@ func (p *Pool) settingsFor(pc PoolConfig, old *settings) (*settings, error) {
 	s := &settings{PoolConfig: pc, alg: alg}
 	for _, st := range pc.BreakerStatuses {
 		s.breakerStatuses.add(st)
+	}
+	for _, st := range pc.BreakerGRPCStatuses {
+		s.breakerGRPC.add(st)
 	}
 	if old != nil && old.RetryBudgetPercent == pc.RetryBudgetPercent && old.RetryBudgetFloor == pc.RetryBudgetFloor {
 		s.budget = old.budget

@@ -191,6 +191,9 @@ func (c *Core) overLimit(x *Exchange, p *Pool, start time.Time, o *Outcome) bool
 // refuse answers x with 429, Retry-After and the rate limit fields, and
 // no body.
 func (x *Exchange) refuse(l *limit, d ratelimit.Decision) Outcome {
+	if x.grpcRequest() {
+		return x.grpcError(429, "rate limit exceeded", true)
+	}
 	secs := int64((d.Wait + time.Second - 1) / time.Second)
 	secs = max(secs, 1)
 	b := strconv.AppendInt(x.limitBuf[:0], secs, 10)

@@ -141,8 +141,7 @@ func (c *Core) route(x *Exchange) (p *Pool, o Outcome, done bool) {
 
 // unrouted answers a request no pool serves with relay's own error.
 func (c *Core) unrouted(x *Exchange, status int, msg string) Outcome {
-	n, _ := x.Door.Error(status, msg)
-	return Outcome{Status: status, Out: n}
+	return x.answerError(status, msg, false)
 }
 
 // redirect answers x with its route's redirect.

@@ -53,9 +53,9 @@ func (p *Pool) await(x *Exchange, until *time.Time, again bool, seen uint64) wai
 func (p *Pool) unqueued(x *Exchange, end waitEnd) Outcome {
 	switch end {
 	case queueFull:
-		return p.fail(x, attempt{status: 503, msg: "every backend is at its request limit and the queue is full"}, nil)
+		return p.fail(x, attempt{status: 503, msg: "every backend is at its request limit and the queue is full", exhausted: true}, nil)
 	case timedOut:
-		return p.fail(x, attempt{status: 503, msg: "every backend is at its request limit: queue timeout"}, nil)
+		return p.fail(x, attempt{status: 503, msg: "every backend is at its request limit: queue timeout", exhausted: true}, nil)
 	}
 	return Outcome{Status: 499}
 }
