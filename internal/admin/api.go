@@ -43,6 +43,9 @@ type counts struct {
 	Latency   latency           `json:"latency"`
 	BytesIn   uint64            `json:"bytes_in"`
 	BytesOut  uint64            `json:"bytes_out"`
+	// GRPC counts gRPC responses by grpc-status ("0" to "16", "other"),
+	// the statuses never seen left out: {} when no gRPC response came.
+	GRPC map[string]uint64 `json:"grpc"`
 }
 
 // latency is a histogram with cumulative counts, the last one +Inf.
@@ -62,6 +65,9 @@ type totals struct {
 	// NoBackend counts requests relay answered itself (502, 503, 504,
 	// refused bodies) or whose client left while queued.
 	NoBackend uint64 `json:"no_backend"`
+	// NoBackendGRPC counts, of those, the gRPC-shaped answers by
+	// grpc-status, as GRPC does.
+	NoBackendGRPC map[string]uint64 `json:"no_backend_grpc"`
 }
 
 type backendView struct {
@@ -90,11 +96,23 @@ func countsOf(c *stats.Counts) counts {
 	for k, n := range c.ByClass() {
 		out.Responses[stats.Classes[k]] = n
 	}
+	out.GRPC = grpcOf(c)
 	out.Latency = latency{Bounds: stats.Bounds[:], Counts: make([]uint64, stats.NumBuckets), SumSeconds: float64(c.LatencyNs) / 1e9}
 	var cum uint64
 	for i, n := range c.Latency {
 		cum += n
 		out.Latency.Counts[i] = cum
+	}
+	return out
+}
+
+// grpcOf is c's gRPC responses by grpc-status, the non-zero ones.
+func grpcOf(c *stats.Counts) map[string]uint64 {
+	out := map[string]uint64{}
+	for i, n := range c.GRPC {
+		if n > 0 {
+			out[stats.GRPCCodes[i]] = n
+		}
 	}
 	return out
 }
@@ -190,7 +208,7 @@ func (a *api) listing(s *control.Status, pool string) *listing {
 	}
 	l := &listing{Pool: pool, Algorithm: algorithm, Generation: s.Generation, Processes: s.Processes, Time: s.Time, Backends: []backendView{}}
 	counters := byMember(s)
-	var sum stats.Counts
+	var sum, unanswered stats.Counts
 	var weights []int
 	for i := range s.Members {
 		m := &s.Members[i]
@@ -214,8 +232,10 @@ func (a *api) listing(s *control.Status, pool string) *listing {
 		l.Totals.RetryBudgetRefusals += p.BudgetRefusals
 		l.Totals.NoBackend += p.Unanswered.Total()
 		sum.Add(&p.Unanswered)
+		unanswered.Add(&p.Unanswered)
 	}
 	l.Totals.counts = countsOf(&sum)
+	l.Totals.NoBackendGRPC = grpcOf(&unanswered)
 	l.Totals.ConnectionsOpen, l.Totals.ConnectionsAccepted = s.Stats.ConnsOpen, s.Stats.ConnsAccepted
 	l.Warnings = []string{}
 	if w := config.WeightsIgnored(l.Algorithm, weights, config.Options{IgnoringWeights: a.o.IgnoringWeights}); w != "" {

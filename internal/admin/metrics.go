@@ -42,6 +42,9 @@ var (
 	descRequests = desc("requests_total",
 		"Requests answered, by pool, the backend that answered (none: relay answered itself), method and status class.",
 		"pool", "backend", "method", "code")
+	descGRPC = desc("grpc_responses_total",
+		"gRPC responses, by pool, the backend that answered (none: relay answered itself) and the grpc-status they ended with (0 to 16; other for anything else).",
+		"pool", "backend", "grpc_status")
 	descDuration = desc("request_duration_seconds",
 		"Time from a request's head arriving to the end of its answer, by pool and backend.", "pool", "backend")
 	descReceived = desc("received_body_bytes_total", "Request body bytes received from clients, by pool and backend.", "pool", "backend")
@@ -110,6 +113,11 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 				if n > 0 {
 					counter(descRequests, n, pool, name, stats.Methods[mi], stats.Classes[ci])
 				}
+			}
+		}
+		for i, n := range c.GRPC {
+			if n > 0 {
+				counter(descGRPC, n, pool, name, stats.GRPCCodes[i])
 			}
 		}
 		ch <- histogram(descDuration, c.Latency[:], c.LatencyNs, pool, name)

@@ -257,20 +257,23 @@ func (c *Core) Forward(x *Exchange) Outcome {
 	if x.routeCount != nil {
 		x.routeCount.Observe(o.Status)
 	}
+	// The backend that answered counts the request; else its pool, as
+	// unanswered (relay's own errors, gRPC-shaped ones too); else relay.
+	counts := &c.noPool
 	switch {
 	case o.Backend != nil:
-		o.Backend.Requests.Observe(method, o.Status, took, o.In, o.Out)
+		counts = &o.Backend.Requests
 	case p != nil:
-		p.unanswered.Observe(method, o.Status, took, o.In, o.Out)
-	default:
-		c.noPool.Observe(method, o.Status, took, o.In, o.Out)
+		counts = &p.unanswered
 	}
+	counts.Observe(method, o.Status, took, o.In, o.Out)
+	counts.ObserveGRPC(o.GRPCStatus)
 	if c.cfg.AccessLog != nil {
 		e := logging.Entry{
 			Time: start, Client: x.Peer.Addr, Method: x.logLine[:n], Path: x.logLine[n:x.logAgent], Proto: x.Proto, TLS: x.Peer.TLS,
 			Status: o.Status, Duration: took, BytesIn: o.In, BytesOut: o.Out,
 			UserAgent: x.logLine[x.logAgent:x.logReferer], Referer: x.logLine[x.logReferer:], RequestID: x.rid,
-			UpstreamConnect: x.connect, UpstreamResponse: x.response,
+			UpstreamConnect: x.connect, UpstreamResponse: x.response, GRPCStatus: o.GRPCStatus,
 		}
 		if o.Backend != nil {
 			e.Backend = o.Backend.Name

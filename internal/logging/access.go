@@ -59,6 +59,10 @@ type Entry struct {
 	// arriving. Negative when no response head arrived; a line leaves it
 	// out then.
 	UpstreamResponse time.Duration
+	// GRPCStatus is the grpc-status a gRPC response ended with ("0" for
+	// OK), the backend's or relay's own; "" for a request that is not
+	// gRPC or a response that carried none, which a line leaves out.
+	GRPCStatus string
 }
 
 // MaxValueBytes bounds how much of a client's header value (Entry's
@@ -91,7 +95,7 @@ const (
 )
 
 // lineOverhead bounds the bytes of a line besides its free-form strings:
-// the field names (about 270), a time (35), a bracketed IPv6 address with
+// the field names (about 290), a time (35), a bracketed IPv6 address with
 // port (49), four integers and three durations (at most 21 each) and two
 // truncation marks (14 each). Only the drop check uses it, so generous is
 // fine; the combined format's lines are shorter.
@@ -195,7 +199,7 @@ func (a *AccessLog) Log(e *Entry) {
 	}
 	// Every byte of a free-form string escapes to at most six (\u00XX), so
 	// this bounds the line without formatting it first.
-	worst := lineOverhead + 6*(len(e.Method)+len(e.Path)+len(e.Backend)+len(e.Pool)+len(e.Route)+len(e.RequestID)+
+	worst := lineOverhead + 6*(len(e.Method)+len(e.Path)+len(e.Backend)+len(e.Pool)+len(e.Route)+len(e.RequestID)+len(e.GRPCStatus)+
 		min(len(e.UserAgent), MaxValueBytes)+min(len(e.Referer), MaxValueBytes))
 	a.mu.Lock()
 	if a.closed || len(a.buf)+worst > a.maxPending {

@@ -12,7 +12,12 @@ import (
 // or nginx's logs) know, followed by relay's own fields as nginx users
 // append theirs, name=value:
 //
-//	rid="$request_id" upstream="$backend" rt=$request_time uct=$upstream_connect_time urt=$upstream_response_time
+//	rid="$request_id" upstream="$backend" pool="$pool" route="$route" rt=$request_time uct=$upstream_connect_time urt=$upstream_response_time
+//
+// and, for a gRPC response only, grpc_status="$grpc_status" (the field
+// nginx users log as $upstream_trailer_grpc_status): a line of any other
+// request keeps the fixed fields above, which parsers written for them
+// expect, as the JSON line leaves the field out.
 //
 // Times are in seconds with millisecond resolution, as nginx writes them;
 // "-" stands for a value that does not exist (no user, no referer, no
@@ -59,6 +64,11 @@ func (f *lineFormatter) appendCombined(b []byte, e *Entry) []byte {
 	b = appendSeconds(b, e.UpstreamConnect)
 	b = append(b, " urt="...)
 	b = appendSeconds(b, e.UpstreamResponse)
+	if e.GRPCStatus != "" {
+		// Quoted and escaped: the value is the backend's text.
+		b = append(b, " grpc_status="...)
+		b = appendCLFQuoted(b, e.GRPCStatus)
+	}
 	return append(b, '\n')
 }
 

@@ -14,7 +14,7 @@ import (
 // combined format, then relay's fields. Quoted fields hold no quote, so a
 // line that matches was split where relay meant it to be.
 var combinedLine = regexp.MustCompile(`^(\S+) - (\S+) \[([^\]]+)\] "([^"]*)" (\d{3}) (\d+) "([^"]*)" "([^"]*)" ` +
-	`rid="([^"]*)" upstream="([^"]*)" pool="([^"]*)" route="([^"]*)" rt=(\S+) uct=(\S+) urt=(\S+)$`)
+	`rid="([^"]*)" upstream="([^"]*)" pool="([^"]*)" route="([^"]*)" rt=(\S+) uct=(\S+) urt=(\S+)(?: grpc_status="([^"]*)")?$`)
 
 // unescapeCLF undoes appendCLFEscaped's \xHH.
 func unescapeCLF(t *testing.T, s string) string {
@@ -77,6 +77,18 @@ func TestCombinedLine(t *testing.T) {
 	if got != want {
 		t.Fatalf("combined line without values\n got: %s\nwant: %s", got, want)
 	}
+
+	// A gRPC response adds its grpc-status at the end; other lines keep
+	// the fields above.
+	e = combinedEntry()
+	e.Proto, e.GRPCStatus = "HTTP/2.0", "5"
+	got = string(f.appendLine(nil, &e))
+	want = `192.0.2.7 - - [14/Mar/2025:15:09:26 -0700] "GET /api/v1/items?id=42 HTTP/2.0" 200 5120 ` +
+		`"https://example.com/from" "Mozilla/5.0 (X11; Linux x86_64)" ` +
+		`rid="0123456789abcdef0000000000000001" upstream="http://127.0.0.1:8001" pool="-" route="-" rt=0.012 uct=0.002 urt=0.009 grpc_status="5"` + "\n"
+	if got != want {
+		t.Fatalf("combined line of a gRPC response\n got: %s\nwant: %s", got, want)
+	}
 }
 
 // TestCombinedLineCannotBeForged: whatever a client puts in the request
@@ -95,6 +107,7 @@ func TestCombinedLineCannotBeForged(t *testing.T) {
 		{"backslash before a quote", func(e *Entry) { e.UserAgent = []byte(`\"` + forged) }},
 		{"control and high bytes", func(e *Entry) { e.UserAgent = []byte("\x00\x1b[2J\x7f\xff\xc3\xa9") }},
 		{"request id from a proxy", func(e *Entry) { e.RequestID = []byte(`a"b\c`) }},
+		{"grpc status from a backend", func(e *Entry) { e.GRPCStatus = `0" x="1` + forged }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -124,6 +137,7 @@ func TestCombinedLineCannotBeForged(t *testing.T) {
 				{"referer", unescapeCLF(t, m[7]), string(e.Referer)},
 				{"user agent", unescapeCLF(t, m[8]), string(e.UserAgent)},
 				{"request id", unescapeCLF(t, m[9]), string(e.RequestID)},
+				{"grpc status", unescapeCLF(t, m[16]), e.GRPCStatus},
 			} {
 				if c.got != c.want {
 					t.Errorf("%s = %q, want %q", c.name, c.got, c.want)

@@ -95,6 +95,12 @@ func (f *lineFormatter) appendEntry(b []byte, e *Entry) []byte {
 		b = append(b, `,"upstream_response_ms":`...)
 		b = appendMillis(b, e.UpstreamResponse)
 	}
+	if e.GRPCStatus != "" {
+		// A string, as the grpc-status field is text: a backend may send
+		// what is not a number, and one field should not change type.
+		b = append(b, `,"grpc_status":`...)
+		b = appendJSONString(b, e.GRPCStatus)
+	}
 	return append(b, "}\n"...)
 }
 

@@ -47,6 +47,9 @@ func slogLine(t testing.TB, e *Entry) []byte {
 	if e.UpstreamResponse >= 0 {
 		r.AddAttrs(slog.Float64("upstream_response_ms", float64(e.UpstreamResponse.Round(time.Microsecond)/time.Microsecond)/1000))
 	}
+	if e.GRPCStatus != "" {
+		r.AddAttrs(slog.String("grpc_status", e.GRPCStatus))
+	}
 	if err := h.Handle(context.Background(), r); err != nil {
 		t.Fatalf("slog handler: %v", err)
 	}
@@ -146,6 +149,9 @@ func TestAppendEntryMatchesSlog(t *testing.T) {
 		{"no upstream", func(e *Entry) { e.UpstreamConnect, e.UpstreamResponse, e.Backend = -1, -1, "" }},
 		{"no response head", func(e *Entry) { e.UpstreamConnect, e.UpstreamResponse = 3*time.Millisecond, -1 }},
 		{"dialed", func(e *Entry) { e.UpstreamConnect = 1500 * time.Microsecond }},
+		{"grpc ok", func(e *Entry) { e.GRPCStatus = "0" }},
+		{"grpc unavailable from relay", func(e *Entry) { e.GRPCStatus, e.UpstreamConnect, e.UpstreamResponse = "14", -1, -1 }},
+		{"hostile grpc status", func(e *Entry) { e.GRPCStatus = "1\"}\n{\"msg\":\"forged\"}\xff" }},
 	}
 	// shared sees the cases one after another, as a running access log
 	// would, so its time cache hits and misses; fresh starts empty each time.

@@ -35,7 +35,8 @@ import (
 // request's route is found through the host index, its target normalised
 // and forwarded. "header-key" hashes a request header (hash_key:
 // header:X-User) in place; "+bound" adds hash_balance_factor: 125, which
-// reads every member's in-flight count on each pick.
+// reads every member's in-flight count on each pick. "grpc+log" is a
+// gRPC call whose answer's head carries grpc-status, logged and counted.
 func BenchmarkRequestPath(b *testing.B) {
 	b.Run("round-robin/3", func(b *testing.B) { benchRequestPath(b, "round-robin", 3, "") })
 	b.Run("least-conn/3", func(b *testing.B) { benchRequestPath(b, "least-conn", 3, "") })
@@ -54,6 +55,16 @@ func BenchmarkRequestPath(b *testing.B) {
 		log := logging.NewAccessLog(io.Discard)
 		defer log.Close()
 		benchRequestPath(b, "round-robin", 3, "Referer: https://example.com/\r\n", func(c *Config) { c.RequestID, c.AccessLog = true, log })
+	})
+	// A gRPC call (its content-type) whose answer carries grpc-status:
+	// read from the head, counted by status and in the access line.
+	b.Run("round-robin/3/grpc+log", func(b *testing.B) {
+		log := logging.NewAccessLog(io.Discard)
+		defer log.Close()
+		benchRequestPath(b, "round-robin", 3, "Content-Type: application/grpc\r\nTE: trailers\r\n", func(c *Config) {
+			c.RequestID, c.AccessLog = true, log
+			c.respFields = "Grpc-Status: 0\r\n"
+		})
 	})
 	b.Run("round-robin/3/routes/1", func(b *testing.B) { benchRequestPath(b, "round-robin", 3, "", withRoutes(b, 1)) })
 	b.Run("round-robin/3/routes/1000", func(b *testing.B) { benchRequestPath(b, "round-robin", 3, "", withRoutes(b, 1000)) })

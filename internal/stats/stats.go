@@ -6,9 +6,11 @@
 //
 // Counting never allocates and never locks: a request adds to a handful of
 // atomics on its backend (one for its method and status class, one for its
-// latency bucket, three for the latency sum and body bytes). Labels are
-// bounded by construction: methods outside the common nine count as
-// "other", statuses by class, latencies in fixed buckets.
+// latency bucket, three for the latency sum and body bytes, and a gRPC
+// response one for its grpc-status). Labels are bounded by construction:
+// methods outside the common nine count as "other", statuses by class,
+// grpc-status values outside gRPC's seventeen codes as "other", latencies
+// in fixed buckets.
 package stats
 
 import (
@@ -116,6 +118,7 @@ type Requests struct {
 	latency   [NumBuckets]atomic.Uint64
 	latencyNs atomic.Uint64
 	in, out   atomic.Uint64
+	grpc      [NumGRPC]atomic.Uint64 // gRPC responses by grpc-status (grpc.go)
 }
 
 // Observe counts one request: its method (an index in Methods, from
@@ -147,6 +150,9 @@ func (r *Requests) Read() Counts {
 	}
 	c.LatencyNs = r.latencyNs.Load()
 	c.BytesIn, c.BytesOut = r.in.Load(), r.out.Load()
+	for i := range r.grpc {
+		c.GRPC[i] = r.grpc[i].Load()
+	}
 	return c
 }
 
@@ -163,6 +169,10 @@ type Counts struct {
 	// BytesIn and BytesOut are body bytes from clients and to them.
 	BytesIn  uint64 `json:"bytes_in"`
 	BytesOut uint64 `json:"bytes_out"`
+	// GRPC counts gRPC responses by the grpc-status they ended with
+	// (GRPCCodes): a subset of the requests, those that were gRPC and
+	// carried a status.
+	GRPC [NumGRPC]uint64 `json:"grpc"`
 }
 
 // Add adds o to c.
@@ -178,6 +188,9 @@ func (c *Counts) Add(o *Counts) {
 	c.LatencyNs += o.LatencyNs
 	c.BytesIn += o.BytesIn
 	c.BytesOut += o.BytesOut
+	for i := range c.GRPC {
+		c.GRPC[i] += o.GRPC[i]
+	}
 }
 
 // Total is the number of requests counted.

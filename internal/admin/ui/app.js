@@ -173,6 +173,52 @@ function plural(n, one, many) {
   return n + " " + (n === 1 ? one : many);
 }
 
+// ---------------------------------------------------------------- gRPC
+
+// GRPC_NAMES are gRPC's names of the grpc-status codes, by code; the API
+// counts any other value under "other".
+const GRPC_NAMES = ["OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+  "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
+  "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"];
+
+// GRPC_SERVER are the codes that say the server side failed (those a
+// gateway turns into a 5xx), as opposed to what the caller asked.
+const GRPC_SERVER = new Set([2, 4, 12, 13, 14, 15]);
+
+// grpcStatuses lists the non-zero counts of an API "grpc" object, by
+// code, "other" last: [{code, name, n, kind}].
+function grpcStatuses(g) {
+  const out = [];
+  for (const [code, n] of Object.entries(g || {})) {
+    if (!(n > 0)) continue;
+    const c = code === "other" ? 99 : Number(code);
+    const name = GRPC_NAMES[c] || "other";
+    const kind = c === 0 ? "g-ok" : GRPC_SERVER.has(c) ? "g-bad" : "g-warn";
+    out.push({ c, code, name, n, kind });
+  }
+  return out.sort((a, b) => a.c - b.c);
+}
+
+function hasGRPC(g) {
+  return grpcStatuses(g).length > 0;
+}
+
+// showGRPC fills e with a chip per status of the API's "grpc" object g;
+// only on a change.
+function showGRPC(e, g) {
+  const list = grpcStatuses(g);
+  const key = list.map((s) => s.code + ":" + s.n).join(" ");
+  if (e.dataset.shown === key) return;
+  e.dataset.shown = key;
+  e.replaceChildren();
+  for (const s of list) {
+    const chip = e.appendChild(el("span", "gs " + s.kind, s.name + " " + fmt.int(s.n)));
+    chip.dataset.grpcStatus = s.code;
+    chip.title = s.code === "other" ? `${fmt.int(s.n)} with a grpc-status gRPC does not define` :
+      `grpc-status ${s.code} ${s.name}: ${fmt.int(s.n)} ${s.n === 1 ? "response" : "responses"}`;
+  }
+}
+
 // --------------------------------------------------------------- DOM
 
 function el(tag, className, text) {
@@ -349,6 +395,16 @@ function makeRow(pool, name) {
   row.p50 = cell("num p50");
   row.p99Cell = sparkCell("p99");
 
+  // The gRPC statuses the backend answered, on a line of their own under
+  // its row, there only when it answered some (render places it).
+  row.grpcTr = el("tr", "grpc-row");
+  row.grpcTr.dataset.grpcPool = pool;
+  row.grpcTr.dataset.grpcBackend = name;
+  const g = row.grpcTr.appendChild(el("td", "grpc"));
+  g.colSpan = 11;
+  g.appendChild(el("span", "grpc-label", "gRPC"));
+  row.grpc = g.appendChild(el("span", "grpc-list"));
+
   const actions = cell("actions");
   row.buttons = {};
   for (const b of BUTTONS) {
@@ -380,9 +436,13 @@ function breakerText(b, tNow) {
   return b.breaker || DASH;
 }
 
+// updateRow shows backend b, d its change since the reference poll.
 function updateRow(row, b, d, tNow) {
   row.last = b;
-  setClass(row.tr, "st-" + b.state);
+  const grpc = hasGRPC(b.grpc);
+  setClass(row.tr, "st-" + b.state + (grpc ? " with-grpc" : ""));
+  setClass(row.grpcTr, "grpc-row st-" + b.state);
+  showGRPC(row.grpc, b.grpc);
   setText(row.badge, b.state);
   setClass(row.badge, "badge s-" + b.state);
   setTitle(row.badge, b.in_rotation ? "in rotation: new requests may go here" : "not in rotation: no new requests go here");
@@ -451,7 +511,12 @@ function makeHead(pool) {
   const name = th.appendChild(el("span", "pool-name"));
   th.appendChild(document.createTextNode(" "));
   const about = th.appendChild(el("span", "muted pool-about"));
-  return { tr, name, about };
+  // relay's own gRPC answers in the pool: no backend took those calls.
+  const grpc = th.appendChild(el("span", "muted pool-grpc"));
+  grpc.hidden = true;
+  const grpcLabel = grpc.appendChild(el("span"));
+  const grpcList = grpc.appendChild(el("span"));
+  return { tr, name, about, grpc, grpcLabel, grpcList };
 }
 
 // algorithmText is a pool's algorithm, saying so when it ignores the
@@ -570,6 +635,11 @@ function render(cur, ref) {
     setText(head.name, p.pool);
     setText(head.about, [algorithmText(p), `${up} of ${members.length} in rotation`].filter(Boolean).join(" · "));
     setTitle(head.about, (p.warnings || []).join("\n"));
+    const own = (p.totals || {}).no_backend_grpc;
+    // Empty while hidden, so the row's text is the pool's alone.
+    head.grpc.hidden = !hasGRPC(own);
+    setText(head.grpcLabel, head.grpc.hidden ? "" : "gRPC answered by relay:");
+    showGRPC(head.grpcList, own);
     place(head.tr);
     for (const b of members) {
       const key = rowKey(p.pool, b.name);
@@ -583,11 +653,14 @@ function render(cur, ref) {
       drawSpark(row.rpsCell.plot, row.rps, tNow);
       drawSpark(row.p99Cell.plot, row.p99, tNow);
       place(row.tr);
+      if (hasGRPC(b.grpc)) place(row.grpcTr);
+      else row.grpcTr.remove();
     }
   }
   for (const [key, row] of rows) {
     if (!seen.has(key)) {
       row.tr.remove();
+      row.grpcTr.remove();
       rows.delete(key);
     }
   }

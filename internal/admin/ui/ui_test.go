@@ -207,6 +207,7 @@ type fakeBackend struct {
 	inFlight                    int64
 	perPoll                     func(poll int) traffic
 	counts
+	grpc map[string]uint64 // gRPC responses by grpc-status, as the API counts them
 }
 
 func (b *fakeBackend) inRotation() bool {
@@ -230,7 +231,17 @@ func (b *fakeBackend) json() map[string]any {
 	m["disabled"] = b.disabled
 	m["in_flight"] = b.inFlight
 	m["failures"] = b.responses[4]
+	m["grpc"] = grpcJSON(b.grpc)
 	return m
+}
+
+// grpcJSON is gRPC counts as the API shows them: {} for none.
+func grpcJSON(g map[string]uint64) map[string]uint64 {
+	out := map[string]uint64{}
+	for k, n := range g {
+		out[k] = n
+	}
+	return out
 }
 
 type fakeAPI struct {
@@ -246,6 +257,8 @@ type fakeAPI struct {
 	actions  []string          // "drain NAME" for each action received
 	paths    []string          // their paths, as sent (escaped)
 	auth     []string          // Authorization of every request
+	// ownGRPC are relay's own gRPC answers, by pool and grpc-status.
+	ownGRPC map[string]map[string]uint64
 }
 
 // constant is a traffic that is the same at every poll.
@@ -359,7 +372,11 @@ func (f *fakeAPI) list(w http.ResponseWriter, r *http.Request) {
 		var total counts
 		var inFlight int64
 		views := []map[string]any{}
+		grpc := grpcJSON(f.ownGRPC[name])
 		for _, b := range byPool[name] {
+			for k, n := range b.grpc {
+				grpc[k] += n
+			}
 			total.requests += b.requests
 			for i := range total.responses {
 				total.responses[i] += b.responses[i]
@@ -380,6 +397,7 @@ func (f *fakeAPI) list(w http.ResponseWriter, r *http.Request) {
 			totals["retries"], totals["no_backend"] = f.retries, 7
 		}
 		totals["retry_budget_refusals"] = 0
+		totals["grpc"], totals["no_backend_grpc"] = grpc, grpcJSON(f.ownGRPC[name])
 		pools = append(pools, map[string]any{
 			"pool": name, "algorithm": "round-robin", "generation": 3, "processes": 2, "queued": 0,
 			"time":   f.now.Format(time.RFC3339Nano),
