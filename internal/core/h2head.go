@@ -52,7 +52,10 @@ func (x *Exchange) streamHead(scheme string) (inline []byte) {
 		}
 		start := len(names)
 		names = appendLower(names, name)
-		fs = append(fs, hpack.HeaderField{Name: stringOf(names[start:]), Value: stringOf(value)})
+		n := stringOf(names[start:])
+		// A value new on every request would only push the others out
+		// of the backend's HPACK table: it is never indexed.
+		fs = append(fs, hpack.HeaderField{Name: n, Value: stringOf(value), Sensitive: n == "x-request-id" || n == "grpc-timeout"})
 	}
 	if te || x.grpc || x.clientTE() {
 		// gRPC servers may insist on it; it says the client reads

@@ -20,10 +20,11 @@ import (
 // three ways:
 //
 //   - The request body and the response flow at once. A body the front
-//     door can be read from while it answers (HTTP/2 clients: a body
-//     with Abort) is sent by a goroutine of its own, so a bidirectional
-//     gRPC stream works; an HTTP/1.1 client's body is sent first, as on
-//     the HTTP/1.1 path.
+//     door can be read from while it answers (an HTTP/2 client's: a
+//     duplexBody) and that is still arriving is sent by a goroutine of
+//     its own, so a bidirectional gRPC stream works. One already whole
+//     in memory (a unary call's message) is sent at once, with the head;
+//     an HTTP/1.1 client's body is sent first, as on the HTTP/1.1 path.
 //   - A stream the backend did not process (REFUSED_STREAM, or above its
 //     GOAWAY's last stream id) may go to another backend whatever the
 //     method, as a refused connection may: the body bytes sent are kept
@@ -40,11 +41,13 @@ var errStreamIdle = errors.New("nothing moved on the stream for the idle timeout
 // errCallDeadline ends a gRPC call at its deadline (grpc-timeout).
 var errCallDeadline = errors.New("the call's deadline (grpc-timeout) passed")
 
-// abortable is a request body the front door can be read from while it
-// answers; Abort ends a Read waiting for the client, the request being
-// over.
-type abortable interface {
+// duplexBody is a request body the front door can be read from while it
+// answers (an HTTP/2 client's). Abort ends a Read waiting for the
+// client, the request being over; Complete reports that the whole body
+// is in memory, so reading it will not wait.
+type duplexBody interface {
 	Abort()
+	Complete() bool
 }
 
 // tryStream sends x to b as a stream over HTTP/2 and relays the response.
@@ -91,9 +94,11 @@ func (p *Pool) exchangeStream(b *backend.Backend, s *h2up.Stream, x *Exchange, i
 	var pm *pump
 	var in int64
 	if !end {
-		if ab := x.abortable(); ab != nil {
-			pm = startPump(x, s, inline, p.core.cfg.HoldBodyBytes, cfg.ResponseTimeout, ab)
+		if db := x.duplex(); db != nil && !db.Complete() {
+			pm = startPump(x, s, inline, p.core.cfg.HoldBodyBytes, cfg.ResponseTimeout, db)
 		} else {
+			// The body is in memory (a unary call's message), or it is
+			// an HTTP/1.1 client's, sent first as on the HTTP/1.1 path.
 			var err error
 			in, err = x.sendStream(s, inline, p.core.cfg.HoldBodyBytes, cfg.ResponseTimeout)
 			if errors.Is(err, errClientBody) {
@@ -234,15 +239,15 @@ func (p *Pool) streamFailed(x *Exchange, err error, in int64, interim bool) atte
 	return a
 }
 
-// abortable returns the request body as one that can be read while the
+// duplex returns the request body as one that can be read while the
 // response is answered, or nil when it cannot.
-func (x *Exchange) abortable() abortable {
+func (x *Exchange) duplex() duplexBody {
 	body := x.Body
 	if l, ok := body.(*limitedBody); ok {
 		body = l.Body
 	}
-	ab, _ := body.(abortable)
-	return ab
+	db, _ := body.(duplexBody)
+	return db
 }
 
 // streamResponse fills resp from an HTTP/2 response head. The fields are

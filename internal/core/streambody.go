@@ -23,7 +23,7 @@ var streamBufs = sync.Pool{New: func() any {
 // own while the response is relayed: a bidirectional gRPC stream needs
 // both at once.
 type pump struct {
-	ab     abortable
+	ab     duplexBody
 	done   chan struct{}
 	client atomic.Bool // the body failed on the client's side
 	// Set by the goroutine before done is closed.
@@ -31,7 +31,7 @@ type pump struct {
 	err error
 }
 
-func startPump(x *Exchange, s *h2up.Stream, inline []byte, hold int64, timeout time.Duration, ab abortable) *pump {
+func startPump(x *Exchange, s *h2up.Stream, inline []byte, hold int64, timeout time.Duration, ab duplexBody) *pump {
 	pm := &pump{ab: ab, done: make(chan struct{})}
 	go func() {
 		defer close(pm.done)

@@ -223,3 +223,15 @@ func (b *reqBody) Abort() {
 	b.signal()
 	c.mu.Unlock()
 }
+
+// Complete reports whether the client has sent the whole body and it is
+// all held here, so reading it to its end will not wait: a unary gRPC
+// call's message comes with its head, and the core sends it to an HTTP/2
+// backend in the same write as the head.
+func (b *reqBody) Complete() bool {
+	c := b.st.c
+	c.mu.Lock()
+	done := b.err == io.EOF
+	c.mu.Unlock()
+	return done
+}
