@@ -35,6 +35,8 @@ type Server struct {
 	// Cancelled counts the calls whose context ended before the
 	// handler returned (the client, or relay, cancelled them).
 	Cancelled atomic.Int64
+	// Fail, when not 0, is the status code every unary call ends with.
+	Fail atomic.Int32
 
 	srv *grpc.Server
 	ln  net.Listener
@@ -158,6 +160,9 @@ func (v *service) UnaryCall(ctx context.Context, req *testgrpc.SimpleRequest) (*
 	grpc.SetHeader(ctx, hd)
 	if err := ctx.Err(); err != nil {
 		return nil, status.FromContextError(err).Err()
+	}
+	if code := v.s.Fail.Load(); code != 0 {
+		return nil, status.Error(codes.Code(code), "failing as the test asked")
 	}
 	if st := req.GetResponseStatus(); st != nil && st.Code != 0 {
 		return nil, status.Error(codes.Code(st.Code), st.Message)

@@ -349,3 +349,37 @@ func TestGRPCBackendKilledMidStream(t *testing.T) {
 		}
 	}
 }
+
+// TestGRPCStatusesOpenBreakers checks that a backend answering a
+// grpc-status listed in BreakerGRPCStatuses is taken out as one answering
+// 503 is, while other statuses count as answers.
+func TestGRPCStatusesOpenBreakers(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		listed []int
+		most   int64 // the most calls the failing backend may take
+	}{
+		{"listed", []int{14}, 3},
+		{"not listed", nil, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srvs, client := grpcFront(t, 2, func(pc *core.PoolConfig) {
+				pc.BreakerFailures, pc.BreakerOpenTime, pc.BreakerGRPCStatuses = 3, time.Minute, tc.listed
+				pc.Retries, pc.MaxEjectedPercent = 0, 50
+			})
+			srvs[0].Fail.Store(int32(codes.Unavailable))
+			ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+			defer cancel()
+			failed := 0
+			for range 20 {
+				if _, err := client.UnaryCall(ctx, &testgrpc.SimpleRequest{}); status.Code(err) == codes.Unavailable {
+					failed++
+				}
+			}
+			if n := srvs[0].Calls.Load(); (tc.listed != nil && n > tc.most) || (tc.listed == nil && n != tc.most) {
+				t.Errorf("the backend answering UNAVAILABLE took %d of 20 calls (%d failed), want %s %d", n, failed,
+					map[bool]string{true: "at most", false: "exactly"}[tc.listed != nil], tc.most)
+			}
+		})
+	}
+}
