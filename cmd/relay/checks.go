@@ -15,12 +15,13 @@ import (
 // checkOf is how a pool's health_check section checks its members.
 func checkOf(hc config.HealthCheck) health.Config {
 	return health.Config{
-		Type:     hc.Type,
-		Path:     hc.Path,
-		Interval: hc.Interval,
-		Timeout:  hc.Timeout,
-		Rise:     hc.Rise,
-		Fall:     hc.Fall,
+		Type:        hc.Type,
+		Path:        hc.Path,
+		GRPCService: hc.GRPCService,
+		Interval:    hc.Interval,
+		Timeout:     hc.Timeout,
+		Rise:        hc.Rise,
+		Fall:        hc.Fall,
 
 		ReuseConnection: hc.ReuseConnection,
 	}

@@ -136,10 +136,15 @@ type Backend struct {
 
 // HealthCheck configures the active health checks run against every backend.
 type HealthCheck struct {
-	// Type is "http" (GET Path, 2xx is healthy) or "tcp" (a connect is healthy).
+	// Type is "http" (GET Path, 2xx is healthy), "tcp" (a connect is
+	// healthy) or "grpc" (grpc.health.v1.Health/Check answering SERVING is
+	// healthy).
 	Type string
 	// Path is the request target for http checks; it starts with "/".
 	Path string
+	// GRPCService is the service grpc checks ask about; "" asks for the
+	// server's overall health. Only grpc checks take one.
+	GRPCService string
 	// Interval is the time between two checks of one backend.
 	Interval time.Duration
 	// Timeout bounds one check; it is shorter than Interval so checks of one
@@ -149,8 +154,9 @@ type HealthCheck struct {
 	Rise int
 	// Fall is how many consecutive failures take a backend out of rotation.
 	Fall int
-	// ReuseConnection keeps each backend's http check connection open from
-	// one check to the next; false opens a new one for every check.
+	// ReuseConnection keeps each backend's http or grpc check connection
+	// open from one check to the next; false opens a new one for every
+	// check.
 	ReuseConnection bool
 }
 

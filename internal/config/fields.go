@@ -118,6 +118,7 @@ var fields = []field{
 	poolStr("protocol", func(p *Pool) *string { return &p.Protocol }),
 	poolStr("health_check_type", func(p *Pool) *string { return &p.HealthCheck.Type }),
 	poolStr("health_check_path", func(p *Pool) *string { return &p.HealthCheck.Path }),
+	poolStr("health_check_grpc_service", func(p *Pool) *string { return &p.HealthCheck.GRPCService }),
 	poolDur("health_check_interval", func(p *Pool) *time.Duration { return &p.HealthCheck.Interval }),
 	poolDur("health_check_timeout", func(p *Pool) *time.Duration { return &p.HealthCheck.Timeout }),
 	poolInt("health_check_rise", func(p *Pool) *int { return &p.HealthCheck.Rise }),

@@ -83,7 +83,7 @@ func render(t *testing.T, c *Config) []byte {
 	hc := c.HealthCheck
 	m := map[string]any{
 		"listen": c.Listen, "port": c.Port, "algorithm": c.Algorithm, "backends": bs,
-		"health_check_type": hc.Type, "health_check_path": hc.Path,
+		"health_check_type": hc.Type, "health_check_path": hc.Path, "health_check_grpc_service": hc.GRPCService,
 		"health_check_interval": hc.Interval.String(), "health_check_timeout": hc.Timeout.String(),
 		"health_check_rise": hc.Rise, "health_check_fall": hc.Fall,
 		"health_check_reuse_connection": hc.ReuseConnection,

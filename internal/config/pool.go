@@ -228,9 +228,10 @@ func (p *Pool) check(errs *Errors, s site, opts Options) {
 	p.checkBackends(errs, s)
 
 	hc := p.HealthCheck
-	if hc.Type != "http" && hc.Type != "tcp" {
-		bad("health_check_type", `must be "http" or "tcp", got %s%s`, quote(hc.Type), didYouMean(hc.Type, []string{"http", "tcp"}))
+	if !slices.Contains(healthCheckTypes, hc.Type) {
+		bad("health_check_type", `must be "http", "tcp" or "grpc", got %s%s`, quote(hc.Type), didYouMean(hc.Type, healthCheckTypes))
 	}
+	p.checkGRPCService(bad, s)
 	if msg := checkHealthPath(hc.Path); msg != "" {
 		bad("health_check_path", "%s", msg)
 	}

@@ -169,6 +169,11 @@ func (c *Config) resolvePools() {
 		if _, set := p.lines["health_check_timeout"]; !set && hc.Interval > 0 && hc.Timeout >= hc.Interval {
 			hc.Timeout = hc.Interval / 2
 		}
+		// A pool that checks with another type than grpc does not take
+		// the top level's gRPC service, which only grpc checks send.
+		if _, set := p.lines["health_check_grpc_service"]; !set && hc.Type != "grpc" {
+			hc.GRPCService = ""
+		}
 	}
 }
 

@@ -86,7 +86,7 @@ func TestProblems(t *testing.T) {
 		{"timeout longer than default interval", y("health_check_timeout: 15", "backends:", b1), 1, "health_check_timeout", "must be shorter than health_check_interval (10s)"},
 		{"interval zero", y("health_check_interval: 0", "health_check_timeout: 0.1", "backends:", b1), 1, "health_check_interval", "must be longer than zero"},
 		{"interval negative", y("health_check_interval: -5s", "backends:", b1), 1, "health_check_interval", "must not be negative, got -5s"},
-		{"bad check type", y("health_check_type: udp", "backends:", b1), 1, "health_check_type", `must be "http" or "tcp", got "udp"`},
+		{"bad check type", y("health_check_type: udp", "backends:", b1), 1, "health_check_type", `must be "http", "tcp" or "grpc", got "udp"`},
 		{"path without slash", y("health_check_path: health", "backends:", b1), 1, "health_check_path", `must start with "/", got "health"`},
 		{"path with space", y(`health_check_path: "/he alth"`, "backends:", b1), 1, "health_check_path", "percent-encode it"},
 		{"rise zero", y("backends:", b1, "health_check_rise: 0"), 3, "health_check_rise", "must be at least 1, got 0"},

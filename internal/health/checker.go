@@ -115,6 +115,12 @@ func (c *Checker) newTarget(b *backend.Backend) *target {
 		t.probe = func(ctx context.Context) error { return probe(ctx, t.backend()) }
 	case c.cfg.Type == TypeTCP:
 		t.probe = func(ctx context.Context) error { return tcpProbe(ctx, b) }
+	case c.cfg.Type == TypeGRPC:
+		g := newGRPCCheck(b, c.cfg.GRPCService, c.cfg.Timeout, c.cfg.ReuseConnection)
+		t.probe, t.close = g.probe, g.closeIdle
+		if c.cfg.ReuseConnection {
+			t.kept = g.holds
+		}
 	default:
 		h := newHTTPCheck(b, c.cfg.Path, c.cfg.ReuseConnection, c.bufs)
 		t.probe, t.close = h.probe, h.closeIdle

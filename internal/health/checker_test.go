@@ -24,6 +24,11 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	}{
 		{name: "defaults fill type and path", edit: func(*Config) {}},
 		{name: "tcp", edit: func(c *Config) { c.Type = TypeTCP }},
+		{name: "grpc with a service", edit: func(c *Config) { c.Type, c.GRPCService = TypeGRPC, "pkg.Svc" }},
+		{name: "grpc service on an http check", edit: func(c *Config) { c.GRPCService = "pkg.Svc" },
+			wants: []string{`gRPC service ("pkg.Svc") is set for checks of type "http"`}},
+		{name: "grpc service not UTF-8", edit: func(c *Config) { c.Type, c.GRPCService = TypeGRPC, "a\xffb" },
+			wants: []string{`gRPC service "a\xffb" is not valid UTF-8`}},
 		{name: "unknown type", edit: func(c *Config) { c.Type = "icmp" }, wants: []string{`check type "icmp"`}},
 		{name: "relative path", edit: func(c *Config) { c.Path = "health" }, wants: []string{`path "health"`}},
 		{name: "path with a space", edit: func(c *Config) { c.Path = "/health check" }, wants: []string{`path "/health check"`}},

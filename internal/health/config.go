@@ -11,6 +11,7 @@ import (
 const (
 	TypeHTTP = "http"
 	TypeTCP  = "tcp"
+	TypeGRPC = "grpc"
 )
 
 // DefaultPath is the request target of HTTP probes when Config.Path is empty.
@@ -19,12 +20,16 @@ const DefaultPath = "/health"
 // Config says how backends are probed. An empty Type means TypeHTTP and an
 // empty Path means DefaultPath; durations and thresholds must be positive.
 type Config struct {
-	// Type is TypeHTTP (a GET that must answer 2xx) or TypeTCP (a connect
-	// that must succeed).
+	// Type is TypeHTTP (a GET that must answer 2xx), TypeTCP (a connect
+	// that must succeed) or TypeGRPC (grpc.health.v1.Health/Check over
+	// HTTP/2, which must answer SERVING).
 	Type string
 	// Path is the request target of HTTP probes, such as /health or
-	// /status?full=1. TCP probes ignore it.
+	// /status?full=1. TCP and gRPC probes ignore it.
 	Path string
+	// GRPCService is the service gRPC probes ask about; "" asks for the
+	// server's overall health. Only TypeGRPC takes one.
+	GRPCService string
 	// Interval is the time between the starts of two probes of one backend.
 	Interval time.Duration
 	// Timeout bounds one probe from the dial to the end of the drained body.
@@ -33,9 +38,9 @@ type Config struct {
 	Rise int
 	// Fall is how many consecutive failures take a healthy backend out.
 	Fall int
-	// ReuseConnection keeps an HTTP probe's connection open for the next
-	// probe of the same backend. When false, every probe opens a new
-	// connection and asks the backend to close it.
+	// ReuseConnection keeps an HTTP or gRPC probe's connection open for
+	// the next probe of the same backend. When false, every probe opens a
+	// new connection (and an HTTP probe asks the backend to close it).
 	ReuseConnection bool
 }
 
@@ -48,8 +53,14 @@ func (c Config) withDefaults() (Config, error) {
 		c.Path = DefaultPath
 	}
 	var errs []error
-	if c.Type != TypeHTTP && c.Type != TypeTCP {
-		errs = append(errs, fmt.Errorf("health: check type %q is neither %q nor %q", c.Type, TypeHTTP, TypeTCP))
+	if c.Type != TypeHTTP && c.Type != TypeTCP && c.Type != TypeGRPC {
+		errs = append(errs, fmt.Errorf("health: check type %q is none of %q, %q and %q", c.Type, TypeHTTP, TypeTCP, TypeGRPC))
+	}
+	if c.GRPCService != "" && c.Type != TypeGRPC {
+		errs = append(errs, fmt.Errorf("health: a gRPC service (%q) is set for checks of type %q; only %q checks take one", c.GRPCService, c.Type, TypeGRPC))
+	}
+	if err := checkGRPCService(c.GRPCService); err != nil {
+		errs = append(errs, fmt.Errorf("health: gRPC service %q %w", c.GRPCService, err))
 	}
 	if !strings.HasPrefix(c.Path, "/") {
 		errs = append(errs, fmt.Errorf("health: check path %q does not start with /", c.Path))

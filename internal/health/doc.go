@@ -1,7 +1,9 @@
 // Package health keeps backends that fail active checks out of rotation.
 //
 // A Checker probes every backend on a loop of its own, with an HTTP GET that
-// must answer 2xx or with a bare TCP connect. Results pass through rise and
+// must answer 2xx, with a bare TCP connect, or with the gRPC health
+// protocol's grpc.health.v1.Health/Check over HTTP/2, which must answer
+// SERVING (grpc_probe.go). Results pass through rise and
 // fall thresholds, as in HAProxy's "inter 2s rise 2 fall 3": a healthy backend
 // goes out after Fall failures in a row, an unhealthy one comes back after Rise
 // passes in a row. The checker sets one of the Backend's conditions, failing
@@ -33,9 +35,12 @@
 // and failures, even when a reload hands in a new Backend value of the same
 // name, and that value takes on the verdict reached so far.
 //
-// Parsing: a probe reads its answer with relay's own strict HTTP/1.1 engine
-// (internal/h1), the one the data path uses, so a probe passes only what
-// the proxy would accept (http_answer.go).
+// Parsing: an HTTP probe reads its answer with relay's own strict HTTP/1.1
+// engine (internal/h1), the one the data path uses, so a probe passes only
+// what the proxy would accept (http_answer.go). A gRPC probe speaks HTTP/2
+// with relay's own client (internal/h2up), the one calls to HTTP/2
+// backends take, and reads the two tiny protobuf messages by hand
+// (grpc_wire.go).
 //
 // Cost: an HTTP probe is written straight on a kept connection, without
 // net/http (see http_probe.go), and probes start in groups (see spread.go).
