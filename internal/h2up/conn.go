@@ -98,6 +98,11 @@ type Conn struct {
 	// recvWin is what the backend may still send on the connection;
 	// unacked the part of connWindow consumed and not yet given back.
 	recvWin, unacked int64
+	// granted and dataOut count the connection's send window the backend
+	// gave and the DATA bytes relay wrote: sendWin is always
+	// initialWindow + granted - dataOut, less what writers took and have
+	// not yet written or given back.
+	granted, dataOut int64
 	waiters          []*Stream // writers waiting for connection window
 	goneAway         bool      // the backend sent GOAWAY
 	lastID           uint32    // its last stream id

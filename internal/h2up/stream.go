@@ -63,6 +63,9 @@ func newStream(c *Conn) *Stream {
 	if s == nil {
 		s = &Stream{rwake: make(chan struct{}, 1), wwake: make(chan struct{}, 1)}
 	}
+	if cap(s.buf) > int(c.o.StreamWindow) {
+		s.buf = nil // what a stream holds stays within its window
+	}
 	s.c = c
 	s.last.Store(time.Now().UnixNano())
 	return s
@@ -222,6 +225,8 @@ func (s *Stream) lockFor(n int) error {
 	err := s.writable()
 	if err != nil {
 		c.giveSendBack(s, int64(n))
+	} else {
+		c.dataOut += int64(n)
 	}
 	c.mu.Unlock()
 	if err != nil {
