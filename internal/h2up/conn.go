@@ -104,6 +104,7 @@ type Conn struct {
 	// not yet written or given back.
 	granted, dataOut int64
 	waiters          []*Stream // writers waiting for connection window
+	free             [][]byte  // body buffers of closed streams (flow.go)
 	goneAway         bool      // the backend sent GOAWAY
 	lastID           uint32    // its last stream id
 	draining         bool      // Drain was called
@@ -166,6 +167,7 @@ func Start(nc net.Conn, o Options) (*Conn, error) {
 	c.enc.SetMaxDynamicTableSizeLimit(0)
 	c.peerFrame.Store(16384)
 	c.streams = make(map[uint32]*Stream)
+	c.free = make([][]byte, 0, freeBuffers)
 	c.peerMax = assumedStreams
 	c.nextID = 1
 	c.sendWin, c.peerInit = initialWindow, initialWindow

@@ -223,3 +223,33 @@ func TestWriteWaitsForConnectionWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Close while a write waits for window: the write fails at once, and the
+// window it had taken is the connection's again.
+func TestCloseWakesWaitingWrite(t *testing.T) {
+	c, f := fakeBackend(t, Options{}, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 100})
+	s := c.Open()
+	s.WriteHead(post("/"), false)
+	f.until("HEADERS", isHeaders)
+	s.SetWriteDeadline(time.Now().Add(time.Minute))
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Write(make([]byte, 1000))
+		done <- err
+	}()
+	f.until("DATA", func(fr http2.Frame) bool { _, ok := fr.(*http2.DataFrame); return ok })
+	s.Close()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Write on a closed stream succeeded")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Write still waiting after Close")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sendWin != initialWindow-100 || c.open != 0 || len(c.waiters) != 0 {
+		t.Fatalf("connection window %d, %d places, %d waiters", c.sendWin, c.open, len(c.waiters))
+	}
+}
