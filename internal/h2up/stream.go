@@ -44,6 +44,7 @@ type Stream struct {
 	off                       int
 	heads                     []Head // heads not yet read, from hoff
 	hoff                      int
+	headArr                   [2]Head // heads' first array: most responses have one or two
 	trailers                  []hpack.HeaderField
 	err                       error // why the stream failed, for both sides
 	rdl, wdl                  time.Time
@@ -57,6 +58,7 @@ type Stream struct {
 
 func newStream(c *Conn) *Stream {
 	s := &Stream{c: c, rwake: make(chan struct{}, 1), wwake: make(chan struct{}, 1)}
+	s.heads = s.headArr[:0]
 	s.last.Store(time.Now().UnixNano())
 	return s
 }
