@@ -98,7 +98,13 @@ type Conn struct {
 	// recvWin is what the backend may still send on the connection;
 	// unacked the part of connWindow consumed and not yet given back.
 	recvWin, unacked int64
+	// granted and dataOut count the connection's send window the backend
+	// gave and the DATA bytes relay wrote: sendWin is always
+	// initialWindow + granted - dataOut, less what writers took and have
+	// not yet written or given back.
+	granted, dataOut int64
 	waiters          []*Stream // writers waiting for connection window
+	free             [][]byte  // body buffers of closed streams (flow.go)
 	goneAway         bool      // the backend sent GOAWAY
 	lastID           uint32    // its last stream id
 	draining         bool      // Drain was called
@@ -161,6 +167,7 @@ func Start(nc net.Conn, o Options) (*Conn, error) {
 	c.enc.SetMaxDynamicTableSizeLimit(0)
 	c.peerFrame.Store(16384)
 	c.streams = make(map[uint32]*Stream)
+	c.free = make([][]byte, 0, freeBuffers)
 	c.peerMax = assumedStreams
 	c.nextID = 1
 	c.sendWin, c.peerInit = initialWindow, initialWindow

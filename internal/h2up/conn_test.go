@@ -183,3 +183,87 @@ func TestHeads(t *testing.T) {
 		t.Errorf("Streams() = %d", c.Streams())
 	}
 }
+
+// A stream's two sides at once: the backend echoes the request body as it
+// arrives, and relay reads the echo while it still writes.
+func TestFullDuplex(t *testing.T) {
+	addr := h2cServer(t, &http2.Server{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
+		buf := make([]byte, 8192)
+		for {
+			n, err := r.Body.Read(buf)
+			w.Write(buf[:n])
+			w.(http.Flusher).Flush()
+			if err != nil {
+				return
+			}
+		}
+	}))
+	// Windows smaller than the body: neither side can finish alone.
+	c := dial(t, addr, Options{StreamWindow: 16384})
+	s := c.Open()
+	defer s.Close()
+	if err := s.WriteHead(post("/"), false); err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(strings.Repeat("0123456789", 100000))
+	wrote := make(chan error, 1)
+	go func() {
+		s.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		if _, err := s.Write(body); err != nil {
+			wrote <- err
+			return
+		}
+		wrote <- s.CloseWrite(nil)
+	}()
+	s.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if h, err := s.ReadHead(); err != nil || h.Status != 200 {
+		t.Fatalf("%+v %v", h, err)
+	}
+	got, err := readAll(t, s)
+	if err != nil || string(got) != string(body) {
+		t.Fatalf("echo: %d bytes of %d, %v", len(got), len(body), err)
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A request head larger than a frame goes out as HEADERS and
+// CONTINUATION frames; DATA frames grow to the backend's
+// SETTINGS_MAX_FRAME_SIZE and no further.
+func TestLargeHeadAndFrameSize(t *testing.T) {
+	c, f := fakeBackend(t, Options{}, http2.Setting{ID: http2.SettingMaxFrameSize, Val: 20000},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 20})
+	f.write(func() { f.fr.WriteWindowUpdate(0, 1<<20) })
+	s := c.Open()
+	defer s.Close()
+	big := strings.Repeat("h", 50000)
+	if err := s.WriteHead(append(post("/"), hpack.HeaderField{Name: "x-big", Value: big}), false); err != nil {
+		t.Fatal(err)
+	}
+	h := f.until("HEADERS", isHeaders).(*http2.MetaHeadersFrame)
+	if field(h.Fields, "x-big") != big || field(h.Fields, ":path") != "/" {
+		t.Fatal("large head not received whole")
+	}
+	s.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := s.Write(make([]byte, 100000))
+		wrote <- err
+	}()
+	got, largest := 0, 0
+	for got < 100000 {
+		if d, ok := f.next().(*http2.DataFrame); ok {
+			got += len(d.Data())
+			largest = max(largest, len(d.Data()))
+		}
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	if largest != 20000 {
+		t.Fatalf("largest DATA frame %d, want the backend's 20000", largest)
+	}
+}

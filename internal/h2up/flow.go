@@ -86,6 +86,9 @@ func (s *Stream) appendData(p []byte, window int) {
 		n := copy(s.buf, s.buf[s.off:])
 		s.buf, s.off = s.buf[:n], 0
 	}
+	if s.buf == nil {
+		s.buf = s.c.getBuffer()
+	}
 	if need := len(s.buf) + len(p); need > cap(s.buf) {
 		size := min(max(2*cap(s.buf), need, 4096), max(window, need))
 		nb := make([]byte, len(s.buf), size)
@@ -108,4 +111,30 @@ func (c *Conn) creditConn() {
 	c.recvWin += n
 	c.mu.Unlock()
 	c.writeCredit(0, n)
+}
+
+// freeBuffers is how many body buffers of closed streams a connection
+// keeps for the next ones.
+const freeBuffers = 16
+
+// getBuffer returns a body buffer kept from a closed stream, or nil.
+// c.mu is held.
+func (c *Conn) getBuffer() []byte {
+	n := len(c.free)
+	if n == 0 {
+		return nil
+	}
+	b := c.free[n-1]
+	c.free[n-1] = nil
+	c.free = c.free[:n-1]
+	return b
+}
+
+// putBuffer keeps a closed stream's body buffer for the next stream, if
+// there is room and it is not large. c.mu is held.
+func (c *Conn) putBuffer(b []byte) {
+	if cap(b) == 0 || cap(b) > 64<<10 || len(c.free) == freeBuffers {
+		return
+	}
+	c.free = append(c.free, b[:0])
 }

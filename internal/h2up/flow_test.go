@@ -187,3 +187,69 @@ func TestWindowUpdateOverflow(t *testing.T) {
 	}
 	<-c.Done()
 }
+
+// A write that has spent the connection's window waits for the backend's
+// WINDOW_UPDATE of the connection, and goes on when it comes.
+func TestWriteWaitsForConnectionWindow(t *testing.T) {
+	c, f := fakeBackend(t, Options{}, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 20})
+	s := c.Open()
+	defer s.Close()
+	s.WriteHead(post("/"), false)
+	f.until("HEADERS", isHeaders)
+	s.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Write(make([]byte, 100000))
+		done <- err
+	}()
+	got := 0
+	for got < initialWindow {
+		if d, ok := f.next().(*http2.DataFrame); ok {
+			got += len(d.Data())
+		}
+	}
+	waitFor(t, "the writer to wait for the connection's window", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.waiters) == 1
+	})
+	f.write(func() { f.fr.WriteWindowUpdate(0, 100000) })
+	for got < 100000 {
+		if d, ok := f.next().(*http2.DataFrame); ok {
+			got += len(d.Data())
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Close while a write waits for window: the write fails at once, and the
+// window it had taken is the connection's again.
+func TestCloseWakesWaitingWrite(t *testing.T) {
+	c, f := fakeBackend(t, Options{}, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 100})
+	s := c.Open()
+	s.WriteHead(post("/"), false)
+	f.until("HEADERS", isHeaders)
+	s.SetWriteDeadline(time.Now().Add(time.Minute))
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Write(make([]byte, 1000))
+		done <- err
+	}()
+	f.until("DATA", func(fr http2.Frame) bool { _, ok := fr.(*http2.DataFrame); return ok })
+	s.Close()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Write on a closed stream succeeded")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Write still waiting after Close")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sendWin != initialWindow-100 || c.open != 0 || len(c.waiters) != 0 {
+		t.Fatalf("connection window %d, %d places, %d waiters", c.sendWin, c.open, len(c.waiters))
+	}
+}

@@ -283,8 +283,9 @@ func (f *fake) until(what string, match func(http2.Frame) bool) http2.Frame {
 	}
 }
 
-// goAway reads frames until relay's GOAWAY, and returns its code; ok is
-// false if the connection ended without one.
+// goAway reads frames until relay's GOAWAY, closes the connection and
+// returns the GOAWAY's code; ok is false if the connection ended without
+// one.
 func (f *fake) goAway() (code http2.ErrCode, ok bool) {
 	for {
 		f.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -293,6 +294,8 @@ func (f *fake) goAway() (code http2.ErrCode, ok bool) {
 			return 0, false
 		}
 		if g, isGA := fr.(*http2.GoAwayFrame); isGA {
+			// Gone: relay need not wait for the fake to close.
+			f.nc.Close()
 			return g.ErrCode, true
 		}
 	}

@@ -362,6 +362,7 @@ func (c *Conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
 	defer c.mu.Unlock()
 	if id == 0 {
 		c.sendWin += inc
+		c.granted += inc
 		if c.sendWin > maxWindow {
 			return &connFail{http2.ErrCodeFlowControl, errors.New("h2up: the backend's WINDOW_UPDATE overflows the connection's window")}
 		}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -45,6 +44,7 @@ type Stream struct {
 	off                       int
 	heads                     []Head // heads not yet read, from hoff
 	hoff                      int
+	headArr                   [2]Head // heads' first array: most responses have one or two
 	trailers                  []hpack.HeaderField
 	err                       error // why the stream failed, for both sides
 	rdl, wdl                  time.Time
@@ -56,36 +56,11 @@ type Stream struct {
 	last         atomic.Int64
 }
 
-var streamPool sync.Pool
-
 func newStream(c *Conn) *Stream {
-	s, _ := streamPool.Get().(*Stream)
-	if s == nil {
-		s = &Stream{rwake: make(chan struct{}, 1), wwake: make(chan struct{}, 1)}
-	}
-	s.c = c
+	s := &Stream{c: c, rwake: make(chan struct{}, 1), wwake: make(chan struct{}, 1)}
+	s.heads = s.headArr[:0]
 	s.last.Store(time.Now().UnixNano())
 	return s
-}
-
-// recycle clears s for the next Open. Its buffer is kept if small.
-func (s *Stream) recycle() {
-	buf, heads := s.buf[:0], s.heads[:0]
-	if cap(buf) > 64<<10 {
-		buf = nil
-	}
-	clear(s.heads[:cap(s.heads)])
-	rwake, wwake, rt, wt := s.rwake, s.wwake, s.rt, s.wt
-	select {
-	case <-rwake:
-	default:
-	}
-	select {
-	case <-wwake:
-	default:
-	}
-	*s = Stream{buf: buf, heads: heads, rwake: rwake, wwake: wwake, rt: rt, wt: wt}
-	streamPool.Put(s)
 }
 
 // wake wakes both sides. c.mu is held.
@@ -222,6 +197,8 @@ func (s *Stream) lockFor(n int) error {
 	err := s.writable()
 	if err != nil {
 		c.giveSendBack(s, int64(n))
+	} else {
+		c.dataOut += int64(n)
 	}
 	c.mu.Unlock()
 	if err != nil {
@@ -393,9 +370,14 @@ func (s *Stream) Close() {
 	if s.headed {
 		delete(c.streams, s.id)
 	}
+	// The body buffer goes back to the connection, taken from the stream
+	// under mu, so that a Read still running finds it gone.
+	c.putBuffer(s.buf)
+	s.buf, s.off = nil, 0
 	if s.waiting {
 		c.unwait(s)
 	}
+	s.wake() // a side still waiting fails now rather than at its deadline
 	c.open--
 	last := c.open == 0
 	if last {
@@ -404,17 +386,10 @@ func (s *Stream) Close() {
 	closeConn := last && (c.draining || c.goneAway) && !c.closing
 	id := s.id
 	c.mu.Unlock()
-	if s.rt != nil {
-		s.rt.Stop()
-	}
-	if s.wt != nil {
-		s.wt.Stop()
-	}
 	if rst {
 		c.writeReset(id, http2.ErrCodeCancel)
 	}
 	if closeConn {
 		c.Close()
 	}
-	s.recycle()
 }

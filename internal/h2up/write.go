@@ -44,8 +44,17 @@ func (c *Conn) unlockWriteNow() error { return c.release(true) }
 // release lets the write side go. The first failed write closes the
 // connection; the buffer keeps its error, so nothing more is written.
 func (c *Conn) release(flush bool) error {
-	if flush && c.werr == nil && c.bw.Buffered() > 0 {
-		if err := c.bw.Flush(); err != nil {
+	if c.werr == nil {
+		// A frame larger than the buffer goes to the socket at once, so
+		// the buffer's error is looked at even when nothing is flushed
+		// (a write of nothing returns it).
+		var err error
+		if flush {
+			err = c.bw.Flush()
+		} else {
+			_, err = c.bw.Write(nil)
+		}
+		if err != nil {
 			c.werr = fmt.Errorf("h2up: writing to the backend: %w", err)
 			c.mu.Lock()
 			if c.cause == nil {
@@ -53,9 +62,10 @@ func (c *Conn) release(flush bool) error {
 			}
 			c.closing = true
 			c.mu.Unlock()
+			werr := c.werr
 			c.wmu.Unlock()
 			c.nc.Close()
-			return c.werr
+			return werr
 		}
 	}
 	err := c.werr
