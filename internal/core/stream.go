@@ -83,8 +83,19 @@ func (p *Pool) tryStream(cs *conns, b *backend.Backend, x *Exchange, now time.Ti
 func (p *Pool) exchangeStream(b *backend.Backend, s *h2up.Stream, x *Exchange, inline []byte) attempt {
 	cfg := p.cfg()
 	end := len(inline) == 0 && len(x.sent) == 0 && x.bodySent()
+	db := x.duplex()
+	// A body still arriving from an HTTP/2 client is sent while the
+	// response comes; one whole in memory (a unary call's message, a
+	// held body) goes out with the head in one write; an HTTP/1.1
+	// client's is sent first, as on the HTTP/1.1 path.
+	inMemory := x.bodySent() || (db != nil && db.Complete())
+	duplex := !end && db != nil && !inMemory
+	if inMemory {
+		s.Hold()
+	}
 	s.SetWriteDeadline(time.Now().Add(cfg.ResponseTimeout))
 	if err := s.WriteHead(x.fields, end); err != nil {
+		s.Release()
 		return p.streamFailed(x, err, 0, false)
 	}
 	var sent time.Time
@@ -93,21 +104,21 @@ func (p *Pool) exchangeStream(b *backend.Backend, s *h2up.Stream, x *Exchange, i
 	}
 	var pm *pump
 	var in int64
-	if !end {
-		if db := x.duplex(); db != nil && !db.Complete() {
-			pm = startPump(x, s, inline, p.core.cfg.HoldBodyBytes, cfg.ResponseTimeout, db)
-		} else {
-			// The body is in memory (a unary call's message), or it is
-			// an HTTP/1.1 client's, sent first as on the HTTP/1.1 path.
-			var err error
-			in, err = x.sendStream(s, inline, p.core.cfg.HoldBodyBytes, cfg.ResponseTimeout)
-			if errors.Is(err, errClientBody) {
-				o := p.core.bodyFailed(x, err, in)
-				return attempt{status: o.Status, in: in, out: o.Out}
-			}
-			// A write the backend refused: reading reports why.
+	switch {
+	case end:
+	case duplex:
+		pm = startPump(x, s, inline, p.core.cfg.HoldBodyBytes, cfg.ResponseTimeout, db)
+	default:
+		var err error
+		in, err = x.sendStream(s, inline, p.core.cfg.HoldBodyBytes, cfg.ResponseTimeout)
+		s.Release()
+		if errors.Is(err, errClientBody) {
+			o := p.core.bodyFailed(x, err, in)
+			return attempt{status: o.Status, in: in, out: o.Out}
 		}
+		// A write the backend refused: reading reports why.
 	}
+	s.Release()
 	resp := &x.resp
 	interim := false
 	var head h2up.Head

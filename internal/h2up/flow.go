@@ -35,6 +35,7 @@ func (s *Stream) take(want int) (int, error) {
 		}
 		dl := s.wdl
 		c.mu.Unlock()
+		s.Release()
 		await(s.wwake, &s.wt, dl)
 		c.mu.Lock()
 	}

@@ -54,6 +54,9 @@ type Stream struct {
 	rwake, wwake chan struct{}
 	rt, wt       *time.Timer // their deadlines' timers
 	last         atomic.Int64
+	// held says the writer holds the connection's buffer (Hold); the
+	// writer's goroutine only.
+	held bool
 }
 
 func newStream(c *Conn) *Stream {
@@ -233,6 +236,33 @@ func (s *Stream) CloseWrite(trailers []hpack.HeaderField) error {
 	return err
 }
 
+// Hold keeps the frames the stream's writer sends next in the
+// connection's buffer until Release, so that a request's head, a body
+// already in memory and its end go out in one write to the socket rather
+// than one each. A wait for flow-control credit releases them first,
+// since the backend's credit cannot come before they do. Hold and Release
+// are called by the stream's writer, and Release before anything that
+// waits for the backend or the client.
+func (s *Stream) Hold() {
+	if !s.held {
+		s.held = true
+		s.c.writers.Add(1)
+	}
+}
+
+// Release ends a Hold: what was held goes to the socket, unless another
+// writer is about to write, which then flushes it.
+func (s *Stream) Release() error {
+	if !s.held {
+		return nil
+	}
+	s.held = false
+	c := s.c
+	c.writers.Add(-1)
+	c.lockWrite()
+	return c.unlockWrite()
+}
+
 // SetWriteDeadline bounds the waits of Write and CloseWrite; one past it
 // fails with an error wrapping os.ErrDeadlineExceeded.
 func (s *Stream) SetWriteDeadline(t time.Time) {
@@ -360,6 +390,10 @@ func (s *Stream) LastActive() time.Time { return time.Unix(0, s.last.Load()) }
 // is called once per Open, after which the stream is not used.
 func (s *Stream) Close() {
 	c := s.c
+	if s.held {
+		s.held = false
+		c.writers.Add(-1)
+	}
 	c.mu.Lock()
 	if s.closed {
 		c.mu.Unlock()
