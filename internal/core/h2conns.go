@@ -42,9 +42,84 @@ const pingIdle = 15 * time.Second
 
 // openStream opens a stream to the backend over proto, on a pooled
 // connection with room or on a new one; fresh says the stream is on a new
-// connection, whose dial took the time.
+// connection, whose dial took the time. Requests that find every
+// connection full while one is being dialed wait for it, as many as it
+// will take, rather than each dial its own.
 func (p *conns) openStream(proto Protocol) (s *h2up.Stream, fresh bool, err error) {
-	p.mu.Lock()
+	for {
+		p.mu.Lock()
+		if s = p.openLocked(); s != nil {
+			p.mu.Unlock()
+			return s, false, nil
+		}
+		if d := p.dialWithRoom(); d != nil {
+			d.waiters++
+			p.mu.Unlock()
+			<-d.done
+			if d.err != nil {
+				return nil, true, d.err
+			}
+			continue
+		}
+		d := &h2dialing{done: make(chan struct{})}
+		p.h2dials = append(p.h2dials, d)
+		p.mu.Unlock()
+		c, err := p.dialH2(proto)
+		p.mu.Lock()
+		for i, e := range p.h2dials {
+			if e == d {
+				p.h2dials = append(p.h2dials[:i], p.h2dials[i+1:]...)
+				break
+			}
+		}
+		d.err = err
+		if err == nil && p.closed {
+			d.err = fmt.Errorf("backend %q: %w", p.b.Name, errPoolClosed)
+			c.Close()
+		}
+		if d.err != nil {
+			p.mu.Unlock()
+			close(d.done)
+			return nil, true, d.err
+		}
+		p.h2room = max(c.MaxStreams(), 1)
+		p.h2 = append(p.h2, c)
+		if !p.h2armed {
+			p.h2armed = true
+			p.armH2()
+		}
+		s = c.Open()
+		p.mu.Unlock()
+		close(d.done)
+		if s != nil {
+			return s, true, nil
+		}
+	}
+}
+
+// h2dialing is a connection being dialed, which requests wait for rather
+// than dial their own.
+type h2dialing struct {
+	done    chan struct{}
+	waiters int   // under conns.mu
+	err     error // set before done is closed
+}
+
+// dialWithRoom returns a connection being dialed that will have room for
+// one more request, the dialer's own and those waiting counted; p.mu is
+// held.
+func (p *conns) dialWithRoom() *h2dialing {
+	for _, d := range p.h2dials {
+		if 1+d.waiters < p.h2room {
+			return d
+		}
+	}
+	return nil
+}
+
+// openLocked opens a stream on the first connection with room, dropping
+// those that take no more streams at all; p.mu is held.
+func (p *conns) openLocked() *h2up.Stream {
 	for i := 0; i < len(p.h2); {
 		c := p.h2[i]
 		if !c.Usable() {
@@ -53,37 +128,12 @@ func (p *conns) openStream(proto Protocol) (s *h2up.Stream, fresh bool, err erro
 			p.h2[:cap(p.h2)][len(p.h2)] = nil
 			continue
 		}
-		if s = c.Open(); s != nil {
-			p.mu.Unlock()
-			return s, false, nil
+		if s := c.Open(); s != nil {
+			return s
 		}
 		i++
 	}
-	p.mu.Unlock()
-	c, err := p.dialH2(proto)
-	if err != nil {
-		return nil, true, err
-	}
-	s = c.Open()
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		if s != nil {
-			s.Close()
-		}
-		c.Close()
-		return nil, true, fmt.Errorf("backend %q: %w", p.b.Name, errPoolClosed)
-	}
-	p.h2 = append(p.h2, c)
-	if !p.h2armed {
-		p.h2armed = true
-		p.armH2()
-	}
-	p.mu.Unlock()
-	if s == nil {
-		return nil, true, fmt.Errorf("backend %q: a new HTTP/2 connection took no stream", p.b.Name)
-	}
-	return s, true, nil
+	return nil
 }
 
 // errPoolClosed: the backend left the pool while relay dialed it.
@@ -114,7 +164,21 @@ func (p *conns) dialH2(proto Protocol) (*h2up.Conn, error) {
 		<-c.Done()
 		budget.Give()
 	}()
-	return c, nil
+	// The backend's SETTINGS come first: its stream limit holds from the
+	// first request, and a backend that does not speak HTTP/2 fails here,
+	// before a request is sent.
+	t := time.NewTimer(p.cfg().ConnectTimeout)
+	defer t.Stop()
+	select {
+	case <-c.Settled():
+		return c, nil
+	case <-c.Done():
+		err = errors.New("it closed the connection without HTTP/2 SETTINGS: does it speak HTTP/2?")
+	case <-t.C:
+		c.Close()
+		err = errors.New("no HTTP/2 SETTINGS within the connect timeout: does it speak HTTP/2?")
+	}
+	return nil, fmt.Errorf("backend %q: %w", p.b.Name, err)
 }
 
 // connectH2 dials the backend, with TLS and ALPN h2 for an h2 backend.

@@ -74,6 +74,8 @@ type conns struct {
 	// their reaper, armed while there are any; the backend's TLS
 	// settings with ALPN h2, and the settings they were made from.
 	h2       []*h2up.Conn
+	h2dials  []*h2dialing // the connections being dialed
+	h2room   int          // streams the backend takes on a connection, as last seen
 	h2reaper *time.Timer
 	h2armed  bool
 	h2tls    *tls.Config
@@ -82,7 +84,7 @@ type conns struct {
 }
 
 func newConns(b *backend.Backend, conf *atomic.Pointer[settings], bufs *h1.BufferPool, budget *fds.Budget, pooled *atomic.Int64, logger *slog.Logger) *conns {
-	return &conns{b: b, conf: conf, bufs: bufs, fds: budget, pooled: pooled, logger: logger}
+	return &conns{b: b, conf: conf, bufs: bufs, fds: budget, pooled: pooled, logger: logger, h2room: 100}
 }
 
 // cfg returns the pool's settings now.

@@ -58,6 +58,9 @@ type Conn struct {
 	o    Options
 	log  *slog.Logger
 	done chan struct{}
+	// settled is closed once the backend's first SETTINGS are applied.
+	settled     chan struct{}
+	settledOnce sync.Once
 	// connWindow is the receive window relay keeps open on the
 	// connection; connUpdateAt and streamUpdateAt when consumed window is
 	// given back.
@@ -140,7 +143,7 @@ func (o Options) withDefaults() Options {
 // It does not wait for the backend's SETTINGS.
 func Start(nc net.Conn, o Options) (*Conn, error) {
 	o = o.withDefaults()
-	c := &Conn{nc: nc, o: o, log: o.Logger, done: make(chan struct{})}
+	c := &Conn{nc: nc, o: o, log: o.Logger, done: make(chan struct{}), settled: make(chan struct{})}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -281,6 +284,20 @@ func (c *Conn) closeWith(cause error, code http2.ErrCode, linger bool) {
 
 // Done is closed once the connection has ended.
 func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Settled is closed once the backend's first SETTINGS have been applied:
+// from then on Open keeps to the backend's stream limit. Until then it
+// assumes 100 streams.
+func (c *Conn) Settled() <-chan struct{} { return c.settled }
+
+// MaxStreams returns the most streams the connection takes at once: the
+// backend's SETTINGS_MAX_CONCURRENT_STREAMS (100 until its SETTINGS
+// come), at most Options.MaxStreams.
+func (c *Conn) MaxStreams() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return int(min(c.peerMax, c.o.MaxStreams))
+}
 
 // finish ends the connection once reading has: every stream still open
 // fails, and Done is closed.

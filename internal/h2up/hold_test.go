@@ -87,3 +87,24 @@ func TestHoldSendsARequestInOneWrite(t *testing.T) {
 		}
 	}
 }
+
+// TestSettledWhenTheBackendsSettingsCome checks that Settled closes once
+// the backend's SETTINGS are applied, with its stream limit in force.
+func TestSettledWhenTheBackendsSettingsCome(t *testing.T) {
+	addr := h2cServer(t, &http2.Server{MaxConcurrentStreams: 2}, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	c := dial(t, addr, Options{})
+	select {
+	case <-c.Settled():
+	case <-time.After(5 * time.Second):
+		t.Fatal("no SETTINGS from the backend")
+	}
+	if n := c.MaxStreams(); n != 2 {
+		t.Errorf("MaxStreams %d after the backend's SETTINGS, want 2", n)
+	}
+	a, b := c.Open(), c.Open()
+	if a == nil || b == nil || c.Open() != nil {
+		t.Errorf("the connection took %v, %v and a third stream past the backend's limit of 2", a != nil, b != nil)
+	}
+	a.Close()
+	b.Close()
+}

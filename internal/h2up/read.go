@@ -349,6 +349,9 @@ func (c *Conn) onSettings(f *http2.SettingsFrame) error {
 		return nil
 	})
 	if err == nil {
+		c.settledOnce.Do(func() { close(c.settled) })
+	}
+	if err == nil {
 		c.wfr.WriteSettingsAck()
 	}
 	c.unlockWrite()
