@@ -167,6 +167,7 @@ func postGRPC(t *testing.T, url string, m proto.Message) (int, http.Header, []by
 // longer than response_timeout, for eight times response_timeout is not
 // cut, and one on which nothing moves is cut after idle_timeout.
 func TestGRPCLongStreamsAndIdleOnes(t *testing.T) {
+	t.Parallel()
 	s := grpctest.Start(t)
 	g := startGRPCRelay(t, testcert.NewCA(t), fmt.Sprintf("response_timeout: 1s\nidle_timeout: 3s\nprotocol: h2c\nbackends:\n  - url: %s\n", s.URL))
 	_, client := grpctest.Dial(t, g.addr, nil)
@@ -200,6 +201,7 @@ func TestGRPCLongStreamsAndIdleOnes(t *testing.T) {
 // relay and checks that relay's memory stays bounded: flow control holds
 // the backend back to what the client takes.
 func TestGRPCBigStreamHoldsLittle(t *testing.T) {
+	t.Parallel()
 	s := grpctest.Start(t)
 	g := startGRPCRelay(t, testcert.NewCA(t), fmt.Sprintf("protocol: h2c\nbackends:\n  - url: %s\n", s.URL))
 	_, client := grpctest.Dial(t, g.addr, nil)
