@@ -36,6 +36,11 @@ type Stream struct {
 	reset      bool // reset, by either side, or refused: no frame goes out for it
 	closed     bool // Close was called
 	waiting    bool // in c.waiters
+	headReq    bool // the request is a HEAD: its response has no content
+	// content is the body length the final response head promises (its
+	// content-length; 0 when it may have none), -1 when it promises none;
+	// got the DATA payload bytes that came.
+	content, got int64
 	// sendWin is what relay may still send on the stream; recvWin what
 	// the backend may; unacked the body bytes read (and padding) whose
 	// window is not yet given back.
@@ -62,6 +67,7 @@ type Stream struct {
 func newStream(c *Conn) *Stream {
 	s := &Stream{c: c, rwake: make(chan struct{}, 1), wwake: make(chan struct{}, 1)}
 	s.heads = s.headArr[:0]
+	s.content = -1
 	s.last.Store(time.Now().UnixNano())
 	return s
 }
@@ -140,6 +146,7 @@ func (s *Stream) WriteHead(fields []hpack.HeaderField, end bool) error {
 	s.id = c.nextID
 	c.nextID += 2
 	s.headed, s.localDone = true, end
+	s.headReq = len(fields) > 0 && fields[0].Name == ":method" && fields[0].Value == "HEAD"
 	s.sendWin, s.recvWin = c.peerInit, int64(c.o.StreamWindow)
 	c.streams[s.id] = s
 	c.mu.Unlock()
