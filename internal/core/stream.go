@@ -168,7 +168,7 @@ func (p *Pool) exchangeStream(b *backend.Backend, s *h2up.Stream, x *Exchange, i
 	if x.respOps != nil {
 		drop = x.respOps.names
 	}
-	x.respBody.resetStream(s, x.Door, p.core.streamIdle(), x.deadline, drop)
+	x.respBody.resetStream(s, resp.Body, x.Door, p.core.streamIdle(), x.deadline, drop)
 	out, rerr, werr := x.Door.Respond(resp, &x.respBody)
 	in = pm.finish(in)
 	a := attempt{status: resp.Status, in: in, out: out, health: served, grpc: grpc}
@@ -272,11 +272,13 @@ func (x *Exchange) streamResponse(resp *h1.Response, h *h2up.Head) {
 			Hop: f.Name == "content-length" || connectionSpecific(name)})
 	}
 	switch {
-	case h.End || x.Req.IsMethod("HEAD"):
+	case x.Req.IsMethod("HEAD") || h.Status == 204 || h.Status == 304:
+		// No content, whatever follows the head: a client reads none,
+		// so any would be taken for the next response. content-length
+		// is the representation's, passed on as it is.
+		resp.Body, resp.ContentLength = h1.BodyNone, h.ContentLength
+	case h.End:
 		resp.Body, resp.ContentLength = h1.BodyNone, max(h.ContentLength, 0)
-		if x.Req.IsMethod("HEAD") {
-			resp.ContentLength = h.ContentLength
-		}
 	case h.ContentLength >= 0:
 		resp.Body, resp.ContentLength = h1.BodyLength, h.ContentLength
 	default:

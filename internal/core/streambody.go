@@ -83,9 +83,11 @@ func (pm *pump) finish(in int64) int64 {
 
 // resetStream makes r the body of a response on the HTTP/2 stream s.
 // idle bounds how long nothing may move on the stream, either way;
-// until, when not zero, is the call's deadline.
-func (r *ResponseBody) resetStream(s *h2up.Stream, door Responder, idle time.Duration, until time.Time, drop []byte) {
-	r.u, r.s, r.door, r.idle, r.until, r.drop, r.end = nil, s, door, idle, until, drop, false
+// until, when not zero, is the call's deadline. A response of kind
+// h1.BodyNone is done at once: nothing of the stream is read, whatever
+// the backend sends.
+func (r *ResponseBody) resetStream(s *h2up.Stream, kind h1.BodyKind, door Responder, idle time.Duration, until time.Time, drop []byte) {
+	r.u, r.s, r.door, r.idle, r.until, r.drop, r.end = nil, s, door, idle, until, drop, kind == h1.BodyNone
 }
 
 // readStream reads the next body bytes from the stream. Every
