@@ -24,6 +24,7 @@ var streamBufs = sync.Pool{New: func() any {
 // both at once.
 type pump struct {
 	ab     duplexBody
+	s      *h2up.Stream
 	done   chan struct{}
 	client atomic.Bool // the body failed on the client's side
 	// Set by the goroutine before done is closed.
@@ -32,7 +33,7 @@ type pump struct {
 }
 
 func startPump(x *Exchange, s *h2up.Stream, inline []byte, hold int64, timeout time.Duration, ab duplexBody) *pump {
-	pm := &pump{ab: ab, done: make(chan struct{})}
+	pm := &pump{ab: ab, s: s, done: make(chan struct{})}
 	go func() {
 		defer close(pm.done)
 		pm.in, pm.err = x.sendStream(s, inline, hold, timeout)
@@ -66,8 +67,9 @@ func (pm *pump) failedOnClient() bool {
 }
 
 // finish ends the pump once the response is over: a read still waiting
-// for the client is aborted. It returns the body bytes sent; in when
-// there was no pump.
+// for the client is aborted, and so is a write waiting for the backend's
+// window, which a backend that has answered may never open. It returns
+// the body bytes sent; in when there was no pump.
 func (pm *pump) finish(in int64) int64 {
 	if pm == nil {
 		return in
@@ -76,6 +78,7 @@ func (pm *pump) finish(in int64) int64 {
 	case <-pm.done:
 	default:
 		pm.ab.Abort()
+		pm.s.AbortWrite()
 		<-pm.done
 	}
 	return pm.in
