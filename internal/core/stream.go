@@ -43,10 +43,12 @@ var errCallDeadline = errors.New("the call's deadline (grpc-timeout) passed")
 
 // duplexBody is a request body the front door can be read from while it
 // answers (an HTTP/2 client's). Abort ends a Read waiting for the
-// client, the request being over; Complete reports that the whole body
-// is in memory, so reading it will not wait.
+// client, the attempt being over, and Resume lets the next attempt read
+// on; Complete reports that the whole body is in memory, so reading it
+// will not wait.
 type duplexBody interface {
 	Abort()
+	Resume()
 	Complete() bool
 }
 
@@ -88,6 +90,10 @@ func (p *Pool) exchangeStream(b *backend.Backend, s *h2up.Stream, x *Exchange, i
 	// response comes; one whole in memory (a unary call's message, a
 	// held body) goes out with the head in one write; an HTTP/1.1
 	// client's is sent first, as on the HTTP/1.1 path.
+	if db != nil {
+		// An attempt before this one may have stopped reading it.
+		db.Resume()
+	}
 	inMemory := x.bodySent() || (db != nil && db.Complete())
 	duplex := !end && db != nil && !inMemory
 	if inMemory {

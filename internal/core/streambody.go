@@ -80,6 +80,11 @@ func (pm *pump) finish(in int64) int64 {
 		pm.ab.Abort()
 		pm.s.AbortWrite()
 		<-pm.done
+		if errors.Is(pm.err, errClientBody) {
+			// Stopped here, not failed on the client's side: another
+			// attempt may read the rest of the body.
+			pm.err = nil
+		}
 	}
 	return pm.in
 }

@@ -34,6 +34,13 @@ type hostileConn struct {
 
 func startHostileBackend(t *testing.T, answer func(hc *hostileConn, req *http2.MetaHeadersFrame)) *hostileBackend {
 	t.Helper()
+	return startHostileBackendData(t, answer, nil)
+}
+
+// startHostileBackendData is startHostileBackend with data called for
+// each DATA frame relay sends.
+func startHostileBackendData(t *testing.T, answer func(hc *hostileConn, req *http2.MetaHeadersFrame), data func(hc *hostileConn, f *http2.DataFrame)) *hostileBackend {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +61,7 @@ func startHostileBackend(t *testing.T, answer func(hc *hostileConn, req *http2.M
 			go func() {
 				defer h.wg.Done()
 				defer nc.Close()
-				h.serve(nc, answer)
+				h.serve(nc, answer, data)
 			}()
 		}
 	}()
@@ -70,7 +77,7 @@ func startHostileBackend(t *testing.T, answer func(hc *hostileConn, req *http2.M
 	return h
 }
 
-func (h *hostileBackend) serve(nc net.Conn, answer func(*hostileConn, *http2.MetaHeadersFrame)) {
+func (h *hostileBackend) serve(nc net.Conn, answer func(*hostileConn, *http2.MetaHeadersFrame), data func(*hostileConn, *http2.DataFrame)) {
 	nc.SetDeadline(time.Now().Add(ioTimeout))
 	pre := make([]byte, len(http2.ClientPreface))
 	if _, err := io.ReadFull(nc, pre); err != nil || string(pre) != http2.ClientPreface {
@@ -92,6 +99,10 @@ func (h *hostileBackend) serve(nc net.Conn, answer func(*hostileConn, *http2.Met
 			}
 		case *http2.MetaHeadersFrame:
 			answer(hc, f)
+		case *http2.DataFrame:
+			if data != nil {
+				data(hc, f)
+			}
 		case *http2.RSTStreamFrame:
 			select {
 			case h.resets <- f.StreamID:
