@@ -43,10 +43,12 @@ var errCallDeadline = errors.New("the call's deadline (grpc-timeout) passed")
 
 // duplexBody is a request body the front door can be read from while it
 // answers (an HTTP/2 client's). Abort ends a Read waiting for the
-// client, the request being over; Complete reports that the whole body
-// is in memory, so reading it will not wait.
+// client, the attempt being over, and Resume lets the next attempt read
+// on; Complete reports that the whole body is in memory, so reading it
+// will not wait.
 type duplexBody interface {
 	Abort()
+	Resume()
 	Complete() bool
 }
 
@@ -88,6 +90,10 @@ func (p *Pool) exchangeStream(b *backend.Backend, s *h2up.Stream, x *Exchange, i
 	// response comes; one whole in memory (a unary call's message, a
 	// held body) goes out with the head in one write; an HTTP/1.1
 	// client's is sent first, as on the HTTP/1.1 path.
+	if db != nil {
+		// An attempt before this one may have stopped reading it.
+		db.Resume()
+	}
 	inMemory := x.bodySent() || (db != nil && db.Complete())
 	duplex := !end && db != nil && !inMemory
 	if inMemory {
@@ -168,7 +174,7 @@ func (p *Pool) exchangeStream(b *backend.Backend, s *h2up.Stream, x *Exchange, i
 	if x.respOps != nil {
 		drop = x.respOps.names
 	}
-	x.respBody.resetStream(s, x.Door, p.core.streamIdle(), x.deadline, drop)
+	x.respBody.resetStream(s, resp.Body, x.Door, p.core.streamIdle(), x.deadline, drop)
 	out, rerr, werr := x.Door.Respond(resp, &x.respBody)
 	in = pm.finish(in)
 	a := attempt{status: resp.Status, in: in, out: out, health: served, grpc: grpc}
@@ -272,11 +278,13 @@ func (x *Exchange) streamResponse(resp *h1.Response, h *h2up.Head) {
 			Hop: f.Name == "content-length" || connectionSpecific(name)})
 	}
 	switch {
-	case h.End || x.Req.IsMethod("HEAD"):
+	case x.Req.IsMethod("HEAD") || h.Status == 204 || h.Status == 304:
+		// No content, whatever follows the head: a client reads none,
+		// so any would be taken for the next response. content-length
+		// is the representation's, passed on as it is.
+		resp.Body, resp.ContentLength = h1.BodyNone, h.ContentLength
+	case h.End:
 		resp.Body, resp.ContentLength = h1.BodyNone, max(h.ContentLength, 0)
-		if x.Req.IsMethod("HEAD") {
-			resp.ContentLength = h.ContentLength
-		}
 	case h.ContentLength >= 0:
 		resp.Body, resp.ContentLength = h1.BodyLength, h.ContentLength
 	default:

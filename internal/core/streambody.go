@@ -24,6 +24,7 @@ var streamBufs = sync.Pool{New: func() any {
 // both at once.
 type pump struct {
 	ab     duplexBody
+	s      *h2up.Stream
 	done   chan struct{}
 	client atomic.Bool // the body failed on the client's side
 	// Set by the goroutine before done is closed.
@@ -32,7 +33,7 @@ type pump struct {
 }
 
 func startPump(x *Exchange, s *h2up.Stream, inline []byte, hold int64, timeout time.Duration, ab duplexBody) *pump {
-	pm := &pump{ab: ab, done: make(chan struct{})}
+	pm := &pump{ab: ab, s: s, done: make(chan struct{})}
 	go func() {
 		defer close(pm.done)
 		pm.in, pm.err = x.sendStream(s, inline, hold, timeout)
@@ -66,8 +67,9 @@ func (pm *pump) failedOnClient() bool {
 }
 
 // finish ends the pump once the response is over: a read still waiting
-// for the client is aborted. It returns the body bytes sent; in when
-// there was no pump.
+// for the client is aborted, and so is a write waiting for the backend's
+// window, which a backend that has answered may never open. It returns
+// the body bytes sent; in when there was no pump.
 func (pm *pump) finish(in int64) int64 {
 	if pm == nil {
 		return in
@@ -76,16 +78,24 @@ func (pm *pump) finish(in int64) int64 {
 	case <-pm.done:
 	default:
 		pm.ab.Abort()
+		pm.s.AbortWrite()
 		<-pm.done
+		if errors.Is(pm.err, errClientBody) {
+			// Stopped here, not failed on the client's side: another
+			// attempt may read the rest of the body.
+			pm.err = nil
+		}
 	}
 	return pm.in
 }
 
 // resetStream makes r the body of a response on the HTTP/2 stream s.
 // idle bounds how long nothing may move on the stream, either way;
-// until, when not zero, is the call's deadline.
-func (r *ResponseBody) resetStream(s *h2up.Stream, door Responder, idle time.Duration, until time.Time, drop []byte) {
-	r.u, r.s, r.door, r.idle, r.until, r.drop, r.end = nil, s, door, idle, until, drop, false
+// until, when not zero, is the call's deadline. A response of kind
+// h1.BodyNone is done at once: nothing of the stream is read, whatever
+// the backend sends.
+func (r *ResponseBody) resetStream(s *h2up.Stream, kind h1.BodyKind, door Responder, idle time.Duration, until time.Time, drop []byte) {
+	r.u, r.s, r.door, r.idle, r.until, r.drop, r.end = nil, s, door, idle, until, drop, kind == h1.BodyNone
 }
 
 // readStream reads the next body bytes from the stream. Every

@@ -27,6 +27,7 @@ type reqBody struct {
 	buf      []byte
 	off      int
 	err      error // io.EOF once the client ended the stream
+	aborted  bool  // Abort was called and not Resume: a Read that would wait fails
 	recvWin  int64 // what the client may still send on the stream
 	unacked  int64 // read, not yet given back as stream window
 	got      int64 // bytes received
@@ -49,7 +50,7 @@ func (b *reqBody) reset() {
 	if cap(b.trailers) > keepTrailerBytes {
 		b.trailers = nil
 	}
-	b.buf, b.off, b.err, b.trailers = b.buf[:0], 0, nil, b.trailers[:0]
+	b.buf, b.off, b.err, b.aborted, b.trailers = b.buf[:0], 0, nil, false, b.trailers[:0]
 	b.recvWin, b.unacked, b.got, b.declared = streamWindow, 0, 0, -1
 	b.read, b.done = 0, false
 	select {
@@ -126,6 +127,10 @@ func (b *reqBody) Read(p []byte) (int, error) {
 				b.done = true
 			}
 			return 0, err
+		}
+		if b.aborted {
+			c.mu.Unlock()
+			return 0, errAborted
 		}
 		c.mu.Unlock()
 		if bt.Idle <= 0 {
@@ -207,20 +212,29 @@ func (c *conn) giveBack() {
 	c.writeCredit(0, conn, 0)
 }
 
-// errAborted ends a body the core stopped reading: the backend answered
-// and the exchange is over while the client was still sending.
-var errAborted = errors.New("request body no longer read: the response is complete")
+// errAborted ends a Read the core no longer waits for: the backend
+// answered, or refused the stream, while the client was still sending.
+var errAborted = errors.New("request body no longer read: the attempt is over")
 
-// Abort ends a Read waiting for the client: the core sends a body to an
-// HTTP/2 backend while it relays the response, and stops once that is
-// over. What the client sends later is discarded as the stream ends.
+// Abort ends a Read waiting for the client, and those after that would
+// wait: the core sends a body to an HTTP/2 backend while it relays the
+// response, and stops once that is over. What the client sends later is
+// discarded as the stream ends, unless Resume is called.
 func (b *reqBody) Abort() {
 	c := b.st.c
 	c.mu.Lock()
-	if b.err == nil {
-		b.err = errAborted
-	}
+	b.aborted = true
 	b.signal()
+	c.mu.Unlock()
+}
+
+// Resume undoes Abort: the core reads the rest of the body after all, for
+// another attempt at a backend. Nothing the client sent meanwhile was
+// lost, nor its end.
+func (b *reqBody) Resume() {
+	c := b.st.c
+	c.mu.Lock()
+	b.aborted = false
 	c.mu.Unlock()
 }
 

@@ -203,6 +203,9 @@ func (c *Conn) onData(f *http2.DataFrame) error {
 		err = streamProtocolError(id, "the backend sent DATA before the response head")
 	case n > s.recvWin:
 		err = &streamFail{id, http2.ErrCodeFlowControl, errors.New("h2up: the backend sent DATA beyond the stream's window")}
+	default:
+		s.got += int64(len(data))
+		err = s.checkContent(f.StreamEnded())
 	}
 	if err != nil {
 		c.mu.Unlock()
@@ -259,6 +262,9 @@ func (c *Conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		if len(f.PseudoFields()) > 0 {
 			return streamProtocolError(id, "the backend's trailers carry pseudo-fields")
 		}
+		if err := s.checkContent(true); err != nil {
+			return err
+		}
 		s.trailers = f.RegularFields()
 		s.remoteDone = true
 		s.wakeRead()
@@ -273,6 +279,15 @@ func (c *Conn) onHeaders(f *http2.MetaHeadersFrame) error {
 			return streamProtocolError(id, "the backend ended the stream with an informational (%d) head", h.Status)
 		}
 	} else {
+		s.content = h.ContentLength
+		if s.headReq || h.Status == 204 || h.Status == 304 {
+			// Defined to have no content, whatever content-length says
+			// (RFC 9110 6.4.1).
+			s.content = 0
+		}
+		if err := s.checkContent(f.StreamEnded()); err != nil {
+			return err
+		}
 		s.final = true
 		h.End = f.StreamEnded()
 		s.remoteDone = h.End
@@ -280,6 +295,17 @@ func (c *Conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	s.heads = append(s.heads, h)
 	s.wakeRead()
 	return nil
+}
+
+// checkContent fails the stream when the body that came does not fit
+// the length its head promised: past it, or short of it at the end
+// (ended). A client framing the message by that length would read the
+// difference as part of another message (RFC 9113 8.1.1). c.mu is held.
+func (s *Stream) checkContent(ended bool) error {
+	if s.content < 0 || (s.got <= s.content && (!ended || s.got == s.content)) {
+		return nil
+	}
+	return streamProtocolError(s.id, "the backend sent %d bytes of content where its response head promised %d", s.got, s.content)
 }
 
 // parseHead checks a response head's pseudo-fields: :status alone, three

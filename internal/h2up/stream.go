@@ -19,6 +19,7 @@ var (
 	errHeadTwice     = errors.New("h2up: the request head was already written")
 	errWriteClosed   = errors.New("h2up: the request body was already ended")
 	errStreamClosing = errors.New("h2up: the stream was closed")
+	errWriteAborted  = errors.New("h2up: the request body was abandoned (AbortWrite)")
 )
 
 // Stream is one request and its response on a Conn. Its write side
@@ -35,7 +36,13 @@ type Stream struct {
 	final      bool // the final (non-1xx) response head came
 	reset      bool // reset, by either side, or refused: no frame goes out for it
 	closed     bool // Close was called
+	wabort     bool // AbortWrite was called
 	waiting    bool // in c.waiters
+	headReq    bool // the request is a HEAD: its response has no content
+	// content is the body length the final response head promises (its
+	// content-length; 0 when it may have none), -1 when it promises none;
+	// got the DATA payload bytes that came.
+	content, got int64
 	// sendWin is what relay may still send on the stream; recvWin what
 	// the backend may; unacked the body bytes read (and padding) whose
 	// window is not yet given back.
@@ -62,6 +69,7 @@ type Stream struct {
 func newStream(c *Conn) *Stream {
 	s := &Stream{c: c, rwake: make(chan struct{}, 1), wwake: make(chan struct{}, 1)}
 	s.heads = s.headArr[:0]
+	s.content = -1
 	s.last.Store(time.Now().UnixNano())
 	return s
 }
@@ -140,6 +148,7 @@ func (s *Stream) WriteHead(fields []hpack.HeaderField, end bool) error {
 	s.id = c.nextID
 	c.nextID += 2
 	s.headed, s.localDone = true, end
+	s.headReq = len(fields) > 0 && fields[0].Name == ":method" && fields[0].Value == "HEAD"
 	s.sendWin, s.recvWin = c.peerInit, int64(c.o.StreamWindow)
 	c.streams[s.id] = s
 	c.mu.Unlock()
@@ -186,8 +195,22 @@ func (s *Stream) writable() error {
 		return errWriteClosed
 	case s.closed:
 		return errStreamClosing
+	case s.wabort:
+		return errWriteAborted
 	}
 	return nil
+}
+
+// AbortWrite ends the write side from any goroutine: a Write or CloseWrite
+// waiting for the backend's flow-control window fails now, as do those
+// after. It is for a request whose response is over while its body is
+// still being sent: the backend may never open the window again, and
+// Close resets the stream.
+func (s *Stream) AbortWrite() {
+	s.c.mu.Lock()
+	s.wabort = true
+	s.wakeWrite()
+	s.c.mu.Unlock()
 }
 
 // lockFor takes the write side for s's frames, for which n bytes of
