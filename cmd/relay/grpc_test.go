@@ -163,15 +163,15 @@ func postGRPC(t *testing.T, url string, m proto.Message) (int, http.Header, []by
 }
 
 // TestGRPCLongStreamsAndIdleOnes checks the timeouts of a streaming call:
-// a bidirectional stream that exchanges a message every 1.5 s, each wait
-// longer than response_timeout, for eight times response_timeout is not
-// cut, and one on which nothing moves is cut after idle_timeout.
+// a bidirectional stream that exchanges a message every second for 60 s,
+// each wait twice response_timeout, is not cut, and one on which nothing
+// moves is cut after idle_timeout.
 func TestGRPCLongStreamsAndIdleOnes(t *testing.T) {
 	t.Parallel()
 	s := grpctest.Start(t)
-	g := startGRPCRelay(t, testcert.NewCA(t), fmt.Sprintf("response_timeout: 1s\nidle_timeout: 3s\nprotocol: h2c\nbackends:\n  - url: %s\n", s.URL))
+	g := startGRPCRelay(t, testcert.NewCA(t), fmt.Sprintf("response_timeout: 500ms\nidle_timeout: 3s\nprotocol: h2c\nbackends:\n  - url: %s\n", s.URL))
 	_, client := grpctest.Dial(t, g.addr, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	st, err := client.FullDuplexCall(ctx)
 	if err != nil {
@@ -179,8 +179,8 @@ func TestGRPCLongStreamsAndIdleOnes(t *testing.T) {
 	}
 	start := time.Now()
 	var quiet time.Time // when the stream last moved
-	for time.Since(start) < 8*time.Second {
-		time.Sleep(1500 * time.Millisecond)
+	for time.Since(start) < 60*time.Second {
+		time.Sleep(time.Second)
 		if err := st.Send(&testgrpc.StreamingOutputCallRequest{ResponseParameters: []*testgrpc.ResponseParameters{{Size: 10}}}); err != nil {
 			t.Fatalf("send after %v: %v", time.Since(start), err)
 		}
@@ -264,3 +264,56 @@ func peakRSS(t *testing.T, pid int) int64 {
 
 // grpcTrailer asks a call for its trailers.
 func grpcTrailer(md *metadata.MD) grpc.CallOption { return grpc.Trailer(md) }
+
+// TestGRPCProtocolReloadsLive switches a pool's protocol by reload while
+// relay serves: h2c calls work, a reload to http/1.1 makes relay speak
+// HTTP/1.1 to the gRPC backend (which fails, as gRPC backends speak only
+// HTTP/2), and a reload back to h2c makes calls work again.
+func TestGRPCProtocolReloadsLive(t *testing.T) {
+	forProcesses(t, func(t *testing.T, processes int) {
+		s := grpctest.Start(t)
+		head := fmt.Sprintf("listen: 127.0.0.1:0\nlog_level: info\nh2c: true\nhealth_check_type: tcp\nprocesses: %d\nbackends:\n  - url: %s\n", processes, s.URL)
+		file := writeFile(t, t.TempDir(), "relay.yml", head+"protocol: h2c\n")
+		r, started := startRelay(t, "", "-config", file)
+		admin := adminOf(t, started)
+		_, client := grpctest.Dial(t, r.addr, nil)
+		call := func() codes.Code {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_, err := client.UnaryCall(ctx, &testgrpc.SimpleRequest{})
+			return status.Code(err)
+		}
+		reload := func(protocol string) {
+			if err := writeFileAtomic(file, head+"protocol: "+protocol+"\n"); err != nil {
+				t.Fatal(err)
+			}
+			if code, v := adminCall(t, admin, "POST", "/reload", ""); code != 200 {
+				t.Fatalf("POST /reload: %d %v", code, v)
+			}
+		}
+		until := func(what string, want codes.Code) {
+			t.Helper()
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				// Several calls in a row, so that each process has
+				// applied the reload.
+				ok := true
+				for range 6 {
+					ok = ok && call() == want
+				}
+				if ok {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: calls do not end with %v", what, want)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+		until("h2c", codes.OK)
+		reload("http/1.1")
+		until("reloaded to http/1.1", codes.Unavailable)
+		reload("h2c")
+		until("reloaded back to h2c", codes.OK)
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"sync/atomic"
 	"time"
 )
 
@@ -24,10 +25,15 @@ type reqBody struct {
 	ready chan struct{} // a signal that bytes, the end or an error came
 
 	// Under the connection's mu.
-	buf      []byte
-	off      int
-	err      error // io.EOF once the client ended the stream
-	aborted  bool  // Abort was called and not Resume: a Read that would wait fails
+	buf     []byte
+	off     int
+	err     error // io.EOF once the client ended the stream
+	aborted bool  // Abort was called and not Resume: a Read that would wait fails
+	// answered says the response's head went out while the body was
+	// still arriving (a streaming call): from then on only each wait for
+	// the client is bounded, not the whole body, which lasts as long as
+	// the call.
+	answered atomic.Bool
 	recvWin  int64 // what the client may still send on the stream
 	unacked  int64 // read, not yet given back as stream window
 	got      int64 // bytes received
@@ -51,6 +57,7 @@ func (b *reqBody) reset() {
 		b.trailers = nil
 	}
 	b.buf, b.off, b.err, b.aborted, b.trailers = b.buf[:0], 0, nil, false, b.trailers[:0]
+	b.answered.Store(false)
 	b.recvWin, b.unacked, b.got, b.declared = streamWindow, 0, 0, -1
 	b.read, b.done = 0, false
 	select {
@@ -139,7 +146,11 @@ func (b *reqBody) Read(p []byte) (int, error) {
 		}
 		if !waited {
 			waited = true
-			wait := time.Until(bt.Deadline(time.Now(), b.start, b.read))
+			now := time.Now()
+			wait := time.Until(bt.Deadline(now, b.start, b.read))
+			if b.answered.Load() {
+				wait = bt.Idle
+			}
 			if b.timer == nil {
 				b.timer = time.NewTimer(wait)
 			} else {

@@ -74,6 +74,7 @@ func (c *conn) respond(st *stream, status int, fields []h1.Field, length int64, 
 	}
 	if status >= 200 {
 		st.answered = true
+		st.body.answered.Store(true)
 	}
 	if n < len(data) {
 		if end && c.keep(st, data[n:], end) {
