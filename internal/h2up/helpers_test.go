@@ -14,6 +14,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
+	"relay/internal/h2test"
 	"relay/internal/testcert"
 )
 
@@ -21,41 +22,7 @@ import (
 // loopback listener, closed with its connections when the test ends.
 func h2cServer(t testing.TB, srv *http2.Server, handler http.Handler) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, nc)
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				srv.ServeConn(nc, &http2.ServeConnOpts{Handler: handler})
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, nc := range conns {
-			nc.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return ln.Addr().String()
+	return h2test.ServeH2C(t, srv, handler).Addr
 }
 
 // dial connects to addr and starts HTTP/2 on the connection, closed when
