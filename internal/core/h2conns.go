@@ -46,6 +46,7 @@ const pingIdle = 15 * time.Second
 // connection full while one is being dialed wait for it, as many as it
 // will take, rather than each dial its own.
 func (p *conns) openStream(proto Protocol) (s *h2up.Stream, fresh bool, err error) {
+	dials := 0
 	for {
 		p.mu.Lock()
 		if s = p.openLocked(); s != nil {
@@ -73,8 +74,15 @@ func (p *conns) openStream(proto Protocol) (s *h2up.Stream, fresh bool, err erro
 			}
 		}
 		d.err = err
-		if err == nil && p.closed {
+		switch {
+		case err != nil:
+		case p.closed:
 			d.err = fmt.Errorf("backend %q: %w", p.b.Name, errPoolClosed)
+			c.Close()
+		case c.MaxStreams() == 0:
+			// The backend takes no stream for now (RFC 9113 6.5.2): a
+			// request is not to dial connection after connection.
+			d.err = fmt.Errorf("backend %q: %w", p.b.Name, errNoStreams)
 			c.Close()
 		}
 		if d.err != nil {
@@ -94,8 +102,20 @@ func (p *conns) openStream(proto Protocol) (s *h2up.Stream, fresh bool, err erro
 		if s != nil {
 			return s, true, nil
 		}
+		// Gone away, or closed, between its SETTINGS and the first
+		// stream: dial again, a bounded number of times.
+		if dials++; dials == maxFreshDials {
+			return nil, true, fmt.Errorf("backend %q: %w", p.b.Name, errNoRoomFresh)
+		}
 	}
 }
+
+// maxFreshDials bounds the connections one request dials that turn out to
+// take no stream.
+const maxFreshDials = 3
+
+// errNoRoomFresh: connections just dialed took no stream.
+var errNoRoomFresh = errors.New("connections just dialed closed before taking a stream")
 
 // h2dialing is a connection being dialed, which requests wait for rather
 // than dial their own.
@@ -138,6 +158,9 @@ func (p *conns) openLocked() *h2up.Stream {
 
 // errPoolClosed: the backend left the pool while relay dialed it.
 var errPoolClosed = errors.New("backend removed from the pool")
+
+// errNoStreams: the backend's SETTINGS_MAX_CONCURRENT_STREAMS is 0.
+var errNoStreams = errors.New("it allows no stream (SETTINGS_MAX_CONCURRENT_STREAMS 0)")
 
 // dialH2 connects to the backend and starts HTTP/2 on the connection. Its
 // descriptor's place in the budget is given back when the connection

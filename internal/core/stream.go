@@ -59,30 +59,47 @@ func (p *Pool) tryStream(cs *conns, b *backend.Backend, x *Exchange, now time.Ti
 		return attempt{verdict: failed, status: 502, msg: "a protocol upgrade cannot be carried to an HTTP/2 backend",
 			health: unjudged}
 	}
-	s, fresh, err := cs.openStream(proto)
-	if x.timed {
-		x.connect = 0
-		if fresh {
-			x.connect = time.Since(now)
+	var inline []byte
+	for tries := 1; ; tries++ {
+		s, fresh, err := cs.openStream(proto)
+		if x.timed {
+			x.connect = 0
+			if fresh {
+				x.connect = time.Since(now)
+			}
+		}
+		if err != nil {
+			return p.unreachable(b, x, err)
+		}
+		if tries == 1 {
+			if !x.prepared {
+				x.prepare(p.core, b)
+			}
+			scheme := "http"
+			if proto == H2 {
+				scheme = "https"
+			}
+			inline = x.streamHead(scheme)
+		}
+		a, over := p.exchangeStream(b, s, x, inline)
+		s.Close()
+		// A backend that lowered its stream limit after the stream was
+		// opened took nothing: the request takes a stream again, on a
+		// connection with room under the new limit.
+		if !over || tries == maxReopens {
+			return a
 		}
 	}
-	if err != nil {
-		return p.unreachable(b, x, err)
-	}
-	defer s.Close()
-	if !x.prepared {
-		x.prepare(p.core, b)
-	}
-	scheme := "http"
-	if proto == H2 {
-		scheme = "https"
-	}
-	inline := x.streamHead(scheme)
-	return p.exchangeStream(b, s, x, inline)
 }
 
-// exchangeStream writes the request on s and relays the response.
-func (p *Pool) exchangeStream(b *backend.Backend, s *h2up.Stream, x *Exchange, inline []byte) attempt {
+// maxReopens bounds how many times one attempt takes a stream again
+// because the backend lowered its stream limit meanwhile.
+const maxReopens = 3
+
+// exchangeStream writes the request on s and relays the response. over
+// says the head did not go out because the backend lowered its stream
+// limit since s was opened (h2up.ErrOverLimit).
+func (p *Pool) exchangeStream(b *backend.Backend, s *h2up.Stream, x *Exchange, inline []byte) (attempt, bool) {
 	cfg := p.cfg()
 	end := len(inline) == 0 && len(x.sent) == 0 && x.bodySent()
 	db := x.duplex()
@@ -102,7 +119,7 @@ func (p *Pool) exchangeStream(b *backend.Backend, s *h2up.Stream, x *Exchange, i
 	s.SetWriteDeadline(time.Now().Add(cfg.ResponseTimeout))
 	if err := s.WriteHead(x.fields, end); err != nil {
 		s.Release()
-		return p.streamFailed(x, err, 0, false)
+		return p.streamFailed(x, err, 0, false), errors.Is(err, h2up.ErrOverLimit)
 	}
 	var sent time.Time
 	if x.timed {
@@ -120,7 +137,7 @@ func (p *Pool) exchangeStream(b *backend.Backend, s *h2up.Stream, x *Exchange, i
 		s.Release()
 		if errors.Is(err, errClientBody) {
 			o := p.core.bodyFailed(x, err, in)
-			return attempt{status: o.Status, in: in, out: o.Out}
+			return attempt{status: o.Status, in: in, out: o.Out}, false
 		}
 		// A write the backend refused: reading reports why.
 	}
@@ -135,9 +152,9 @@ func (p *Pool) exchangeStream(b *backend.Backend, s *h2up.Stream, x *Exchange, i
 			in = pm.finish(in)
 			if pm != nil && errors.Is(pm.err, errClientBody) && !errors.Is(err, errClientGone) {
 				o := p.core.bodyFailed(x, pm.err, in)
-				return attempt{status: o.Status, in: in, out: o.Out}
+				return attempt{status: o.Status, in: in, out: o.Out}, false
 			}
-			return p.streamFailed(x, err, in, interim)
+			return p.streamFailed(x, err, in, interim), false
 		}
 		if head.Status >= 200 {
 			break
@@ -149,7 +166,7 @@ func (p *Pool) exchangeStream(b *backend.Backend, s *h2up.Stream, x *Exchange, i
 			}
 			if x.Door.Interim(resp) != nil {
 				in = pm.finish(in)
-				return attempt{status: 499, in: in}
+				return attempt{status: 499, in: in}, false
 			}
 			interim = true
 		}
@@ -187,7 +204,7 @@ func (p *Pool) exchangeStream(b *backend.Backend, s *h2up.Stream, x *Exchange, i
 	case rerr != nil:
 		a.health, a.fault = faulted, "response body broken off: "+rerr.Error()
 	}
-	return a
+	return a, false
 }
 
 // awaitHead waits for the next response head. The wait is bounded by

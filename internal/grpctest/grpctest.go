@@ -35,6 +35,8 @@ type Server struct {
 	// Cancelled counts the calls whose context ended before the
 	// handler returned (the client, or relay, cancelled them).
 	Cancelled atomic.Int64
+	// Active counts the calls whose handler is running.
+	Active atomic.Int64
 	// Fail, when not 0, is the status code every unary call ends with.
 	Fail atomic.Int32
 
@@ -125,6 +127,7 @@ type service struct {
 // returned function counts its cancellation.
 func (v *service) begin(ctx context.Context) func() {
 	v.s.Calls.Add(1)
+	v.s.Active.Add(1)
 	md, _ := metadata.FromIncomingContext(ctx)
 	grpc.SetTrailer(ctx, metadata.Pairs(BackendKey+"-trailer", v.s.Addr))
 	if vs := md.Get(SleepKey); len(vs) > 0 {
@@ -136,6 +139,7 @@ func (v *service) begin(ctx context.Context) func() {
 		}
 	}
 	return func() {
+		v.s.Active.Add(-1)
 		if ctx.Err() != nil {
 			v.s.Cancelled.Add(1)
 		}

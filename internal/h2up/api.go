@@ -9,6 +9,7 @@ package h2up
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -44,6 +45,12 @@ type Options struct {
 // stream's, or the connection was lost or closing before the head went
 // out. Such a request may be sent again, to any backend.
 var ErrRefused = errors.New("stream refused: the backend did not process it")
+
+// ErrOverLimit says the request head did not go out because the backend
+// lowered its SETTINGS_MAX_CONCURRENT_STREAMS after the stream was opened
+// and the connection has as many streams as the new limit allows. Nothing
+// was sent: the request may take a stream elsewhere, on this backend too.
+var ErrOverLimit = fmt.Errorf("h2up: the backend lowered its stream limit before the request head went out: %w", ErrRefused)
 
 // StreamError is a reset of the stream by the backend (RST_STREAM) with a
 // code other than REFUSED_STREAM.

@@ -144,6 +144,13 @@ func (s *Stream) WriteHead(fields []hpack.HeaderField, end bool) error {
 		c.mu.Unlock()
 		c.unlockWrite()
 		return errNotUsable
+	case len(c.streams) >= int(min(c.peerMax, c.o.MaxStreams)):
+		// Open counted the place against the backend's limit then; its
+		// SETTINGS have lowered it since, and the ACK went out, so a
+		// HEADERS now would open a stream over it (RFC 9113 5.1.2).
+		c.mu.Unlock()
+		c.unlockWrite()
+		return ErrOverLimit
 	}
 	s.id = c.nextID
 	c.nextID += 2
