@@ -20,11 +20,11 @@ import (
 func TestH2BackendAnsweringEarlyEndsTheRequestBody(t *testing.T) {
 	be := startHostileBackend(t, func(hc *hostileConn, req *http2.MetaHeadersFrame) {
 		// No WINDOW_UPDATE ever: relay can send 64 KiB of the body.
-		hc.head(req.StreamID, false, ":status", "200", "content-type", "application/grpc")
-		hc.data(req.StreamID, false, "done")
-		hc.head(req.StreamID, true, "grpc-status", "0")
+		hc.Head(req.StreamID, false, ":status", "200", "content-type", "application/grpc")
+		hc.Data(req.StreamID, false, "done")
+		hc.Head(req.StreamID, true, "grpc-status", "0")
 	})
-	b := backendAt(t, be.url)
+	b := backendAt(t, be.URL)
 	f := startFrontOpts(t, testBodyTime, testLimits(), frontOptions{pool: func(pc *core.PoolConfig) {
 		pc.Protocol = core.H2C
 		pc.ResponseTimeout = 30 * time.Second
@@ -51,7 +51,7 @@ func TestH2BackendAnsweringEarlyEndsTheRequestBody(t *testing.T) {
 		t.Fatalf("response %q %v, trailers %v", body, err, resp.Trailer)
 	}
 	select {
-	case <-be.resets:
+	case <-be.Resets:
 	case <-time.After(5 * time.Second):
 		t.Fatalf("the backend's stream was not reset %v after relay had its whole response", time.Since(start))
 	}

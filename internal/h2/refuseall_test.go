@@ -23,16 +23,16 @@ func TestH2BackendRefusingEverythingIsTriedBoundedly(t *testing.T) {
 			be := startHostileBackend(t, func(hc *hostileConn, req *http2.MetaHeadersFrame) {
 				heads.Add(1)
 				if how == "GOAWAY" {
-					hc.write(func() { hc.fr.WriteGoAway(0, http2.ErrCodeNo, nil) })
+					hc.Write(func(fr *http2.Framer) { fr.WriteGoAway(0, http2.ErrCodeNo, nil) })
 					return
 				}
-				hc.write(func() { hc.fr.WriteRSTStream(req.StreamID, http2.ErrCodeRefusedStream) })
+				hc.Write(func(fr *http2.Framer) { fr.WriteRSTStream(req.StreamID, http2.ErrCodeRefusedStream) })
 			})
 			f := startFrontOpts(t, testBodyTime, testLimits(), frontOptions{pool: func(pc *core.PoolConfig) {
 				pc.Protocol = core.H2C
 				pc.Retries = 2
 				pc.RetryBudgetPercent, pc.RetryBudgetFloor = 100, 100
-			}}, backendAt(t, be.url))
+			}}, backendAt(t, be.URL))
 			client := h2Client(t)
 			for i := range 5 {
 				req, _ := http.NewRequest("POST", f.url+"/svc/Call", bytes.NewReader([]byte{0, 0, 0, 0, 0}))

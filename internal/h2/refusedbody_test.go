@@ -47,7 +47,7 @@ func TestRefusedWhileTheClientSendsIsRetriedWhole(t *testing.T) {
 		if toRefuse[hc] == id {
 			delete(toRefuse, hc)
 			mu.Unlock()
-			hc.write(func() { hc.fr.WriteRSTStream(id, http2.ErrCodeRefusedStream) })
+			hc.Write(func(fr *http2.Framer) { fr.WriteRSTStream(id, http2.ErrCodeRefusedStream) })
 			close(refused)
 			return
 		}
@@ -55,15 +55,15 @@ func TestRefusedWhileTheClientSendsIsRetriedWhole(t *testing.T) {
 		n := got[hc][id]
 		mu.Unlock()
 		if f.StreamEnded() {
-			hc.head(id, false, ":status", "200")
-			hc.data(id, true, strconv.Itoa(n))
+			hc.Head(id, false, ":status", "200")
+			hc.Data(id, true, strconv.Itoa(n))
 		}
 	}
 	b1 := startHostileBackendData(t, answer, data)
 	b2 := startHostileBackendData(t, answer, data)
 	f := startFrontOpts(t, testBodyTime, testLimits(), frontOptions{pool: func(pc *core.PoolConfig) {
 		pc.Protocol = core.H2C
-	}, core: func(c *core.Config) { c.HoldBodyBytes = 64 << 10 }}, backendAt(t, b1.url), backendAt(t, b2.url))
+	}, core: func(c *core.Config) { c.HoldBodyBytes = 64 << 10 }}, backendAt(t, b1.URL), backendAt(t, b2.URL))
 	client := h2Client(t)
 
 	pr, pw := io.Pipe()

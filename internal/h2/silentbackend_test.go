@@ -44,7 +44,7 @@ func TestSilentH2BackendBoundedByTheClientsStreams(t *testing.T) {
 	f := startFrontOpts(t, testBodyTime, lim, frontOptions{pool: func(pc *core.PoolConfig) {
 		pc.Protocol = core.H2C
 		pc.ResponseTimeout = timeout
-	}}, backendAt(t, be.url))
+	}}, backendAt(t, be.URL))
 	_, client := grpctest.Dial(t, f.addr, nil)
 	// Connected before the goroutines are counted.
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)

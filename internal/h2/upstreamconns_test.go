@@ -2,7 +2,6 @@ package h2
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -13,58 +12,14 @@ import (
 	"golang.org/x/net/http2"
 
 	"relay/internal/core"
+	"relay/internal/h2test"
 )
 
-// h2cBackend serves h over h2c with at most maxStreams streams a
-// connection, and counts the connections it accepted and those still
-// open.
-type h2cBackend struct {
-	url            string
-	accepted, open atomic.Int64
-}
-
-func startH2CBackend(t *testing.T, maxStreams uint32, h http.HandlerFunc) *h2cBackend {
+// startH2CBackend serves h over h2c with at most maxStreams streams a
+// connection, counting the connections it accepted and those still open.
+func startH2CBackend(t *testing.T, maxStreams uint32, h http.HandlerFunc) *h2test.Server {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &h2cBackend{url: "http://" + ln.Addr().String()}
-	srv := &http2.Server{MaxConcurrentStreams: maxStreams}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			b.accepted.Add(1)
-			b.open.Add(1)
-			mu.Lock()
-			conns = append(conns, nc)
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer b.open.Add(-1)
-				srv.ServeConn(nc, &http2.ServeConnOpts{Handler: h})
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, nc := range conns {
-			nc.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return b
+	return h2test.ServeH2C(t, &http2.Server{MaxConcurrentStreams: maxStreams}, h)
 }
 
 // TestUpstreamStreamsShareConnectionsUpToTheBackendsLimit checks relay's
@@ -83,7 +38,7 @@ func TestUpstreamStreamsShareConnectionsUpToTheBackendsLimit(t *testing.T) {
 	f := startFrontOpts(t, testBodyTime, testLimits(), frontOptions{pool: func(pc *core.PoolConfig) {
 		pc.Protocol = core.H2C
 		pc.IdleTimeout = 300 * time.Millisecond
-	}}, backendAt(t, be.url))
+	}}, backendAt(t, be.URL))
 	client := h2Client(t)
 	const requests = 6
 	var wg sync.WaitGroup
@@ -105,7 +60,7 @@ func TestUpstreamStreamsShareConnectionsUpToTheBackendsLimit(t *testing.T) {
 		}()
 	}
 	waitUntil(t, "every request at the backend", func() bool { return inside.Load() == requests })
-	if n := be.accepted.Load(); n != requests/2 {
+	if n := be.Accepted.Load(); n != requests/2 {
 		t.Errorf("relay opened %d connections for %d requests at 2 streams each, want %d", n, requests, requests/2)
 	}
 	close(release)
@@ -114,5 +69,5 @@ func TestUpstreamStreamsShareConnectionsUpToTheBackendsLimit(t *testing.T) {
 	for e := range errs {
 		t.Errorf("request failed: %s", strings.TrimSpace(e))
 	}
-	waitUntil(t, "relay's idle connections closed", func() bool { return be.open.Load() == 0 })
+	waitUntil(t, "relay's idle connections closed", func() bool { return be.Open.Load() == 0 })
 }

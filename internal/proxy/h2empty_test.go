@@ -25,21 +25,21 @@ func TestH2BackendEmptyResponsesKeepHTTP1Connections(t *testing.T) {
 		}
 		switch path {
 		case "/304":
-			hc.head(id, false, ":status", "304", "etag", `"x"`)
-			hc.data(id, true, "")
+			hc.Head(id, false, ":status", "304", "etag", `"x"`)
+			hc.Data(id, true, "")
 		case "/204":
-			hc.head(id, false, ":status", "204")
-			hc.data(id, true, "")
+			hc.Head(id, false, ":status", "204")
+			hc.Data(id, true, "")
 		case "/head":
-			hc.head(id, true, ":status", "200", "content-length", "1000")
+			hc.Head(id, true, ":status", "200", "content-length", "1000")
 		case "/head-open":
 			// The stream stays open: relay must not wait for its end
 			// before the next response.
-			hc.head(id, false, ":status", "200", "content-length", "1000")
+			hc.Head(id, false, ":status", "200", "content-length", "1000")
 		default:
-			hc.head(id, false, ":status", "200", "content-length", "4")
-			hc.data(id, false, "ne")
-			hc.data(id, true, "xt")
+			hc.Head(id, false, ":status", "200", "content-length", "4")
+			hc.Data(id, false, "ne")
+			hc.Data(id, true, "xt")
 		}
 	})
 	r := startRelay(t, Config{Pool: core.PoolConfig{Protocol: core.H2C}}, be.b)

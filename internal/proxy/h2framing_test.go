@@ -26,30 +26,30 @@ func TestH2BackendFramingCannotSplitHTTP1Responses(t *testing.T) {
 		answer func(hc *hostileConn, id uint32)
 	}{
 		{"DATA past content-length", func(hc *hostileConn, id uint32) {
-			hc.head(id, false, ":status", "200", "content-length", "5")
-			hc.data(id, true, "hello"+smuggled)
+			hc.Head(id, false, ":status", "200", "content-length", "5")
+			hc.Data(id, true, "hello"+smuggled)
 		}},
 		{"DATA past content-length in a later frame", func(hc *hostileConn, id uint32) {
-			hc.head(id, false, ":status", "200", "content-length", "5")
-			hc.data(id, false, "hello")
-			hc.data(id, true, smuggled)
+			hc.Head(id, false, ":status", "200", "content-length", "5")
+			hc.Data(id, false, "hello")
+			hc.Data(id, true, smuggled)
 		}},
 		{"DATA short of content-length", func(hc *hostileConn, id uint32) {
-			hc.head(id, false, ":status", "200", "content-length", "100")
-			hc.data(id, true, "short")
+			hc.Head(id, false, ":status", "200", "content-length", "100")
+			hc.Data(id, true, "short")
 		}},
 		{"trailers short of content-length", func(hc *hostileConn, id uint32) {
-			hc.head(id, false, ":status", "200", "content-length", "100")
-			hc.data(id, false, "short")
-			hc.head(id, true, "x-t", "1")
+			hc.Head(id, false, ":status", "200", "content-length", "100")
+			hc.Data(id, false, "short")
+			hc.Head(id, true, "x-t", "1")
 		}},
 		{"content on a 304", func(hc *hostileConn, id uint32) {
-			hc.head(id, false, ":status", "304")
-			hc.data(id, true, smuggled)
+			hc.Head(id, false, ":status", "304")
+			hc.Data(id, true, smuggled)
 		}},
 		{"content on a 204", func(hc *hostileConn, id uint32) {
-			hc.head(id, false, ":status", "204")
-			hc.data(id, true, smuggled)
+			hc.Head(id, false, ":status", "204")
+			hc.Data(id, true, smuggled)
 		}},
 	}
 	for _, tc := range cases {
@@ -58,8 +58,8 @@ func TestH2BackendFramingCannotSplitHTTP1Responses(t *testing.T) {
 				id := req.StreamID
 				for _, f := range req.Fields {
 					if f.Name == ":path" && f.Value == "/next" {
-						hc.head(id, false, ":status", "200", "content-length", "4")
-						hc.data(id, true, "next")
+						hc.Head(id, false, ":status", "200", "content-length", "4")
+						hc.Data(id, true, "next")
 						return
 					}
 				}
