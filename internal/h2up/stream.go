@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"sync/atomic"
 	"time"
@@ -162,6 +163,12 @@ func (s *Stream) WriteHead(fields []hpack.HeaderField, end bool) error {
 	c.writeBlock(s.id, fields, end)
 	err := c.unlockWrite()
 	s.touch()
+	if errors.Is(err, net.ErrClosed) {
+		// The reading goroutine closed the connection, the backend having
+		// closed its end, between the check above and the write: nothing
+		// of the head went out.
+		return fmt.Errorf("%w: %w", ErrRefused, err)
+	}
 	return err
 }
 

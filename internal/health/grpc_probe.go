@@ -350,7 +350,7 @@ func (e stepError) Unwrap() error { return e.err }
 // stale reports whether err on a kept connection means the backend had
 // closed it or refused the stream before taking the request.
 func stale(err error) bool {
-	return errors.Is(err, h2up.ErrRefused) || errors.Is(err, io.ErrUnexpectedEOF) ||
+	return errors.Is(err, h2up.ErrRefused) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
