@@ -9,6 +9,7 @@ import (
 
 	"relay/internal/backend"
 	"relay/internal/fds"
+	"relay/internal/h1"
 )
 
 // attempt sends the request to b, where pick took a place for it (b's
@@ -213,13 +214,7 @@ func (p *Pool) exchange(b *backend.Backend, u *upstream, x *Exchange, now time.T
 			interim = true
 		}
 	}
-	if len(x.rid) > 0 {
-		x.answerWithID(resp)
-	}
-	if x.respOps != nil {
-		resp.Fields = x.respOps.apply(resp.Fields)
-	}
-	x.stickyAnswer(b, resp)
+	x.answerHead(b, resp)
 	if resp.Status == 101 {
 		if !req.Upgrade {
 			return attempt{verdict: failed, status: 502, msg: "backend switched protocols unasked", in: in,
@@ -232,16 +227,8 @@ func (p *Pool) exchange(b *backend.Backend, u *upstream, x *Exchange, now time.T
 		out := x.Door.Tunnel(resp, u.conn.Conn, early)
 		return attempt{status: 101, in: in, out: out, health: served}, closeConn
 	}
-	p.judgeHead(x, resp.Status)
-	grpc := ""
-	if x.grpc {
-		// Read now: the body's bytes overwrite the head's.
-		grpc = grpcStatusOf(resp.Fields)
-	}
-	var drop []byte
-	if x.respOps != nil {
-		drop = x.respOps.names
-	}
+	// Read now: the body's bytes overwrite the head's.
+	grpc, drop := p.judgeAnswer(x, resp)
 	x.respBody.reset(u, resp, p.cfg().ResponseTimeout, x.Door, drop)
 	out, rerr, werr := x.Door.Respond(resp, &x.respBody)
 	a := attempt{status: resp.Status, in: in, out: out, health: served, grpc: grpc}
@@ -286,4 +273,30 @@ func (p *Pool) responseFailed(u *upstream, x *Exchange, err error, in int64) (at
 		return a, staleConn
 	}
 	return a, closeConn
+}
+
+// answerHead makes a backend's final response head the client's: relay's
+// request id, the route's header changes, the sticky cookie.
+func (x *Exchange) answerHead(b *backend.Backend, resp *h1.Response) {
+	if len(x.rid) > 0 {
+		x.answerWithID(resp)
+	}
+	if x.respOps != nil {
+		resp.Fields = x.respOps.apply(resp.Fields)
+	}
+	x.stickyAnswer(b, resp)
+}
+
+// judgeAnswer judges a half-open probe by the response head and returns
+// what the body's relay needs of the head: the grpc-status it carries
+// (a trailers-only answer's) and the fields the route removes.
+func (p *Pool) judgeAnswer(x *Exchange, resp *h1.Response) (grpc string, drop []byte) {
+	p.judgeHead(x, resp.Status)
+	if x.grpc {
+		grpc = grpcStatusOf(resp.Fields)
+	}
+	if x.respOps != nil {
+		drop = x.respOps.names
+	}
+	return grpc, drop
 }

@@ -51,7 +51,7 @@ func (x *Exchange) streamHead(scheme string) (inline []byte) {
 			continue
 		}
 		start := len(names)
-		names = appendLower(names, name)
+		names = h1.AppendLower(names, name)
 		n := stringOf(names[start:])
 		// A value new on every request would only push the others out
 		// of the backend's HPACK table: it is never indexed.
@@ -102,7 +102,7 @@ func (x *Exchange) trailerFields(raw, hops []byte) []hpack.HeaderField {
 			continue
 		}
 		start := len(names)
-		names = appendLower(names, bytes.TrimSpace(name))
+		names = h1.AppendLower(names, bytes.TrimSpace(name))
 		fs = append(fs, hpack.HeaderField{Name: stringOf(names[start:]), Value: stringOf(bytes.TrimSpace(value))})
 	}
 	x.fields, x.names = fs, names
@@ -141,17 +141,6 @@ func containsToken(list []byte, tok string) bool {
 		}
 	}
 	return false
-}
-
-// appendLower appends name in lower case.
-func appendLower(dst, name []byte) []byte {
-	for _, c := range name {
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		dst = append(dst, c)
-	}
-	return dst
 }
 
 // stringOf views b as a string without copying; b must not change while

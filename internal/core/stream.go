@@ -175,22 +175,8 @@ func (p *Pool) exchangeStream(b *backend.Backend, s *h2up.Stream, x *Exchange, i
 		x.response = time.Since(sent)
 	}
 	x.streamResponse(resp, &head)
-	if len(x.rid) > 0 {
-		x.answerWithID(resp)
-	}
-	if x.respOps != nil {
-		resp.Fields = x.respOps.apply(resp.Fields)
-	}
-	x.stickyAnswer(b, resp)
-	p.judgeHead(x, resp.Status)
-	grpc := ""
-	if x.grpc {
-		grpc = grpcStatusOf(resp.Fields)
-	}
-	var drop []byte
-	if x.respOps != nil {
-		drop = x.respOps.names
-	}
+	x.answerHead(b, resp)
+	grpc, drop := p.judgeAnswer(x, resp)
 	x.respBody.resetStream(s, resp.Body, x.Door, p.core.streamIdle(), x.deadline, drop)
 	out, rerr, werr := x.Door.Respond(resp, &x.respBody)
 	in = pm.finish(in)

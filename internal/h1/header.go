@@ -372,3 +372,15 @@ func MarkHopByHop(fields []Field) (upgrade bool) {
 	_, _, upgrade = markHop(fields)
 	return upgrade
 }
+
+// AppendLower appends name with its ASCII letters in lower case, as
+// HTTP/2 writes field names.
+func AppendLower(dst, name []byte) []byte {
+	for _, c := range name {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}

@@ -46,7 +46,7 @@ func (c *conn) endWithTrailers(st *stream, raw []byte, hops []byte) error {
 		if colon <= 0 {
 			continue // h1 refuses such a line; nothing to send if one came
 		}
-		c.lower = appendLower(c.lower[:0], line[:colon])
+		c.lower = h1.AppendLower(c.lower[:0], line[:colon])
 		name := stringOf(c.lower)
 		if h1.ForbiddenTrailer(name) || h1.Named(hops, c.lower) {
 			continue

@@ -200,7 +200,7 @@ func (c *conn) writeHead(id uint32, status int, fields []h1.Field, length int64,
 		if f.Hop || f.Is("proxy-connection") {
 			continue
 		}
-		c.lower = appendLower(c.lower[:0], f.Name)
+		c.lower = h1.AppendLower(c.lower[:0], f.Name)
 		c.enc.WriteField(hpack.HeaderField{Name: stringOf(c.lower), Value: stringOf(f.Value)})
 	}
 	if length >= 0 {
@@ -223,16 +223,6 @@ func (c *conn) writeBlock(id uint32, end bool) {
 		block = block[len(frag):]
 		c.wfr.WriteContinuation(id, len(block) == 0, frag)
 	}
-}
-
-func appendLower(b, s []byte) []byte {
-	for _, ch := range s {
-		if 'A' <= ch && ch <= 'Z' {
-			ch += 'a' - 'A'
-		}
-		b = append(b, ch)
-	}
-	return b
 }
 
 // writeReset sends RST_STREAM.

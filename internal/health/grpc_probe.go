@@ -18,6 +18,7 @@ import (
 
 	"relay/internal/backend"
 	"relay/internal/h2up"
+	"relay/internal/tlsconf"
 )
 
 // The gRPC probe asks grpc.health.v1.Health/Check, as Envoy's gRPC checker
@@ -157,8 +158,7 @@ func (g *grpcCheck) alpn(tc *tls.Config) *tls.Config {
 	if a := g.h2tls.Load(); a != nil && a.of == tc {
 		return a.h2
 	}
-	h2 := tc.Clone()
-	h2.NextProtos = []string{"h2"}
+	h2 := tlsconf.H2(tc)
 	g.h2tls.Store(&alpnTLS{of: tc, h2: h2})
 	return h2
 }
