@@ -260,7 +260,7 @@ func TestGRPCCancelReachesTheBackend(t *testing.T) {
 // another backend and none was lost or doubled.
 func TestGRPCGoAwayUnderLoadLosesNoCall(t *testing.T) {
 	srvs, client := grpcFront(t, 3, nil)
-	const workers, calls = 8, 1500
+	const workers, calls = 8, 600
 	var wg sync.WaitGroup
 	var made sync.WaitGroup
 	made.Add(calls / 3)
