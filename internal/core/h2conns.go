@@ -209,15 +209,26 @@ func (p *conns) connectH2(proto Protocol) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg().ConnectTimeout)
 	defer cancel()
 	c, err := p.dialTCP(ctx)
-	if err != nil || proto != H2 {
-		return c, err
+	if err != nil {
+		return nil, err
+	}
+	// Streams write their requests when their clients' requests come;
+	// gathered, the requests one read from the clients made ready leave
+	// in one system call, as the responses to the clients do. A backend
+	// that stops taking bytes fails the gathered write after WriteWait.
+	under := rawio.NewConn(c)
+	under.WriteWait = h2Options.WriteTimeout
+	batch := rawio.NewBatchConn(under)
+	batch.Batch()
+	if proto != H2 {
+		return batch, nil
 	}
 	tc := p.b.TLS()
 	if tc == nil {
 		c.Close()
 		return nil, fmt.Errorf("backend %q: protocol h2 needs an https backend", p.b.Name)
 	}
-	t := tls.Client(rawio.NewConn(c), p.h2TLS(tc))
+	t := tls.Client(batch, p.h2TLS(tc))
 	if err := t.HandshakeContext(ctx); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("backend %q: %w: %w", p.b.Name, errHandshake, err)
