@@ -68,6 +68,7 @@ type Conn struct {
 	connUpdateAt, streamUpdateAt int64
 
 	// The reading goroutine's only (read.go).
+	readAt      int64 // when the last read from the socket returned, in Unix nanoseconds
 	br          *bufio.Reader
 	in          blockReader
 	fr          *http2.Framer
@@ -83,6 +84,7 @@ type Conn struct {
 	hbuf    bytes.Buffer
 	werr    error     // the first write error: nothing more is written
 	wdl     time.Time // the socket's write deadline
+	lockAt  int64     // when wmu was last taken, in Unix nanoseconds
 	// peerFrame is the largest frame the backend accepts.
 	peerFrame atomic.Uint32
 	// sent counts the HEADERS and DATA frames written, which pay for the
@@ -108,6 +110,7 @@ type Conn struct {
 	granted, dataOut int64
 	waiters          []*Stream // writers waiting for connection window
 	free             [][]byte  // body buffers of closed streams (flow.go)
+	spare            []*Stream // closed streams, kept for the next Open
 	goneAway         bool      // the backend sent GOAWAY
 	lastID           uint32    // its last stream id
 	draining         bool      // Drain was called
@@ -155,7 +158,7 @@ func Start(nc net.Conn, o Options) (*Conn, error) {
 	c.connWindow = max(c.connWindow, initialWindow)
 	c.connUpdateAt = min(windowUpdateAt, c.connWindow/2)
 	c.streamUpdateAt = max(min(windowUpdateAt, int64(o.StreamWindow)/2), 1)
-	c.br = bufio.NewReaderSize(nc, readBufferSize)
+	c.br = bufio.NewReaderSize(clockReader{c}, readBufferSize)
 	c.in = blockReader{r: c.br, limit: 2*int(o.MaxHeaderBytes) + maxFrameRead}
 	c.fr = http2.NewFramer(nil, &c.in)
 	c.fr.SetMaxReadFrameSize(maxFrameRead)
@@ -209,8 +212,18 @@ func (c *Conn) Open() *Stream {
 		return nil
 	}
 	c.open++
+	var s *Stream
+	if n := len(c.spare); n > 0 {
+		s = c.spare[n-1]
+		c.spare[n-1] = nil
+		c.spare = c.spare[:n-1]
+	}
 	c.mu.Unlock()
-	return newStream(c)
+	if s == nil {
+		return newStream(c)
+	}
+	s.last.Store(time.Now().UnixNano())
+	return s
 }
 
 // usable reports whether new streams may start. mu is held.
@@ -332,4 +345,15 @@ func (c *Conn) finish(readErr error) {
 		c.log.Debug("HTTP/2 connection to backend ended", "backend", c.o.Name, "err", cause.Error())
 	}
 	close(c.done)
+}
+
+// clockReader reads the connection, noting when each read returned: the
+// frames one read brings are stamped with its time, rather than each
+// reading the clock.
+type clockReader struct{ c *Conn }
+
+func (r clockReader) Read(p []byte) (int, error) {
+	n, err := r.c.nc.Read(p)
+	r.c.readAt = time.Now().UnixNano()
+	return n, err
 }

@@ -29,15 +29,18 @@ func (s *Stream) take(want int) (int, error) {
 			c.waiters = append(c.waiters, s)
 			s.waiting = true
 		}
-		if passed(s.wdl) {
+		d := left(s.wdl)
+		if d <= 0 {
 			c.mu.Unlock()
 			return 0, errWriteTimeout
 		}
 		dl := s.wdl
+		s.awaiting++
 		c.mu.Unlock()
 		s.Release()
-		await(s.wwake, &s.wt, dl)
+		wait(s.wwake, &s.wt, dl, d)
 		c.mu.Lock()
+		s.awaiting--
 	}
 }
 

@@ -221,7 +221,7 @@ func (c *Conn) onData(f *http2.DataFrame) error {
 	if ended {
 		s.remoteDone = true
 	}
-	s.touch()
+	s.last.Store(c.readAt)
 	s.wakeRead()
 	c.mu.Unlock()
 	c.creditConn()
@@ -249,7 +249,7 @@ func (c *Conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	if s.remoteDone {
 		return &streamFail{id, http2.ErrCodeStreamClosed, errors.New("h2up: the backend sent HEADERS after the end of the stream")}
 	}
-	s.touch()
+	s.last.Store(c.readAt)
 	if f.Truncated {
 		return &streamFail{id, http2.ErrCodeCancel, fmt.Errorf("h2up: the backend's response head is over the limit of %d bytes", c.o.MaxHeaderBytes)}
 	}
@@ -406,7 +406,7 @@ func (c *Conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
 	if s.sendWin > maxWindow {
 		return &streamFail{id, http2.ErrCodeFlowControl, errors.New("h2up: the backend's WINDOW_UPDATE overflows the stream's window")}
 	}
-	s.touch()
+	s.last.Store(c.readAt)
 	s.wakeWrite()
 	return nil
 }
@@ -429,7 +429,7 @@ func (c *Conn) onReset(f *http2.RSTStreamFrame) error {
 	if s.waiting {
 		c.unwait(s)
 	}
-	s.touch()
+	s.last.Store(c.readAt)
 	s.wake()
 	return nil
 }

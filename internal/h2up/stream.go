@@ -65,6 +65,33 @@ type Stream struct {
 	// held says the writer holds the connection's buffer (Hold); the
 	// writer's goroutine only.
 	held bool
+	// awaiting counts the sides waiting for a wakeup (await); under c.mu.
+	// A stream closed with none is kept for the connection's next Open.
+	awaiting int
+}
+
+// spareStreams bounds the closed streams a connection keeps for reuse.
+const spareStreams = 32
+
+// keep readies s, closed with no side waiting, for the next Open: its
+// wakeup channels, emptied, and its timers, stopped, stay with it. c.mu
+// is held.
+func (c *Conn) keep(s *Stream) {
+	if len(c.spare) == spareStreams {
+		return
+	}
+	rwake, wwake, rt, wt := s.rwake, s.wwake, s.rt, s.wt
+	select {
+	case <-rwake:
+	default:
+	}
+	select {
+	case <-wwake:
+	default:
+	}
+	*s = Stream{c: c, rwake: rwake, wwake: wwake, rt: rt, wt: wt, content: -1}
+	s.heads = s.headArr[:0]
+	c.spare = append(c.spare, s)
 }
 
 func newStream(c *Conn) *Stream {
@@ -96,14 +123,21 @@ func (s *Stream) wakeWrite() {
 }
 
 // await waits, without c.mu, for a wakeup on ch or for the deadline dl,
-// with the timer *tp.
-func await(ch chan struct{}, tp **time.Timer, dl time.Time) {
+// with the timer *tp, d (> 0) before it; c.mu is held on entry and on
+// return.
+func (s *Stream) await(ch chan struct{}, tp **time.Timer, dl time.Time, d time.Duration) {
+	s.awaiting++
+	s.c.mu.Unlock()
+	wait(ch, tp, dl, d)
+	s.c.mu.Lock()
+	s.awaiting--
+}
+
+// wait waits for a wakeup on ch or for d, when dl is not zero, with the
+// timer *tp.
+func wait(ch chan struct{}, tp **time.Timer, dl time.Time, d time.Duration) {
 	if dl.IsZero() {
 		<-ch
-		return
-	}
-	d := time.Until(dl)
-	if d <= 0 {
 		return
 	}
 	t := *tp
@@ -120,10 +154,18 @@ func await(ch chan struct{}, tp **time.Timer, dl time.Time) {
 	}
 }
 
-// passed reports whether the deadline dl has passed.
-func passed(dl time.Time) bool { return !dl.IsZero() && !time.Now().Before(dl) }
+// left returns the time left before the deadline dl, 1 when there is
+// none, and 0 or less once it has passed.
+func left(dl time.Time) time.Duration {
+	if dl.IsZero() {
+		return 1
+	}
+	return time.Until(dl)
+}
 
-func (s *Stream) touch() { s.last.Store(time.Now().UnixNano()) }
+// wrote notes that the stream's writer wrote, at the time it took the
+// write side; wmu is held.
+func (s *Stream) wrote() { s.last.Store(s.c.lockAt) }
 
 // WriteHead sends the request head. fields start with the pseudo-fields
 // :method, :scheme, :authority (optional) and :path, then the regular
@@ -161,8 +203,8 @@ func (s *Stream) WriteHead(fields []hpack.HeaderField, end bool) error {
 	c.streams[s.id] = s
 	c.mu.Unlock()
 	c.writeBlock(s.id, fields, end)
+	s.wrote()
 	err := c.unlockWrite()
-	s.touch()
 	if errors.Is(err, net.ErrClosed) {
 		// The reading goroutine closed the connection, the backend having
 		// closed its end, between the check above and the write: nothing
@@ -187,8 +229,8 @@ func (s *Stream) Write(p []byte) (int, error) {
 		}
 		c.wfr.WriteData(s.id, false, p[:n])
 		c.sent.Add(1)
+		s.wrote()
 		err = c.unlockWrite()
-		s.touch()
 		if err != nil {
 			return done, err
 		}
@@ -268,8 +310,8 @@ func (s *Stream) CloseWrite(trailers []hpack.HeaderField) error {
 		c.wfr.WriteData(s.id, true, nil)
 		c.sent.Add(1)
 	}
+	s.wrote()
 	err = c.unlockWrite()
-	s.touch()
 	return err
 }
 
@@ -334,6 +376,7 @@ func (s *Stream) ReadHead() (Head, error) {
 			return h, nil
 		}
 		var err error
+		var d time.Duration
 		switch {
 		case !s.headed:
 			err = errNoHead
@@ -341,17 +384,16 @@ func (s *Stream) ReadHead() (Head, error) {
 			err = s.err
 		case s.final:
 			err = errors.New("h2up: the final response head was already read")
-		case passed(s.rdl):
-			err = errReadTimeout
+		default:
+			if d = left(s.rdl); d <= 0 {
+				err = errReadTimeout
+			}
 		}
 		if err != nil {
 			c.mu.Unlock()
 			return Head{}, err
 		}
-		dl := s.rdl
-		c.mu.Unlock()
-		await(s.rwake, &s.rt, dl)
-		c.mu.Lock()
+		s.await(s.rwake, &s.rt, s.rdl, d)
 	}
 }
 
@@ -382,6 +424,7 @@ func (s *Stream) Read(p []byte) (int, error) {
 			return n, nil
 		}
 		var err error
+		var d time.Duration
 		switch {
 		case s.remoteDone:
 			err = io.EOF
@@ -389,17 +432,16 @@ func (s *Stream) Read(p []byte) (int, error) {
 			err = errNoHead
 		case s.err != nil:
 			err = s.err
-		case passed(s.rdl):
-			err = errReadTimeout
+		default:
+			if d = left(s.rdl); d <= 0 {
+				err = errReadTimeout
+			}
 		}
 		if err != nil {
 			c.mu.Unlock()
 			return 0, err
 		}
-		dl := s.rdl
-		c.mu.Unlock()
-		await(s.rwake, &s.rt, dl)
-		c.mu.Lock()
+		s.await(s.rwake, &s.rt, s.rdl, d)
 	}
 }
 
@@ -456,6 +498,9 @@ func (s *Stream) Close() {
 	}
 	closeConn := last && (c.draining || c.goneAway) && !c.closing
 	id := s.id
+	if s.awaiting == 0 {
+		c.keep(s)
+	}
 	c.mu.Unlock()
 	if rst {
 		c.writeReset(id, http2.ErrCodeCancel)

@@ -27,6 +27,7 @@ func (c *Conn) lockWrite() {
 	c.writers.Add(-1)
 	if c.werr == nil {
 		now := time.Now()
+		c.lockAt = now.UnixNano()
 		if c.wdl.Sub(now) < c.o.WriteTimeout*3/4 {
 			c.wdl = now.Add(c.o.WriteTimeout)
 			c.nc.SetWriteDeadline(c.wdl)
