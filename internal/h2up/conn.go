@@ -82,9 +82,13 @@ type Conn struct {
 	wfr     *http2.Framer
 	enc     *hpack.Encoder
 	hbuf    bytes.Buffer
-	werr    error     // the first write error: nothing more is written
-	wdl     time.Time // the socket's write deadline
-	lockAt  int64     // when wmu was last taken, in Unix nanoseconds
+	// strs holds the field names and values the encoder may index,
+	// strsSize their bytes (write.go).
+	strs     map[string]string
+	strsSize int
+	werr     error     // the first write error: nothing more is written
+	wdl      time.Time // the socket's write deadline
+	lockAt   int64     // when wmu was last taken, in Unix nanoseconds
 	// peerFrame is the largest frame the backend accepts.
 	peerFrame atomic.Uint32
 	// sent counts the HEADERS and DATA frames written, which pay for the
@@ -168,9 +172,7 @@ func Start(nc net.Conn, o Options) (*Conn, error) {
 	c.bw = bufio.NewWriterSize(nc, writeBufferSize)
 	c.wfr = http2.NewFramer(c.bw, nil)
 	c.enc = hpack.NewEncoder(&c.hbuf)
-	// relay never adds to the backend's dynamic table: request fields may
-	// be views of buffers that are reused once the head is written.
-	c.enc.SetMaxDynamicTableSizeLimit(0)
+	c.strs = make(map[string]string)
 	c.peerFrame.Store(16384)
 	c.streams = make(map[uint32]*Stream)
 	c.free = make([][]byte, 0, freeBuffers)

@@ -369,9 +369,13 @@ func (c *Conn) onSettings(f *http2.SettingsFrame) error {
 			}
 		case http2.SettingMaxFrameSize:
 			c.peerFrame.Store(st.Val)
+		case http2.SettingHeaderTableSize:
+			// The encoder's table stays within what the backend's
+			// decoder keeps; it tells the backend of a smaller one at
+			// the start of the next header block (RFC 7541 4.2). wmu
+			// is held.
+			c.enc.SetMaxDynamicTableSizeLimit(st.Val)
 		}
-		// relay's encoder uses no dynamic table, so HEADER_TABLE_SIZE
-		// needs nothing.
 		return nil
 	})
 	if err == nil {
