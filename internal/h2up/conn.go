@@ -2,12 +2,12 @@ package h2up
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"relay/internal/hpackenc"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -80,15 +80,10 @@ type Conn struct {
 	writers atomic.Int32 // goroutines waiting for wmu: the last one flushes
 	bw      *bufio.Writer
 	wfr     *http2.Framer
-	enc     *hpack.Encoder
-	hbuf    bytes.Buffer
-	// strs holds the field names and values the encoder may index,
-	// strsSize their bytes (write.go).
-	strs     map[string]string
-	strsSize int
-	werr     error     // the first write error: nothing more is written
-	wdl      time.Time // the socket's write deadline
-	lockAt   int64     // when wmu was last taken, in Unix nanoseconds
+	enc     *hpackenc.Encoder
+	werr    error     // the first write error: nothing more is written
+	wdl     time.Time // the socket's write deadline
+	lockAt  int64     // when wmu was last taken, in Unix nanoseconds
 	// peerFrame is the largest frame the backend accepts.
 	peerFrame atomic.Uint32
 	// sent counts the HEADERS and DATA frames written, which pay for the
@@ -171,8 +166,7 @@ func Start(nc net.Conn, o Options) (*Conn, error) {
 	c.fr.SetReuseFrames()
 	c.bw = bufio.NewWriterSize(nc, writeBufferSize)
 	c.wfr = http2.NewFramer(c.bw, nil)
-	c.enc = hpack.NewEncoder(&c.hbuf)
-	c.strs = make(map[string]string)
+	c.enc = hpackenc.New()
 	c.peerFrame.Store(16384)
 	c.streams = make(map[uint32]*Stream)
 	c.free = make([][]byte, 0, freeBuffers)

@@ -374,7 +374,7 @@ func (c *Conn) onSettings(f *http2.SettingsFrame) error {
 			// decoder keeps; it tells the backend of a smaller one at
 			// the start of the next header block (RFC 7541 4.2). wmu
 			// is held.
-			c.enc.SetMaxDynamicTableSizeLimit(st.Val)
+			c.enc.SetLimit(st.Val)
 		}
 		return nil
 	})

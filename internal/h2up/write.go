@@ -2,7 +2,6 @@ package h2up
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -76,24 +75,18 @@ func (c *Conn) release(flush bool) error {
 }
 
 // writeBlock encodes fields into a HEADERS frame and, if they take more
-// than a frame, CONTINUATION frames. wmu is held.
-//
-// Fields sent before go as an index into the backend's HPACK table (RFC
-// 7541 2.3.2), as browsers' and gRPC's encoders send them: most of a
-// request's fields are the same on every call. The encoder keeps what it
-// indexes, while the fields given may be views of buffers reused once
-// the head is out, so a field is indexed only as strings the connection
-// keeps (strs); one marked Sensitive, or too long to keep, goes as a
-// literal never indexed.
+// than a frame, CONTINUATION frames; fields marked Sensitive go as
+// literals never indexed. wmu is held.
 func (c *Conn) writeBlock(id uint32, fields []hpack.HeaderField, end bool) {
-	c.hbuf.Reset()
+	c.enc.Begin()
 	for _, f := range fields {
-		if !f.Sensitive {
-			f = c.indexable(f)
+		if f.Sensitive {
+			c.enc.Never(f.Name, f.Value)
+		} else {
+			c.enc.Field(f.Name, f.Value)
 		}
-		c.enc.WriteField(f)
 	}
-	block := c.hbuf.Bytes()
+	block := c.enc.Block()
 	max := int(c.peerFrame.Load())
 	frag := block[:min(len(block), max)]
 	block = block[len(frag):]
@@ -119,41 +112,4 @@ func (c *Conn) writeCredit(id uint32, n int64) {
 	c.lockWrite()
 	c.wfr.WriteWindowUpdate(id, uint32(n))
 	c.unlockWrite()
-}
-
-// knownBytes bounds the bytes of field names and values a connection
-// keeps for its HPACK table; past it they are let go and kept anew.
-// knownValue is the longest value kept.
-const (
-	knownBytes = 16 << 10
-	knownValue = 512
-)
-
-// indexable returns f with its name and value as strings the connection
-// keeps, or marked Sensitive when the value is too long to keep. wmu is
-// held.
-func (c *Conn) indexable(f hpack.HeaderField) hpack.HeaderField {
-	if len(f.Value) > knownValue {
-		f.Sensitive = true
-		return f
-	}
-	f.Name, f.Value = c.stable(f.Name), c.stable(f.Value)
-	return f
-}
-
-// stable returns a string equal to s that the connection keeps. The
-// encoder's table holds its own references, so letting the known
-// strings go when they grow past knownBytes is safe.
-func (c *Conn) stable(s string) string {
-	if k, ok := c.strs[s]; ok {
-		return k
-	}
-	if c.strsSize+len(s) > knownBytes {
-		clear(c.strs)
-		c.strsSize = 0
-	}
-	k := strings.Clone(s)
-	c.strs[k] = k
-	c.strsSize += len(k)
-	return k
 }
