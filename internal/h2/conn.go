@@ -2,7 +2,6 @@ package h2
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -16,6 +15,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"relay/internal/core"
+	"relay/internal/hpackenc"
 )
 
 // What relay grants a client for request bodies. Unread body bytes are
@@ -57,8 +57,7 @@ type conn struct {
 	writers atomic.Int32 // goroutines waiting for wmu: the last one flushes
 	bw      *bufio.Writer
 	wfr     *http2.Framer
-	enc     *hpack.Encoder
-	hbuf    bytes.Buffer
+	enc     *hpackenc.Encoder
 	lower   []byte // a field name in lower case
 	werr    error  // the first write error: nothing more is written
 	// peerFrame is the largest frame the client accepts.
@@ -133,11 +132,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c.fr.SetReuseFrames()
 	c.bw = bufio.NewWriterSize(countWrites{nc, &c.writes}, writeBufferSize)
 	c.wfr = http2.NewFramer(c.bw, nil)
-	c.enc = hpack.NewEncoder(&c.hbuf)
-	// relay never adds to the client's dynamic table: a response's
-	// fields are encoded from buffers that are reused (as nginx and
-	// HAProxy encode them, statically indexed or literal).
-	c.enc.SetMaxDynamicTableSizeLimit(0)
+	c.enc = hpackenc.New()
 	c.peerFrame.Store(16384)
 	c.sendWin, c.peerWin, c.recvWin = 65535, 65535, connWindow
 	var addr = c.remoteAddr()
@@ -371,9 +366,13 @@ func (c *conn) onSettings(f *http2.SettingsFrame) error {
 			c.window.Broadcast()
 		case http2.SettingMaxFrameSize:
 			c.peerFrame.Store(s.Val)
+		case http2.SettingHeaderTableSize:
+			// The encoder's table stays within what the client's
+			// decoder keeps, and the next header block says so (RFC
+			// 7541 4.2). relay never pushes, so ENABLE_PUSH needs
+			// nothing.
+			c.enc.SetLimit(s.Val)
 		}
-		// relay's encoder never uses the dynamic table, so
-		// HEADER_TABLE_SIZE needs nothing; it never pushes.
 		return nil
 	})
 	if err == nil {

@@ -34,7 +34,9 @@ func (c *conn) endWithTrailers(st *stream, raw []byte, hops []byte) error {
 	if err := c.lockFor(st, 0); err != nil {
 		return err
 	}
-	c.hbuf.Reset()
+	// The block begins with the first field that passes: one begun and
+	// left unsent could lose the table size update it starts with.
+	begun := false
 	for len(raw) > 0 {
 		line := raw
 		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
@@ -52,9 +54,13 @@ func (c *conn) endWithTrailers(st *stream, raw []byte, hops []byte) error {
 			continue
 		}
 		value := bytes.Trim(line[colon+1:], " \t")
-		c.enc.WriteField(hpack.HeaderField{Name: name, Value: stringOf(value)})
+		if !begun {
+			c.enc.Begin()
+			begun = true
+		}
+		c.enc.Field(name, stringOf(value))
 	}
-	if c.hbuf.Len() == 0 {
+	if !begun {
 		c.wfr.WriteData(st.id, true, nil)
 		c.dataSent.Add(1)
 	} else {

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 
 	"relay/internal/h1"
 )
@@ -193,27 +192,37 @@ func (c *conn) takeWindow(st *stream, want int, wait bool) (int, error) {
 // framing fields stay behind, and the length, if known, is sent as
 // content-length.
 func (c *conn) writeHead(id uint32, status int, fields []h1.Field, length int64, end bool) {
-	c.hbuf.Reset()
-	c.enc.WriteField(hpack.HeaderField{Name: ":status", Value: statusText(status)})
+	c.enc.Begin()
+	c.enc.Field(":status", statusText(status))
 	for i := range fields {
 		f := &fields[i]
 		if f.Hop || f.Is("proxy-connection") {
 			continue
 		}
 		c.lower = h1.AppendLower(c.lower[:0], f.Name)
-		c.enc.WriteField(hpack.HeaderField{Name: stringOf(c.lower), Value: stringOf(f.Value)})
+		name := stringOf(c.lower)
+		if neverIndexed(name) {
+			c.enc.Never(name, stringOf(f.Value))
+		} else {
+			c.enc.Field(name, stringOf(f.Value))
+		}
 	}
 	if length >= 0 {
 		c.lower = strconv.AppendInt(c.lower[:0], length, 10)
-		c.enc.WriteField(hpack.HeaderField{Name: "content-length", Value: stringOf(c.lower)})
+		c.enc.Field("content-length", stringOf(c.lower))
 	}
 	c.writeBlock(id, end)
 }
 
-// writeBlock writes the header block in hbuf as a HEADERS frame and, if
+// neverIndexed reports the response fields that go as literals never
+// indexed: a cookie, which intermediaries must not index either (RFC
+// 7541 7.1.3), and a request id, new with every response.
+func neverIndexed(name string) bool { return name == "set-cookie" || name == "x-request-id" }
+
+// writeBlock writes the header block encoded last as a HEADERS frame and, if
 // it is larger than a frame, CONTINUATION frames. wmu is held.
 func (c *conn) writeBlock(id uint32, end bool) {
-	block := c.hbuf.Bytes()
+	block := c.enc.Block()
 	max := int(c.peerFrame.Load())
 	frag := block[:min(len(block), max)]
 	block = block[len(frag):]
