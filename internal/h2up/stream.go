@@ -98,7 +98,7 @@ func newStream(c *Conn) *Stream {
 	s := &Stream{c: c, rwake: make(chan struct{}, 1), wwake: make(chan struct{}, 1)}
 	s.heads = s.headArr[:0]
 	s.content = -1
-	s.last.Store(time.Now().UnixNano())
+	s.last.Store(clock())
 	return s
 }
 
@@ -462,7 +462,7 @@ func (s *Stream) Trailers() []hpack.HeaderField {
 
 // LastActive returns when the stream last moved: a frame of it read, or
 // body bytes written.
-func (s *Stream) LastActive() time.Time { return time.Unix(0, s.last.Load()) }
+func (s *Stream) LastActive() time.Time { return epoch.Add(time.Duration(s.last.Load())) }
 
 // Close ends the stream: one that has not ended both ways is reset
 // (RST_STREAM CANCEL). Its place on the connection is free again. Close

@@ -26,11 +26,10 @@ func (c *Conn) lockWrite() {
 	c.wmu.Lock()
 	c.writers.Add(-1)
 	if c.werr == nil {
-		now := time.Now()
-		c.lockAt = now.UnixNano()
-		if c.wdl.Sub(now) < c.o.WriteTimeout*3/4 {
-			c.wdl = now.Add(c.o.WriteTimeout)
-			c.nc.SetWriteDeadline(c.wdl)
+		c.lockAt = clock()
+		if time.Duration(c.lockAt) > c.wdl-c.o.WriteTimeout*3/4 {
+			c.wdl = time.Duration(c.lockAt) + c.o.WriteTimeout
+			c.nc.SetWriteDeadline(epoch.Add(c.wdl))
 		}
 	}
 }

@@ -165,7 +165,7 @@ func (c *BatchConn) failure() error {
 		return c.err
 	case c.closed:
 		return net.ErrClosed
-	case !c.deadline.IsZero() && !time.Now().Before(c.deadline):
+	case !c.deadline.IsZero() && time.Until(c.deadline) <= 0:
 		return os.ErrDeadlineExceeded
 	}
 	return nil
