@@ -12,10 +12,9 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 
 	"relay/internal/core"
-	"relay/internal/hpackenc"
+	"relay/internal/hblock"
 )
 
 // What relay grants a client for request bodies. Unread body bytes are
@@ -48,8 +47,9 @@ type conn struct {
 	srv  *Server
 	nc   net.Conn
 	br   *bufio.Reader
-	in   frameReader   // what fr reads from: serve's goroutine only
-	fr   *http2.Framer // reads: serve's goroutine only
+	in   frameReader    // what fr reads from: serve's goroutine only
+	fr   *http2.Framer  // reads: serve's goroutine only
+	hr   *hblock.Reader // reads fr, header blocks whole
 	peer core.Peer
 
 	// The write side (write.go), under wmu.
@@ -57,7 +57,7 @@ type conn struct {
 	writers atomic.Int32 // goroutines waiting for wmu: the last one flushes
 	bw      *bufio.Writer
 	wfr     *http2.Framer
-	enc     *hpackenc.Encoder
+	enc     *hblock.Encoder
 	lower   []byte // a field name in lower case
 	werr    error  // the first write error: nothing more is written
 	// peerFrame is the largest frame the client accepts.
@@ -128,11 +128,11 @@ func newConn(s *Server, nc net.Conn) *conn {
 	// so that a list, or a single field, a little over it is still read
 	// and answered 431 (view); past that the connection is closed.
 	c.fr.MaxHeaderListSize = 2 * uint32(s.lim.MaxHeaderBytes)
-	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	c.hr = hblock.NewReader(c.fr)
 	c.fr.SetReuseFrames()
 	c.bw = bufio.NewWriterSize(countWrites{nc, &c.writes}, writeBufferSize)
 	c.wfr = http2.NewFramer(c.bw, nil)
-	c.enc = hpackenc.New()
+	c.enc = hblock.NewEncoder()
 	c.peerFrame.Store(16384)
 	c.sendWin, c.peerWin, c.recvWin = 65535, 65535, connWindow
 	var addr = c.remoteAddr()
@@ -163,7 +163,7 @@ func (c *conn) serve() {
 		c.mu.Unlock()
 	}
 	for {
-		f, err := c.fr.ReadFrame()
+		f, err := c.hr.ReadFrame()
 		if err == nil {
 			c.frames.Add(1)
 			err = c.handle(f)

@@ -20,7 +20,10 @@ func (st *stream) view(f *http2.MetaHeadersFrame, size int64) http2.ErrCode {
 	c := st.c
 	req := &st.req
 	*req = h1.Request{Fields: req.Fields[:0], Minor: 1}
-	st.fields = f.Fields
+	// The frame's fields are the connection's, reused for its next
+	// block: the stream keeps a copy, which holds the strings its
+	// request's fields are views of.
+	st.fields = append(st.fields[:0], f.Fields...)
 	st.head = f.PseudoValue("method") == "HEAD"
 	if f.Truncated || size > int64(c.srv.lim.MaxHeaderBytes) {
 		st.refuse, st.refuseText = 431, "request header fields too large"

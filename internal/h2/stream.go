@@ -289,7 +289,7 @@ func (st *stream) open(c *conn, id uint32) {
 func (st *stream) release() {
 	st.x.Req, st.x.Body, st.x.Door, st.x.Peer = nil, nil, nil, nil
 	clear(st.fields)
-	st.fields = nil
+	st.fields = st.fields[:0]
 	st.req.Fields = st.req.Fields[:0]
 	if cap(st.hops) > keepTrailerBytes {
 		st.hops = nil

@@ -7,13 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"relay/internal/hpackenc"
+	"relay/internal/hblock"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 )
 
 // Defaults of Options, and the protocol's fixed values relay works with.
@@ -72,6 +71,7 @@ type Conn struct {
 	br          *bufio.Reader
 	in          blockReader
 	fr          *http2.Framer
+	hr          *hblock.Reader // reads fr, header blocks whole
 	sawSettings bool
 	ab          budget
 
@@ -80,7 +80,7 @@ type Conn struct {
 	writers atomic.Int32 // goroutines waiting for wmu: the last one flushes
 	bw      *bufio.Writer
 	wfr     *http2.Framer
-	enc     *hpackenc.Encoder
+	enc     *hblock.Encoder
 	werr    error         // the first write error: nothing more is written
 	wdl     time.Duration // the socket's write deadline (clock)
 	lockAt  int64         // when wmu was last taken (clock)
@@ -162,11 +162,11 @@ func Start(nc net.Conn, o Options) (*Conn, error) {
 	c.fr = http2.NewFramer(nil, &c.in)
 	c.fr.SetMaxReadFrameSize(maxFrameRead)
 	c.fr.MaxHeaderListSize = o.MaxHeaderBytes
-	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	c.hr = hblock.NewReader(c.fr)
 	c.fr.SetReuseFrames()
 	c.bw = bufio.NewWriterSize(nc, writeBufferSize)
 	c.wfr = http2.NewFramer(c.bw, nil)
-	c.enc = hpackenc.New()
+	c.enc = hblock.NewEncoder()
 	c.peerFrame.Store(16384)
 	c.streams = make(map[uint32]*Stream)
 	c.free = make([][]byte, 0, freeBuffers)

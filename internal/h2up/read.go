@@ -3,6 +3,7 @@ package h2up
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -42,7 +43,7 @@ func (c *Conn) run() {
 	var err error
 	for {
 		var f http2.Frame
-		f, err = c.fr.ReadFrame()
+		f, err = c.hr.ReadFrame()
 		if err == nil {
 			err = c.handle(f)
 		}
@@ -265,7 +266,8 @@ func (c *Conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		if err := s.checkContent(true); err != nil {
 			return err
 		}
-		s.trailers = f.RegularFields()
+		// The frame's fields are reused for the next block.
+		s.trailers = slices.Clone(f.RegularFields())
 		s.remoteDone = true
 		s.wakeRead()
 		return nil
@@ -321,7 +323,8 @@ func parseHead(f *http2.MetaHeadersFrame) (Head, error) {
 	if err != nil || len(v) != 3 || status < 100 || status == 101 {
 		return Head{}, streamProtocolError(id, "the backend's response :status %q is not valid", v)
 	}
-	h := Head{Status: status, Fields: f.RegularFields(), ContentLength: -1}
+	// The frame's fields are reused for the next block.
+	h := Head{Status: status, Fields: slices.Clone(f.RegularFields()), ContentLength: -1}
 	for _, fl := range h.Fields {
 		if fl.Name != "content-length" {
 			continue

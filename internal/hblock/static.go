@@ -1,4 +1,4 @@
-package hpackenc
+package hblock
 
 // static is HPACK's static table (RFC 7541 Appendix A); index i is
 // static[i-1].

@@ -1,4 +1,4 @@
-package hpackenc
+package hblock
 
 import (
 	"fmt"
@@ -73,7 +73,7 @@ func TestRepeatedBlocksAreIndexes(t *testing.T) {
 		{"user-agent", "grpc-go/1.0", false}, {"x-forwarded-for", "127.0.0.1", false},
 		{"x-request-id", "3f1c2a", true}, {"te", "trailers", false},
 	}
-	e := New()
+	e := NewEncoder()
 	d := hpack.NewDecoder(DefaultTable, nil)
 	first := encode(e, fields)
 	same(t, 0, decoded(t, d, first), fields)
@@ -96,7 +96,7 @@ func TestEncoderProperty(t *testing.T) {
 		strings.Repeat("long", 300), strings.Repeat("x", 1500)}
 	for seed := range uint64(200) {
 		rng := rand.New(rand.NewPCG(seed, 7))
-		e := New()
+		e := NewEncoder()
 		d := hpack.NewDecoder(DefaultTable, nil)
 		for round := range 60 {
 			if rng.IntN(8) == 0 {
@@ -131,7 +131,7 @@ func TestEncoderProperty(t *testing.T) {
 // against the decoder.
 func TestIntegers(t *testing.T) {
 	for _, n := range []int{0, 1, 30, 31, 126, 127, 128, 255, 16383, 16384, 70000} {
-		e := New()
+		e := NewEncoder()
 		d := hpack.NewDecoder(DefaultTable, nil)
 		v := strings.Repeat("a", n)
 		e.Begin()

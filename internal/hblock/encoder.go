@@ -1,7 +1,9 @@
-// Package hpackenc encodes HTTP/2 header blocks (RFC 7541) the way a
-// proxy sends them: the same fields, block after block.
+// Package hblock encodes and reads HTTP/2 header blocks (RFC 7541) for
+// relay's two HTTP/2 engines, the front door and the client of HTTP/2
+// backends, cheaply for what a proxy carries: the same fields, block
+// after block. The Reader is in reader.go.
 //
-// A field sent before goes as one index into the peer's dynamic table,
+// Encoding: a field sent before goes as one index into the peer's dynamic table,
 // and finding it costs a string comparison, not a hash: the encoder
 // remembers which entry the field in each place of the last block went
 // to, and a block mostly repeats the one before it (the next call to the
@@ -11,7 +13,7 @@
 // of buffers reused once the block is out. Values new with every
 // message go as literals never indexed (Never), and do not push the
 // others out of the table.
-package hpackenc
+package hblock
 
 import (
 	"strings"
@@ -57,8 +59,8 @@ type Encoder struct {
 	buf  []byte
 }
 
-// New returns an encoder whose peer's table is the default size.
-func New() *Encoder {
+// NewEncoder returns an encoder whose peer's table is the default size.
+func NewEncoder() *Encoder {
 	return &Encoder{max: DefaultTable, limit: DefaultTable}
 }
 
