@@ -35,12 +35,12 @@ func (s *Stream) take(want int) (int, error) {
 			return 0, errWriteTimeout
 		}
 		dl := s.wdl
-		s.awaiting++
+		s.wwaiting = true
 		c.mu.Unlock()
 		s.Release()
 		wait(s.wwake, &s.wt, dl, d)
 		c.mu.Lock()
-		s.awaiting--
+		s.wwaiting = false
 	}
 }
 

@@ -65,9 +65,10 @@ type Stream struct {
 	// held says the writer holds the connection's buffer (Hold); the
 	// writer's goroutine only.
 	held bool
-	// awaiting counts the sides waiting for a wakeup (await); under c.mu.
-	// A stream closed with none is kept for the connection's next Open.
-	awaiting int
+	// rwaiting and wwaiting say a side waits for a wakeup (await); under
+	// c.mu. A stream closed with neither is kept for the connection's
+	// next Open.
+	rwaiting, wwaiting bool
 }
 
 // spareStreams bounds the closed streams a connection keeps for reuse.
@@ -122,15 +123,14 @@ func (s *Stream) wakeWrite() {
 	}
 }
 
-// await waits, without c.mu, for a wakeup on ch or for the deadline dl,
-// with the timer *tp, d (> 0) before it; c.mu is held on entry and on
-// return.
-func (s *Stream) await(ch chan struct{}, tp **time.Timer, dl time.Time, d time.Duration) {
-	s.awaiting++
+// awaitRead waits, without c.mu, for a wakeup of the read side or for
+// its deadline, d (> 0) ahead; c.mu is held on entry and on return.
+func (s *Stream) awaitRead(d time.Duration) {
+	s.rwaiting = true
 	s.c.mu.Unlock()
-	wait(ch, tp, dl, d)
+	wait(s.rwake, &s.rt, s.rdl, d)
 	s.c.mu.Lock()
-	s.awaiting--
+	s.rwaiting = false
 }
 
 // wait waits for a wakeup on ch or for d, when dl is not zero, with the
@@ -347,7 +347,9 @@ func (s *Stream) Release() error {
 func (s *Stream) SetWriteDeadline(t time.Time) {
 	s.c.mu.Lock()
 	s.wdl = t
-	s.wakeWrite()
+	if s.wwaiting {
+		s.wakeWrite() // to wait for the new deadline
+	}
 	s.c.mu.Unlock()
 }
 
@@ -355,7 +357,9 @@ func (s *Stream) SetWriteDeadline(t time.Time) {
 func (s *Stream) SetReadDeadline(t time.Time) {
 	s.c.mu.Lock()
 	s.rdl = t
-	s.wakeRead()
+	if s.rwaiting {
+		s.wakeRead() // to wait for the new deadline
+	}
 	s.c.mu.Unlock()
 }
 
@@ -393,7 +397,7 @@ func (s *Stream) ReadHead() (Head, error) {
 			c.mu.Unlock()
 			return Head{}, err
 		}
-		s.await(s.rwake, &s.rt, s.rdl, d)
+		s.awaitRead(d)
 	}
 }
 
@@ -441,7 +445,7 @@ func (s *Stream) Read(p []byte) (int, error) {
 			c.mu.Unlock()
 			return 0, err
 		}
-		s.await(s.rwake, &s.rt, s.rdl, d)
+		s.awaitRead(d)
 	}
 }
 
@@ -498,7 +502,7 @@ func (s *Stream) Close() {
 	}
 	closeConn := last && (c.draining || c.goneAway) && !c.closing
 	id := s.id
-	if s.awaiting == 0 {
+	if !s.rwaiting && !s.wwaiting {
 		c.keep(s)
 	}
 	c.mu.Unlock()
