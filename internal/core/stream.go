@@ -82,7 +82,8 @@ func (p *Pool) tryStream(cs *conns, b *backend.Backend, x *Exchange, now time.Ti
 			inline = x.streamHead(scheme)
 		}
 		a, over := p.exchangeStream(b, s, x, inline)
-		s.Close()
+		// exchangeStream is done with s, its body's sender too (pump).
+		s.Recycle()
 		// A backend that lowered its stream limit after the stream was
 		// opened took nothing: the request takes a stream again, on a
 		// connection with room under the new limit.

@@ -29,16 +29,15 @@ func (s *Stream) take(want int) (int, error) {
 			c.waiters = append(c.waiters, s)
 			s.waiting = true
 		}
-		d := left(s.wdl)
-		if d <= 0 {
+		if passed(s.wdl) {
 			c.mu.Unlock()
 			return 0, errWriteTimeout
 		}
-		dl := s.wdl
+		s.arm(&s.wt, &s.wAt, s.wdl, true)
 		s.wwaiting = true
 		c.mu.Unlock()
 		s.Release()
-		wait(s.wwake, &s.wt, dl, d)
+		<-s.wwake
 		c.mu.Lock()
 		s.wwaiting = false
 	}

@@ -251,7 +251,13 @@ func runProperty(t testing.TB, seed uint64) {
 			}
 		case a == 6 && len(streams) > 0:
 			i := rng.IntN(len(streams))
-			streams[i].Close()
+			// Recycled, the stream comes back from a later Open: its
+			// old state must not carry over.
+			if rng.IntN(2) == 0 {
+				streams[i].Recycle()
+			} else {
+				streams[i].Close()
+			}
 			streams = append(streams[:i], streams[i+1:]...)
 		case a == 7:
 			status := []string{"200", "200", "200", "204", "103", "404", "200", "xx"}[rng.IntN(8)]

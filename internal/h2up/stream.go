@@ -60,8 +60,11 @@ type Stream struct {
 	// rwake and wwake wake the reader and the writer when the stream's
 	// state changes; each holds at most one wakeup, so none is lost.
 	rwake, wwake chan struct{}
-	rt, wt       *time.Timer // their deadlines' timers
-	last         atomic.Int64
+	// rt and wt wake them at their deadlines, set to go off at rAt and
+	// wAt (zero: not set); under c.mu (arm).
+	rt, wt   *time.Timer
+	rAt, wAt time.Time
+	last     atomic.Int64
 	// held says the writer holds the connection's buffer (Hold); the
 	// writer's goroutine only.
 	held bool
@@ -123,45 +126,57 @@ func (s *Stream) wakeWrite() {
 	}
 }
 
-// awaitRead waits, without c.mu, for a wakeup of the read side or for
-// its deadline, d (> 0) ahead; c.mu is held on entry and on return.
-func (s *Stream) awaitRead(d time.Duration) {
+// awaitRead waits, without c.mu, for a wakeup of the read side, which
+// its deadline's timer gives too; c.mu is held on entry and on return.
+func (s *Stream) awaitRead() {
+	s.arm(&s.rt, &s.rAt, s.rdl, false)
 	s.rwaiting = true
 	s.c.mu.Unlock()
-	wait(s.rwake, &s.rt, s.rdl, d)
+	<-s.rwake
 	s.c.mu.Lock()
 	s.rwaiting = false
 }
 
-// wait waits for a wakeup on ch or for d, when dl is not zero, with the
-// timer *tp.
-func wait(ch chan struct{}, tp **time.Timer, dl time.Time, d time.Duration) {
-	if dl.IsZero() {
-		<-ch
+// arm sees that the timer *tp of a side (write: the write side) goes off
+// by its deadline dl. It is moved only when dl comes before the time *at
+// it is set for: the usual wait, for a deadline renewed a little later
+// each time, costs no timer operation, and the timer going off early
+// only makes the side look at its deadline and arm it again. c.mu is
+// held.
+func (s *Stream) arm(tp **time.Timer, at *time.Time, dl time.Time, write bool) {
+	if dl.IsZero() || !at.IsZero() && !dl.Before(*at) {
 		return
 	}
-	t := *tp
-	if t == nil {
-		t = time.NewTimer(d)
-		*tp = t
-	} else {
-		t.Reset(d)
+	*at = dl
+	d := time.Until(dl)
+	if *tp != nil {
+		(*tp).Reset(d)
+		return
 	}
-	select {
-	case <-ch:
-		t.Stop()
-	case <-t.C:
-	}
+	// The stream outlives its uses (Conn.keep), its connection with it.
+	c := s.c
+	*tp = time.AfterFunc(d, func() { c.alarm(s, write) })
 }
 
-// left returns the time left before the deadline dl, 1 when there is
-// none, and 0 or less once it has passed.
-func left(dl time.Time) time.Duration {
-	if dl.IsZero() {
-		return 1
+// alarm wakes a side of s whose timer went off.
+func (c *Conn) alarm(s *Stream, write bool) {
+	c.mu.Lock()
+	if write {
+		s.wAt = time.Time{}
+		if s.wwaiting {
+			s.wakeWrite()
+		}
+	} else {
+		s.rAt = time.Time{}
+		if s.rwaiting {
+			s.wakeRead()
+		}
 	}
-	return time.Until(dl)
+	c.mu.Unlock()
 }
+
+// passed reports whether the deadline dl has passed.
+func passed(dl time.Time) bool { return !dl.IsZero() && time.Until(dl) <= 0 }
 
 // wrote notes that the stream's writer wrote, at the time it took the
 // write side; wmu is held.
@@ -380,7 +395,6 @@ func (s *Stream) ReadHead() (Head, error) {
 			return h, nil
 		}
 		var err error
-		var d time.Duration
 		switch {
 		case !s.headed:
 			err = errNoHead
@@ -389,7 +403,7 @@ func (s *Stream) ReadHead() (Head, error) {
 		case s.final:
 			err = errors.New("h2up: the final response head was already read")
 		default:
-			if d = left(s.rdl); d <= 0 {
+			if passed(s.rdl) {
 				err = errReadTimeout
 			}
 		}
@@ -397,7 +411,7 @@ func (s *Stream) ReadHead() (Head, error) {
 			c.mu.Unlock()
 			return Head{}, err
 		}
-		s.awaitRead(d)
+		s.awaitRead()
 	}
 }
 
@@ -428,7 +442,6 @@ func (s *Stream) Read(p []byte) (int, error) {
 			return n, nil
 		}
 		var err error
-		var d time.Duration
 		switch {
 		case s.remoteDone:
 			err = io.EOF
@@ -437,7 +450,7 @@ func (s *Stream) Read(p []byte) (int, error) {
 		case s.err != nil:
 			err = s.err
 		default:
-			if d = left(s.rdl); d <= 0 {
+			if passed(s.rdl) {
 				err = errReadTimeout
 			}
 		}
@@ -445,7 +458,7 @@ func (s *Stream) Read(p []byte) (int, error) {
 			c.mu.Unlock()
 			return 0, err
 		}
-		s.awaitRead(d)
+		s.awaitRead()
 	}
 }
 
@@ -470,8 +483,15 @@ func (s *Stream) LastActive() time.Time { return epoch.Add(time.Duration(s.last.
 
 // Close ends the stream: one that has not ended both ways is reset
 // (RST_STREAM CANCEL). Its place on the connection is free again. Close
-// is called once per Open, after which the stream is not used.
-func (s *Stream) Close() {
+// or Recycle is called once per Open, after which the stream is not used.
+func (s *Stream) Close() { s.close(false) }
+
+// Recycle is Close for a caller whose every use of the stream, on every
+// goroutine, has returned: the stream is kept for the connection's next
+// Open, with its channels and timers. Nothing may touch it after.
+func (s *Stream) Recycle() { s.close(true) }
+
+func (s *Stream) close(recycle bool) {
 	c := s.c
 	if s.held {
 		s.held = false
@@ -502,7 +522,7 @@ func (s *Stream) Close() {
 	}
 	closeConn := last && (c.draining || c.goneAway) && !c.closing
 	id := s.id
-	if !s.rwaiting && !s.wwaiting {
+	if recycle && !s.rwaiting && !s.wwaiting {
 		c.keep(s)
 	}
 	c.mu.Unlock()
