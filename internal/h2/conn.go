@@ -49,6 +49,8 @@ type conn struct {
 	br   *bufio.Reader
 	in   frameReader    // what fr reads from: serve's goroutine only
 	fr   *http2.Framer  // reads: serve's goroutine only
+	runq chan *stream   // idle runners wait here for a stream (runner.go)
+	idle atomic.Int32   // how many wait
 	hr   *hblock.Reader // reads fr, header blocks whole
 	peer core.Peer
 
@@ -115,7 +117,7 @@ var (
 )
 
 func newConn(s *Server, nc net.Conn) *conn {
-	c := &conn{srv: s, nc: nc, streams: make(map[uint32]*stream)}
+	c := &conn{srv: s, nc: nc, streams: make(map[uint32]*stream), runq: make(chan *stream)}
 	c.window.L = &c.mu
 	c.fb.init(&s.lim)
 	c.br = bufio.NewReaderSize(countReads{nc, &c.fb.wire}, readBufferSize)
@@ -649,6 +651,7 @@ func (c *conn) close() {
 		c.window.Wait()
 	}
 	c.mu.Unlock()
+	close(c.runq) // idle runners end (runner.go)
 }
 
 // remoteAddr is the client's address and port.

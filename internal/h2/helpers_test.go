@@ -132,6 +132,18 @@ type front struct {
 	core *core.Core
 }
 
+// idleRunners counts the runners waiting for streams on the front's
+// connections.
+func (f *front) idleRunners() int {
+	f.srv.mu.Lock()
+	defer f.srv.mu.Unlock()
+	n := 0
+	for c := range f.srv.conns {
+		n += int(c.idle.Load())
+	}
+	return n
+}
+
 // testBodyTime is the clients' time to send a request body.
 var testBodyTime = core.BodyTime{Idle: ioTimeout}
 

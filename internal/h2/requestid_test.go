@@ -55,6 +55,14 @@ func TestRequestIDOverHTTP2(t *testing.T) {
 		t.Fatalf("relay's own answer: %d with X-Request-Id %q; want 503 with a new id", resp.StatusCode, errID)
 	}
 
+	// The client can have the answer before relay logs it: the stream
+	// is done once its line is in.
+	c := serverConn(t, f)
+	waitUntil(t, "the streams done", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.running == 0
+	})
 	if err := access.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -187,7 +187,7 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		st.body.end()
 	}
 	c.mu.Unlock()
-	go st.run()
+	c.start(st)
 	return nil
 }
 

@@ -149,11 +149,17 @@ func (e *Encoder) Field(name, value string) {
 }
 
 // Never adds a field as a literal never indexed (RFC 7541 6.2.3): a value
-// new with every message, or one that intermediaries must not index.
+// new with every message, or one that intermediaries must not index. Its
+// strings go as they are, not Huffman-coded: sent with every message,
+// they cost a copy rather than a coding.
 func (e *Encoder) Never(name, value string) {
 	e.pos++
 	sidx, _ := staticIndex(name, value)
-	e.literal(0x10, 4, sidx, name, value)
+	e.buf = appendInt(e.buf, 0x10, 4, sidx)
+	if sidx == 0 {
+		e.buf = appendRaw(e.buf, name)
+	}
+	e.buf = appendRaw(e.buf, value)
 }
 
 // literal appends a literal field with the representation's first bits
@@ -250,6 +256,11 @@ func appendString(dst []byte, s string) []byte {
 		dst = appendInt(dst, 0x80, 7, h)
 		return hpack.AppendHuffmanString(dst, s)
 	}
+	return appendRaw(dst, s)
+}
+
+// appendRaw appends s as an HPACK string not Huffman-coded.
+func appendRaw(dst []byte, s string) []byte {
 	dst = appendInt(dst, 0, 7, uint64(len(s)))
 	return append(dst, s...)
 }
