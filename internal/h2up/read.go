@@ -3,7 +3,6 @@ package h2up
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -266,8 +265,7 @@ func (c *Conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		if err := s.checkContent(true); err != nil {
 			return err
 		}
-		// The frame's fields are reused for the next block.
-		s.trailers = slices.Clone(f.RegularFields())
+		s.trailers = s.keepFields(f.RegularFields())
 		s.remoteDone = true
 		s.wakeRead()
 		return nil
@@ -276,6 +274,7 @@ func (c *Conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	if err != nil {
 		return err
 	}
+	h.Fields = s.keepFields(h.Fields)
 	if h.Status < 200 {
 		if f.StreamEnded() {
 			return streamProtocolError(id, "the backend ended the stream with an informational (%d) head", h.Status)
@@ -323,8 +322,7 @@ func parseHead(f *http2.MetaHeadersFrame) (Head, error) {
 	if err != nil || len(v) != 3 || status < 100 || status == 101 {
 		return Head{}, streamProtocolError(id, "the backend's response :status %q is not valid", v)
 	}
-	// The frame's fields are reused for the next block.
-	h := Head{Status: status, Fields: slices.Clone(f.RegularFields()), ContentLength: -1}
+	h := Head{Status: status, Fields: f.RegularFields(), ContentLength: -1}
 	for _, fl := range h.Fields {
 		if fl.Name != "content-length" {
 			continue

@@ -54,8 +54,11 @@ type Stream struct {
 	hoff                      int
 	headArr                   [2]Head // heads' first array: most responses have one or two
 	trailers                  []hpack.HeaderField
-	err                       error // why the stream failed, for both sides
-	rdl, wdl                  time.Time
+	// fields holds the fields of the heads and trailers that came, which
+	// the frames they came in do not keep (keepFields).
+	fields   []hpack.HeaderField
+	err      error // why the stream failed, for both sides
+	rdl, wdl time.Time
 
 	// rwake and wwake wake the reader and the writer when the stream's
 	// state changes; each holds at most one wakeup, so none is lost.
@@ -74,6 +77,15 @@ type Stream struct {
 	rwaiting, wwaiting bool
 }
 
+// keepFields copies fs, fields of a frame the connection reuses for its
+// next header block, into the stream's own. The copies of earlier heads
+// stay as they are. c.mu is held.
+func (s *Stream) keepFields(fs []hpack.HeaderField) []hpack.HeaderField {
+	start := len(s.fields)
+	s.fields = append(s.fields, fs...)
+	return s.fields[start:len(s.fields):len(s.fields)]
+}
+
 // spareStreams bounds the closed streams a connection keeps for reuse.
 const spareStreams = 32
 
@@ -84,7 +96,7 @@ func (c *Conn) keep(s *Stream) {
 	if len(c.spare) == spareStreams {
 		return
 	}
-	rwake, wwake, rt, wt := s.rwake, s.wwake, s.rt, s.wt
+	rwake, wwake, rt, wt, fields := s.rwake, s.wwake, s.rt, s.wt, s.fields
 	select {
 	case <-rwake:
 	default:
@@ -93,7 +105,8 @@ func (c *Conn) keep(s *Stream) {
 	case <-wwake:
 	default:
 	}
-	*s = Stream{c: c, rwake: rwake, wwake: wwake, rt: rt, wt: wt, content: -1}
+	clear(fields)
+	*s = Stream{c: c, rwake: rwake, wwake: wwake, rt: rt, wt: wt, content: -1, fields: fields[:0]}
 	s.heads = s.headArr[:0]
 	c.spare = append(c.spare, s)
 }
