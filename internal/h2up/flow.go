@@ -93,7 +93,7 @@ func (s *Stream) appendData(p []byte, window int) {
 		s.buf = s.c.getBuffer()
 	}
 	if need := len(s.buf) + len(p); need > cap(s.buf) {
-		size := min(max(2*cap(s.buf), need, 4096), max(window, need))
+		size := min(max(2*cap(s.buf), need, 1024), max(window, need))
 		nb := make([]byte, len(s.buf), size)
 		copy(nb, s.buf)
 		s.buf = nb

@@ -86,15 +86,22 @@ func (s *Stream) keepFields(fs []hpack.HeaderField) []hpack.HeaderField {
 	return s.fields[start:len(s.fields):len(s.fields)]
 }
 
-// spareStreams bounds the closed streams a connection keeps for reuse.
-const spareStreams = 32
+// spareBuffer is the largest body buffer a stream kept for reuse keeps;
+// a larger one goes back to the connection (putBuffer).
+const spareBuffer = 4 << 10
 
-// keep readies s, closed with no side waiting, for the next Open: its
-// wakeup channels, emptied, and its timers, stopped, stay with it. c.mu
-// is held.
-func (c *Conn) keep(s *Stream) {
-	if len(c.spare) == spareStreams {
-		return
+// keep readies s, closed with no side waiting, for the next Open, and
+// reports whether it did: its wakeup channels, emptied, its timers and
+// its buffers stay with it. A connection keeps as many closed streams as
+// it may have open (Options.MaxStreams), so that a busy one allocates
+// none. c.mu is held.
+func (c *Conn) keep(s *Stream, buf []byte) bool {
+	if len(c.spare) >= int(c.o.MaxStreams) {
+		return false
+	}
+	if cap(buf) > spareBuffer {
+		c.putBuffer(buf)
+		buf = nil
 	}
 	rwake, wwake, rt, wt, fields := s.rwake, s.wwake, s.rt, s.wt, s.fields
 	select {
@@ -106,9 +113,10 @@ func (c *Conn) keep(s *Stream) {
 	default:
 	}
 	clear(fields)
-	*s = Stream{c: c, rwake: rwake, wwake: wwake, rt: rt, wt: wt, content: -1, fields: fields[:0]}
+	*s = Stream{c: c, rwake: rwake, wwake: wwake, rt: rt, wt: wt, content: -1, fields: fields[:0], buf: buf[:0]}
 	s.heads = s.headArr[:0]
 	c.spare = append(c.spare, s)
+	return true
 }
 
 func newStream(c *Conn) *Stream {
@@ -520,9 +528,10 @@ func (s *Stream) close(recycle bool) {
 	if s.headed {
 		delete(c.streams, s.id)
 	}
-	// The body buffer goes back to the connection, taken from the stream
-	// under mu, so that a Read still running finds it gone.
-	c.putBuffer(s.buf)
+	// The body buffer goes back to the connection, or stays with a
+	// stream kept for reuse (keep), taken from the stream under mu, so
+	// that a Read still running finds it gone.
+	buf := s.buf
 	s.buf, s.off = nil, 0
 	if s.waiting {
 		c.unwait(s)
@@ -535,9 +544,10 @@ func (s *Stream) close(recycle bool) {
 	}
 	closeConn := last && (c.draining || c.goneAway) && !c.closing
 	id := s.id
-	if recycle && !s.rwaiting && !s.wwaiting {
-		c.keep(s)
+	if recycle && !s.rwaiting && !s.wwaiting && c.keep(s, buf) {
+		buf = nil
 	}
+	c.putBuffer(buf)
 	c.mu.Unlock()
 	if rst {
 		c.writeReset(id, http2.ErrCodeCancel)
