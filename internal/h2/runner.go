@@ -24,6 +24,7 @@ func (c *conn) start(st *stream) {
 // runner runs st, then the streams handed to it while no more than
 // maxIdleRunners wait, until the connection has ended.
 func (c *conn) runner(st *stream) {
+	growStack(0) // once: the stack stays grown for the streams to come
 	for {
 		st.run()
 		if c.idle.Add(1) > maxIdleRunners {

@@ -301,7 +301,6 @@ func (st *stream) release() {
 
 // run forwards the request through the core and ends the stream.
 func (st *stream) run() {
-	growStack(0)
 	c := st.c
 	switch {
 	case st.gone.Load():
@@ -374,7 +373,7 @@ func (st *stream) finish() {
 	}
 }
 
-// growStack makes the stream's goroutine grow its stack here, near the top
+// growStack makes a runner's goroutine grow its stack here, near the top
 // of a short stack, instead of deep in the core, where growing copies
 // twice the frames.
 //
