@@ -20,13 +20,15 @@ import (
 // the body bytes prepare put behind the head. scheme is "https" or
 // "http", the backend's.
 func (x *Exchange) streamHead(scheme string) (inline []byte) {
-	head := x.head
-	end := bytes.Index(head, crlfcrlf)
-	inline = head[end+4:]
-	head = head[:end+2]
-	line, rest, _ := bytes.Cut(head, crlf)
-	method, rest1, _ := bytes.Cut(line, sp)
-	target, _, _ := bytes.Cut(rest1, sp)
+	// prepare wrote the head, each line ending in CRLF and an empty line
+	// last, and then x.inline body bytes.
+	head := x.head[:len(x.head)-int(x.inline)]
+	inline = x.head[len(head):]
+	head = head[:len(head)-2]
+	line, rest := cutLine(head)
+	sp1 := bytes.IndexByte(line, ' ')
+	method, target := line[:sp1], line[sp1+1:]
+	target = target[:bytes.IndexByte(target, ' ')]
 	fs := append(x.fields[:0],
 		hpack.HeaderField{Name: ":method", Value: stringOf(method)},
 		hpack.HeaderField{Name: ":scheme", Value: scheme},
@@ -35,10 +37,12 @@ func (x *Exchange) streamHead(scheme string) (inline []byte) {
 	names := x.names[:0]
 	te := false
 	for len(rest) > 0 {
-		var l []byte
-		l, rest, _ = bytes.Cut(rest, crlf)
-		name, value, _ := bytes.Cut(l, colon)
-		value = bytes.TrimLeft(value, " \t")
+		line, rest = cutLine(rest)
+		colon := bytes.IndexByte(line, ':')
+		name, value := line[:colon], line[colon+1:]
+		for len(value) > 0 && (value[0] == ' ' || value[0] == '\t') {
+			value = value[1:]
+		}
 		switch {
 		case equalFold(name, "host"):
 			fs[2].Value = stringOf(value)
@@ -69,6 +73,12 @@ func (x *Exchange) streamHead(scheme string) (inline []byte) {
 	return inline
 }
 
+// cutLine cuts the first line, which ends in CRLF, from head.
+func cutLine(head []byte) (line, rest []byte) {
+	i := bytes.IndexByte(head, '\n')
+	return head[:i-1], head[i+1:]
+}
+
 // clientTE reports whether the client said it reads trailers (TE:
 // trailers), which prepare leaves out of an HTTP/1.1 request.
 func (x *Exchange) clientTE() bool {
@@ -81,10 +91,8 @@ func (x *Exchange) clientTE() bool {
 }
 
 var (
-	crlf     = []byte("\r\n")
-	crlfcrlf = []byte("\r\n\r\n")
-	sp       = []byte(" ")
-	colon    = []byte(":")
+	crlf  = []byte("\r\n")
+	colon = []byte(":")
 )
 
 // trailerFields fills x.fields with trailer lines as HTTP/1.1 carries
