@@ -117,7 +117,7 @@ func (p *Pool) exchangeStream(b *backend.Backend, s *h2up.Stream, x *Exchange, i
 	if inMemory {
 		s.Hold()
 	}
-	s.SetWriteDeadline(time.Now().Add(cfg.ResponseTimeout))
+	s.SetWriteTimeout(cfg.ResponseTimeout)
 	if err := s.WriteHead(x.fields, end); err != nil {
 		s.Release()
 		return p.streamFailed(x, err, 0, false), errors.Is(err, h2up.ErrOverLimit)
@@ -201,7 +201,6 @@ func (p *Pool) exchangeStream(b *backend.Backend, s *h2up.Stream, x *Exchange, i
 // sender failed on the client's side.
 func (p *Pool) awaitHead(s *h2up.Stream, x *Exchange, pm *pump) (h2up.Head, error) {
 	for {
-		now := time.Now()
 		timeout := p.cfg().ResponseTimeout
 		if pm.sending() {
 			// The backend may wait for more of the request before it
@@ -213,13 +212,16 @@ func (p *Pool) awaitHead(s *h2up.Stream, x *Exchange, pm *pump) (h2up.Head, erro
 		if !x.deadline.IsZero() && x.deadline.Before(limit) {
 			limit = x.deadline
 		}
-		if !now.Before(limit) {
+		// LastActive and the deadline carry monotonic clock readings:
+		// the time left is read from that clock alone.
+		left := time.Until(limit)
+		if left <= 0 {
 			if limit.Equal(x.deadline) {
 				return h2up.Head{}, errCallDeadline
 			}
 			return h2up.Head{}, os.ErrDeadlineExceeded
 		}
-		s.SetReadDeadline(earlier(now.Add(watchInterval), limit))
+		s.SetReadTimeout(min(watchInterval, left))
 		h, err := s.ReadHead()
 		if !errors.Is(err, os.ErrDeadlineExceeded) {
 			return h, err
@@ -317,7 +319,7 @@ func (x *Exchange) sendStream(s *h2up.Stream, inline []byte, hold int64, timeout
 		if len(p) == 0 {
 			continue
 		}
-		s.SetWriteDeadline(time.Now().Add(timeout))
+		s.SetWriteTimeout(timeout)
 		if _, err := s.Write(p); err != nil {
 			return in, err
 		}
@@ -342,7 +344,7 @@ func (x *Exchange) sendStream(s *h2up.Stream, inline []byte, hold int64, timeout
 			} else {
 				x.streamed = true
 			}
-			s.SetWriteDeadline(time.Now().Add(timeout))
+			s.SetWriteTimeout(timeout)
 			if _, err := s.Write(buf[:k]); err != nil {
 				return in, err
 			}
@@ -365,7 +367,7 @@ func (x *Exchange) closeWrite(s *h2up.Stream, timeout time.Duration) error {
 			tr = x.trailerFields(raw, x.trailHops)
 		}
 	}
-	s.SetWriteDeadline(time.Now().Add(timeout))
+	s.SetWriteTimeout(timeout)
 	return s.CloseWrite(tr)
 }
 

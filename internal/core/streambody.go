@@ -102,18 +102,19 @@ func (r *ResponseBody) resetStream(s *h2up.Stream, kind h1.BodyKind, door Respon
 // watchInterval of a wait it looks at whether the client is still there.
 func (r *ResponseBody) readStream(p []byte) (int, error) {
 	for {
-		now := time.Now()
 		limit := r.s.LastActive().Add(r.idle)
 		if !r.until.IsZero() && r.until.Before(limit) {
 			limit = r.until
 		}
-		if !now.Before(limit) {
+		// Read from the monotonic clock alone, as in awaitHead.
+		left := time.Until(limit)
+		if left <= 0 {
 			if limit.Equal(r.until) {
 				return 0, errCallDeadline
 			}
 			return 0, errStreamIdle
 		}
-		r.s.SetReadDeadline(earlier(now.Add(watchInterval), limit))
+		r.s.SetReadTimeout(min(watchInterval, left))
 		n, err := r.s.Read(p)
 		if err == io.EOF {
 			r.end = true
@@ -146,12 +147,4 @@ func (r *ResponseBody) streamTrailers() []byte {
 	}
 	r.trailers = h1.AppendPassingTrailers(r.trailers[:0], r.raw, r.drop)
 	return r.trailers
-}
-
-// earlier returns the earlier of two times.
-func earlier(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
 }

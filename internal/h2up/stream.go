@@ -389,6 +389,17 @@ func (s *Stream) SetWriteDeadline(t time.Time) {
 	s.c.mu.Unlock()
 }
 
+// SetWriteTimeout sets the write deadline d from now, reading the
+// monotonic clock alone (see clock).
+func (s *Stream) SetWriteTimeout(d time.Duration) {
+	s.SetWriteDeadline(epoch.Add(time.Duration(clock()) + d))
+}
+
+// SetReadTimeout sets the read deadline d from now, as SetWriteTimeout.
+func (s *Stream) SetReadTimeout(d time.Duration) {
+	s.SetReadDeadline(epoch.Add(time.Duration(clock()) + d))
+}
+
 // SetReadDeadline bounds the waits of ReadHead and Read the same way.
 func (s *Stream) SetReadDeadline(t time.Time) {
 	s.c.mu.Lock()
