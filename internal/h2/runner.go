@@ -10,7 +10,7 @@ package h2
 // that beyond its streams running, and they end with it (close).
 
 // maxIdleRunners bounds the runners waiting on one connection.
-const maxIdleRunners = 16
+const maxIdleRunners = 64
 
 // start runs st on a runner waiting for one, or on a new one.
 func (c *conn) start(st *stream) {

@@ -8,14 +8,14 @@ import (
 	"testing"
 )
 
-// TestRunnersAreBoundedAndEndWithTheConnection runs 60 requests at once
+// TestRunnersAreBoundedAndEndWithTheConnection runs 84 requests at once
 // on one connection, held by the backend until all are in, then lets them
 // go: afterwards maxIdleRunners goroutines wait for the connection's next
 // streams, later requests run on them, and once the client closes the
 // connection they end too (the count falls below where it was with one
 // stream's runner and the connection's goroutines).
 func TestRunnersAreBoundedAndEndWithTheConnection(t *testing.T) {
-	const n = 60
+	const n = maxIdleRunners + 20
 	arrived := make(chan struct{}, n)
 	release := make(chan struct{})
 	f := startFront(t, newBackend(t, "b", func(w http.ResponseWriter, r *http.Request) {
@@ -61,7 +61,7 @@ func TestRunnersAreBoundedAndEndWithTheConnection(t *testing.T) {
 		t.Fatal("the held requests did not end")
 	}
 	c := serverConn(t, f)
-	// The backend's goroutines, one for each of relay's 60 upstream
+	// The backend's goroutines, one for each of relay's 84 upstream
 	// connections, are no part of what is counted.
 	f.core.CloseIdle()
 	waitUntil(t, "the runners of the ended streams idle or gone", func() bool {
