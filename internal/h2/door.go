@@ -67,11 +67,13 @@ func (st *stream) Respond(resp *h1.Response, rb *core.ResponseBody) (n int64, re
 		// is copied now.
 		st.hops = h1.AppendConnection(st.hops[:0], resp.Fields)
 	}
-	dw := dataWriter{st: st, left: -1}
+	dw := &st.dw
+	*dw = dataWriter{st: st, left: -1}
 	if resp.Body == h1.BodyLength {
 		dw.left = resp.ContentLength - n
 	}
-	k, rerr, werr := h1.CopyBody(&dw, rb, false, nil)
+	k, rerr, werr := h1.CopyBody(dw, rb, false, nil)
+	dw.st = nil
 	n += k
 	if rerr != nil || werr != nil {
 		return n, rerr, werr // the stream is reset (finish)

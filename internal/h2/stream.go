@@ -33,6 +33,9 @@ type stream struct {
 	// (a request relay will not serve: 431, 400).
 	refuse     int
 	refuseText string
+	// dw writes the response body (Respond), kept here so that handing
+	// it to the copy allocates nothing.
+	dw dataWriter
 
 	gone atomic.Bool // reset, or the connection ended
 
