@@ -79,7 +79,8 @@ type Stream struct {
 
 // keepFields copies fs, fields of a frame the connection reuses for its
 // next header block, into the stream's own. The copies of earlier heads
-// stay as they are. c.mu is held.
+// stay as they are, until ReadHead finds every informational head read.
+// c.mu is held.
 func (s *Stream) keepFields(fs []hpack.HeaderField) []hpack.HeaderField {
 	start := len(s.fields)
 	s.fields = append(s.fields, fs...)
@@ -400,10 +401,18 @@ func (s *Stream) SetReadDeadline(t time.Time) {
 }
 
 // ReadHead waits for the next response head; informational (1xx) heads
-// come first when the backend sends them.
+// come first when the backend sends them. A head's Fields are valid until
+// the next ReadHead, and the final head's until Close or Recycle.
 func (s *Stream) ReadHead() (Head, error) {
 	c := s.c
 	c.mu.Lock()
+	if len(s.heads) == 0 && !s.final {
+		// The caller is done with the informational heads it read, and
+		// none waits: their fields go, or a backend sending them
+		// without end would have the stream hold every one.
+		clear(s.fields)
+		s.fields = s.fields[:0]
+	}
 	for {
 		if s.hoff < len(s.heads) {
 			h := s.heads[s.hoff]
