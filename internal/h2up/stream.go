@@ -55,8 +55,10 @@ type Stream struct {
 	headArr                   [2]Head // heads' first array: most responses have one or two
 	trailers                  []hpack.HeaderField
 	// fields holds the fields of the heads and trailers that came, which
-	// the frames they came in do not keep (keepFields).
+	// the frames they came in do not keep (keepFields); the first used
+	// of them are those of informational heads already read (dropUsed).
 	fields   []hpack.HeaderField
+	used     int
 	err      error // why the stream failed, for both sides
 	rdl, wdl time.Time
 
@@ -79,7 +81,8 @@ type Stream struct {
 
 // keepFields copies fs, fields of a frame the connection reuses for its
 // next header block, into the stream's own. The copies of earlier heads
-// stay as they are. c.mu is held.
+// stay as they are until the caller is done with them (dropUsed). c.mu
+// is held.
 func (s *Stream) keepFields(fs []hpack.HeaderField) []hpack.HeaderField {
 	start := len(s.fields)
 	s.fields = append(s.fields, fs...)
@@ -411,15 +414,22 @@ func (s *Stream) SetReadDeadline(t time.Time) {
 }
 
 // ReadHead waits for the next response head; informational (1xx) heads
-// come first when the backend sends them.
+// come first when the backend sends them. A head's Fields are valid until
+// the next ReadHead, and the final head's until Close or Recycle.
 func (s *Stream) ReadHead() (Head, error) {
 	c := s.c
 	c.mu.Lock()
+	if s.used > 0 {
+		s.dropUsed()
+	}
 	for {
 		if s.hoff < len(s.heads) {
 			h := s.heads[s.hoff]
 			s.heads[s.hoff] = Head{}
 			s.hoff++
+			if h.Status < 200 {
+				s.used += len(h.Fields)
+			}
 			if s.hoff == len(s.heads) {
 				s.heads, s.hoff = s.heads[:0], 0
 			}
@@ -444,6 +454,29 @@ func (s *Stream) ReadHead() (Head, error) {
 			return Head{}, err
 		}
 		s.awaitRead()
+	}
+}
+
+// dropUsed lets go of the fields of the informational heads ReadHead
+// returned, with which the caller is done: a backend sending them without
+// end would otherwise have the stream hold every one. They are the first
+// of s.fields; the heads not yet read, and the trailers, follow in the
+// order they came, and move down. c.mu is held.
+func (s *Stream) dropUsed() {
+	n := copy(s.fields, s.fields[s.used:])
+	clear(s.fields[n:])
+	s.fields, s.used = s.fields[:n], 0
+	off := 0
+	move := func(fs []hpack.HeaderField) []hpack.HeaderField {
+		k := len(fs)
+		off += k
+		return s.fields[off-k : off : off]
+	}
+	for i := s.hoff; i < len(s.heads); i++ {
+		s.heads[i].Fields = move(s.heads[i].Fields)
+	}
+	if s.trailers != nil {
+		s.trailers = move(s.trailers)
 	}
 }
 

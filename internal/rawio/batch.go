@@ -50,8 +50,9 @@ const closeWait = 5 * time.Second
 // one whose wait for room outlasts it (crypto/tls bounds its close_notify
 // so). What bounds a client that stops taking bytes is the connection's
 // own deadline (rawio.Conn's WriteWait): it fails the drain's write, and
-// with it every waiting and later Write. Close waits for the pending bytes
-// up to closeWait and then closes the connection anyway.
+// with it every waiting and later Write, and the drain closes the
+// connection, so that its reader ends too. Close waits for the pending
+// bytes up to closeWait and then closes the connection anyway.
 //
 // Writers are expected to take turns (crypto/tls holds a lock around each
 // Write); concurrent ones waiting for room are not served in order.
@@ -177,6 +178,7 @@ func (c *BatchConn) drain() {
 	// behind them, so that what they write joins this batch.
 	runtime.Gosched()
 	c.mu.Lock()
+	failed := false
 	for len(c.pending) > 0 && c.err == nil {
 		buf := c.pending
 		c.pending = c.spare[:0]
@@ -188,7 +190,7 @@ func (c *BatchConn) drain() {
 			c.spare = buf[:0]
 		}
 		if err != nil {
-			c.err = err
+			c.err, failed = err, true
 		}
 		c.drained.Broadcast()
 	}
@@ -202,6 +204,13 @@ func (c *BatchConn) drain() {
 	c.draining = false
 	c.drained.Broadcast()
 	c.mu.Unlock()
+	if failed {
+		// Bytes were lost: the connection is done. Closed, it fails
+		// its reader too, which otherwise would wait on a peer that
+		// takes nothing, and a writer with nothing more to send would
+		// never hear of it.
+		c.Conn.Close()
+	}
 }
 
 // Close takes no more writes, waits up to closeWait for the pending bytes
@@ -221,7 +230,8 @@ func (c *BatchConn) Close() error {
 	}
 	lost := c.err // bytes the client never got
 	c.mu.Unlock()
-	if err := c.Conn.Close(); err != nil || lost == nil {
+	// After a failed drain the connection is closed already.
+	if err := c.Conn.Close(); lost == nil {
 		return err
 	}
 	return lost

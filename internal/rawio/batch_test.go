@@ -300,3 +300,24 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
+
+// TestBatchConnFailedDrainClosesTheConnection checks that a drain whose
+// write fails (WriteWait: the peer took nothing) closes the connection,
+// so that its reader learns at once that it is gone. A writer that has
+// nothing more to send would otherwise never hear of the failure, and
+// the connection would look alive until the next Write.
+func TestBatchConnFailedDrainClosesTheConnection(t *testing.T) {
+	b, _ := stalledBatch(t, 200*time.Millisecond)
+	if _, err := b.Write(make([]byte, 8<<20)); err != nil { // more than the socket takes
+		t.Fatal(err)
+	}
+	b.SetReadDeadline(time.Now().Add(ioTimeout))
+	start := time.Now()
+	_, err := b.Read(make([]byte, 1))
+	if err == nil || isTimeout(err) {
+		t.Fatalf("reading after the drain failed returned %v after %v, want the connection closed", err, time.Since(start))
+	}
+	if _, werr := b.Write([]byte("x")); !isTimeout(werr) {
+		t.Errorf("a write after the failed drain returned %v, want its timeout", werr)
+	}
+}
