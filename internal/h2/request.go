@@ -20,10 +20,9 @@ func (st *stream) view(f *http2.MetaHeadersFrame, size int64) http2.ErrCode {
 	c := st.c
 	req := &st.req
 	*req = h1.Request{Fields: req.Fields[:0], Minor: 1}
-	// The frame's fields are the connection's, reused for its next
-	// block: the stream keeps a copy, which holds the strings its
-	// request's fields are views of.
-	st.fields = append(st.fields[:0], f.Fields...)
+	// The frame's field list is the connection's, reused for its next
+	// block; the strings the request's fields are views of are their
+	// own, kept alive by those views.
 	st.head = f.PseudoValue("method") == "HEAD"
 	if f.Truncated || size > int64(c.srv.lim.MaxHeaderBytes) {
 		st.refuse, st.refuseText = 431, "request header fields too large"

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 
 	"relay/internal/core"
 	"relay/internal/h1"
@@ -21,9 +20,7 @@ type stream struct {
 	x    core.Exchange
 	req  h1.Request
 	peer core.Peer
-	// fields are the request's decoded fields, which req's views point
-	// into; cookie holds the cookie fields joined.
-	fields []hpack.HeaderField
+	// cookie holds the cookie fields joined.
 	cookie []byte
 	head   bool // a HEAD request: the response has no body
 	// headerBytes is the fields' header list size, counted in the
@@ -291,8 +288,6 @@ func (st *stream) open(c *conn, id uint32) {
 // release recycles st once nothing refers to it.
 func (st *stream) release() {
 	st.x.Req, st.x.Body, st.x.Door, st.x.Peer = nil, nil, nil, nil
-	clear(st.fields)
-	st.fields = st.fields[:0]
 	st.req.Fields = st.req.Fields[:0]
 	if cap(st.hops) > keepTrailerBytes {
 		st.hops = nil
