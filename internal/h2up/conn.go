@@ -311,7 +311,6 @@ func (c *Conn) MaxStreams() int {
 // finish ends the connection once reading has: every stream still open
 // fails, and Done is closed.
 func (c *Conn) finish(readErr error) {
-	c.nc.Close()
 	c.mu.Lock()
 	c.closing = true
 	cause := c.cause
@@ -337,6 +336,9 @@ func (c *Conn) finish(readErr error) {
 		c.pingTimer.Stop()
 	}
 	c.mu.Unlock()
+	// The streams fail first: closing may wait a while for bytes the
+	// backend is not taking (rawio.BatchConn.Close).
+	c.nc.Close()
 	if cause != errClosedByRelay && !errors.Is(cause, io.ErrUnexpectedEOF) {
 		c.log.Debug("HTTP/2 connection to backend ended", "backend", c.o.Name, "err", cause.Error())
 	}

@@ -279,6 +279,9 @@ func (c *Conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		if f.StreamEnded() {
 			return streamProtocolError(id, "the backend ended the stream with an informational (%d) head", h.Status)
 		}
+		if s.interim++; s.interim > maxInterim {
+			return &streamFail{id, http2.ErrCodeEnhanceYourCalm, fmt.Errorf("h2up: the backend sent more than %d informational (1xx) heads on one stream", maxInterim)}
+		}
 	} else {
 		s.content = h.ContentLength
 		if s.headReq || h.Status == 204 || h.Status == 304 {
@@ -297,6 +300,11 @@ func (c *Conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	s.wakeRead()
 	return nil
 }
+
+// maxInterim bounds the informational (1xx) heads one response may have:
+// a backend sends one or two (100 Continue, 103 Early Hints), and each
+// is a head relay holds and passes on.
+const maxInterim = 16
 
 // checkContent fails the stream when the body that came does not fit
 // the length its head promised: past it, or short of it at the end

@@ -23,7 +23,12 @@ import (
 // the connection takes no more requests: a request given it then is
 // refused (ErrRefused), for the core to send elsewhere, not failed as if
 // sent.
-func TestBackendThatStopsReadingFailsTheConnection(t *testing.T) {
+// stalledBackend starts HTTP/2, over the batching connection relay gives
+// its HTTP/2 backends with the given write wait and small socket buffers,
+// with a backend that reads relay's preface and SETTINGS, grants windows
+// far larger than what it will read, and then reads nothing more.
+func stalledBackend(t *testing.T, writeWait time.Duration) (*Conn, net.Conn) {
+	t.Helper()
 	small := func(_, _ string, rc syscall.RawConn) error {
 		return rc.Control(func(fd uintptr) {
 			syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
@@ -45,7 +50,7 @@ func TestBackendThatStopsReadingFailsTheConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	under := rawio.NewConn(raw)
-	under.WriteWait = 200 * time.Millisecond
+	under.WriteWait = writeWait
 	batch := rawio.NewBatchConn(under)
 	batch.Batch()
 	c, err := Start(batch, Options{})
@@ -60,7 +65,7 @@ func TestBackendThatStopsReadingFailsTheConnection(t *testing.T) {
 	if nc == nil {
 		t.Fatal("accept failed")
 	}
-	defer nc.Close()
+	t.Cleanup(func() { nc.Close() })
 	// The backend reads relay's preface and SETTINGS, grants windows
 	// far larger than what it will read, and then reads nothing more.
 	nc.SetDeadline(time.Now().Add(10 * time.Second))
@@ -83,10 +88,14 @@ func TestBackendThatStopsReadingFailsTheConnection(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("relay did not take the backend's SETTINGS")
 	}
+	return c, nc
+}
 
-	// A request whose body is more than the sockets hold, and less than
-	// the batch holds before a writer waits: its writer is done before
-	// the bytes have gone.
+// stalledRequest sends a request whose body is more than the sockets
+// hold, and less than the batch holds before a writer waits: its writer
+// is done before the bytes have gone.
+func stalledRequest(t *testing.T, c *Conn) *Stream {
+	t.Helper()
 	s := c.Open()
 	s.SetWriteDeadline(time.Now().Add(10 * time.Second))
 	if err := s.WriteHead(post("/"), false); err != nil {
@@ -98,9 +107,32 @@ func TestBackendThatStopsReadingFailsTheConnection(t *testing.T) {
 	if err := s.CloseWrite(nil); err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+// TestBackendClosingWithBytesUnreadFailsStreamsAtOnce checks that a
+// backend that ends its side of the connection while relay still has
+// bytes for it fails the streams waiting on it at once, not once relay's
+// close has waited for those bytes.
+func TestBackendClosingWithBytesUnreadFailsStreamsAtOnce(t *testing.T) {
+	c, nc := stalledBackend(t, 10*time.Second)
+	s := stalledRequest(t, c)
+	defer s.Close()
+	nc.(*net.TCPConn).CloseWrite()
 	s.SetReadDeadline(time.Now().Add(8 * time.Second))
 	start := time.Now()
-	_, err = s.ReadHead()
+	_, err := s.ReadHead()
+	if took := time.Since(start); err == nil || errors.Is(err, errReadTimeout) || took > 2*time.Second {
+		t.Fatalf("waiting for the answer of a backend that closed its side: %v after %v, want the connection lost at once", err, took)
+	}
+}
+
+func TestBackendThatStopsReadingFailsTheConnection(t *testing.T) {
+	c, _ := stalledBackend(t, 200*time.Millisecond)
+	s := stalledRequest(t, c)
+	s.SetReadDeadline(time.Now().Add(8 * time.Second))
+	start := time.Now()
+	_, err := s.ReadHead()
 	if err == nil || errors.Is(err, errReadTimeout) {
 		t.Fatalf("waiting for the answer of a backend that stopped reading: %v after %v, want the connection lost", err, time.Since(start))
 	}

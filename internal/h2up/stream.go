@@ -40,6 +40,7 @@ type Stream struct {
 	wabort     bool // AbortWrite was called
 	waiting    bool // in c.waiters
 	headReq    bool // the request is a HEAD: its response has no content
+	interim    int  // the informational heads that came (maxInterim)
 	// content is the body length the final response head promises (its
 	// content-length; 0 when it may have none), -1 when it promises none;
 	// got the DATA payload bytes that came.
