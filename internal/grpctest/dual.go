@@ -1,15 +1,9 @@
 package grpctest
 
 import (
-	"net"
 	"net/http"
 	"strings"
 	"testing"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 )
 
 // StartDual starts a server in clear text that speaks both HTTP/1.1 and
@@ -20,15 +14,7 @@ import (
 // header. Close is registered for cleanup.
 func StartDual(t testing.TB) *Server {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &Server{Addr: ln.Addr().String(), Health: health.NewServer()}
-	s.URL = "http://" + s.Addr
-	s.srv = grpc.NewServer()
-	testgrpc.RegisterTestServiceServer(s.srv, &service{s: s})
-	healthpb.RegisterHealthServer(s.srv, s.Health)
+	s, ln := newServer(t)
 	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
 			if r.ProtoMajor != 2 {

@@ -57,24 +57,34 @@ func StartTLS(t testing.TB, cert tls.Certificate) *Server {
 
 func start(t testing.TB, tc *tls.Config) *Server {
 	t.Helper()
+	var opts []grpc.ServerOption
+	if tc != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(tc)))
+	}
+	s, ln := newServer(t, opts...)
+	if tc != nil {
+		s.URL = "https://" + s.Addr
+	}
+	s.ln = &trackingListener{Listener: ln, s: s}
+	go s.srv.Serve(s.ln)
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// newServer listens on a loopback port and makes the gRPC server with
+// the test and health services, not yet serving.
+func newServer(t testing.TB, opts ...grpc.ServerOption) (*Server, net.Listener) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := &Server{Addr: ln.Addr().String(), Health: health.NewServer()}
 	s.URL = "http://" + s.Addr
-	var opts []grpc.ServerOption
-	if tc != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(tc)))
-		s.URL = "https://" + s.Addr
-	}
-	s.ln = &trackingListener{Listener: ln, s: s}
 	s.srv = grpc.NewServer(opts...)
 	testgrpc.RegisterTestServiceServer(s.srv, &service{s: s})
 	healthpb.RegisterHealthServer(s.srv, s.Health)
-	go s.srv.Serve(s.ln)
-	t.Cleanup(s.Stop)
-	return s
+	return s, ln
 }
 
 // Stop stops the server at once, cutting its connections.

@@ -49,10 +49,10 @@ type conn struct {
 	br   *bufio.Reader
 	in   frameReader    // what fr reads from: serve's goroutine only
 	fr   *http2.Framer  // reads: serve's goroutine only
-	runq chan *stream   // idle runners wait here for a stream (runner.go)
-	idle atomic.Int32   // how many wait
 	hr   *hblock.Reader // reads fr, header blocks whole
 	peer core.Peer
+	runq chan *stream // idle runners wait here for a stream (runner.go)
+	idle atomic.Int32 // how many wait
 
 	// The write side (write.go), under wmu.
 	wmu     sync.Mutex

@@ -73,7 +73,6 @@ func (st *stream) Respond(resp *h1.Response, rb *core.ResponseBody) (n int64, re
 		dw.left = resp.ContentLength - n
 	}
 	k, rerr, werr := h1.CopyBody(dw, rb, false, nil)
-	dw.st = nil
 	n += k
 	if rerr != nil || werr != nil {
 		return n, rerr, werr // the stream is reset (finish)

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/net/http2"
 
+	"relay/internal/backend"
 	"relay/internal/core"
 	"relay/internal/fds"
 )
@@ -22,12 +23,7 @@ import (
 // connection until relay's descriptors are spent.
 func TestBackendAllowingNoStreamIsNotDialedEndlessly(t *testing.T) {
 	var accepted atomic.Int64
-	be := connBackend(t, func(nc net.Conn) {
-		accepted.Add(1)
-		pre := make([]byte, len(http2.ClientPreface))
-		if _, err := io.ReadFull(nc, pre); err != nil {
-			return
-		}
+	be := prefaceBackend(t, &accepted, func(nc net.Conn) {
 		fr := http2.NewFramer(nc, nc)
 		fr.WriteSettings(http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: 0})
 		for {
@@ -72,12 +68,7 @@ func TestBackendAllowingNoStreamIsNotDialedEndlessly(t *testing.T) {
 // reached.
 func TestBackendGoingAwayAtOnceIsNotDialedEndlessly(t *testing.T) {
 	var accepted atomic.Int64
-	be := connBackend(t, func(nc net.Conn) {
-		accepted.Add(1)
-		pre := make([]byte, len(http2.ClientPreface))
-		if _, err := io.ReadFull(nc, pre); err != nil {
-			return
-		}
+	be := prefaceBackend(t, &accepted, func(nc net.Conn) {
 		bw := bufio.NewWriter(nc)
 		fr := http2.NewFramer(bw, nc)
 		fr.WriteSettings()
@@ -106,4 +97,17 @@ func TestBackendGoingAwayAtOnceIsNotDialedEndlessly(t *testing.T) {
 	}
 	t.Logf("%d connections for 5 requests", accepted.Load())
 	waitUntil(t, "the connections closed", func() bool { return budget.Used() == 0 })
+}
+
+// prefaceBackend is a backend that counts its connections in accepted
+// and hands each to serve once relay's client preface has come on it.
+func prefaceBackend(t *testing.T, accepted *atomic.Int64, serve func(nc net.Conn)) *backend.Backend {
+	return connBackend(t, func(nc net.Conn) {
+		accepted.Add(1)
+		pre := make([]byte, len(http2.ClientPreface))
+		if _, err := io.ReadFull(nc, pre); err != nil {
+			return
+		}
+		serve(nc)
+	})
 }

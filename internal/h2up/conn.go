@@ -7,12 +7,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"relay/internal/hblock"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"relay/internal/hblock"
 )
 
 // Defaults of Options, and the protocol's fixed values relay works with.

@@ -33,7 +33,7 @@ func (s *Stream) take(want int) (int, error) {
 			c.mu.Unlock()
 			return 0, errWriteTimeout
 		}
-		s.arm(&s.wt, &s.wAt, s.wdl, true)
+		s.arm(true)
 		s.wwaiting = true
 		c.mu.Unlock()
 		s.Release()

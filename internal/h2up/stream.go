@@ -154,7 +154,7 @@ func (s *Stream) wakeWrite() {
 // awaitRead waits, without c.mu, for a wakeup of the read side, which
 // its deadline's timer gives too; c.mu is held on entry and on return.
 func (s *Stream) awaitRead() {
-	s.arm(&s.rt, &s.rAt, s.rdl, false)
+	s.arm(false)
 	s.rwaiting = true
 	s.c.mu.Unlock()
 	<-s.rwake
@@ -162,13 +162,17 @@ func (s *Stream) awaitRead() {
 	s.rwaiting = false
 }
 
-// arm sees that the timer *tp of a side (write: the write side) goes off
-// by its deadline dl. It is moved only when dl comes before the time *at
+// arm sees that the timer of a side (write: the write side) goes off by
+// its deadline. It is moved only when the deadline comes before the time
 // it is set for: the usual wait, for a deadline renewed a little later
 // each time, costs no timer operation, and the timer going off early
 // only makes the side look at its deadline and arm it again. c.mu is
 // held.
-func (s *Stream) arm(tp **time.Timer, at *time.Time, dl time.Time, write bool) {
+func (s *Stream) arm(write bool) {
+	tp, at, dl := &s.rt, &s.rAt, s.rdl
+	if write {
+		tp, at, dl = &s.wt, &s.wAt, s.wdl
+	}
 	if dl.IsZero() || !at.IsZero() && !dl.Before(*at) {
 		return
 	}
@@ -445,10 +449,8 @@ func (s *Stream) ReadHead() (Head, error) {
 			err = s.err
 		case s.final:
 			err = errors.New("h2up: the final response head was already read")
-		default:
-			if passed(s.rdl) {
-				err = errReadTimeout
-			}
+		case passed(s.rdl):
+			err = errReadTimeout
 		}
 		if err != nil {
 			c.mu.Unlock()
@@ -515,10 +517,8 @@ func (s *Stream) Read(p []byte) (int, error) {
 			err = errNoHead
 		case s.err != nil:
 			err = s.err
-		default:
-			if passed(s.rdl) {
-				err = errReadTimeout
-			}
+		case passed(s.rdl):
+			err = errReadTimeout
 		}
 		if err != nil {
 			c.mu.Unlock()

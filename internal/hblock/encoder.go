@@ -130,21 +130,21 @@ func (e *Encoder) Field(name, value string) {
 	}
 	// A field taking over half the table would push most of the others
 	// out: it goes as a literal the peer does not add.
-	if uint64(len(name))+uint64(len(value))+entryOverhead > uint64(e.max/2) {
+	size := uint64(len(name)) + uint64(len(value)) + entryOverhead
+	if size > uint64(e.max/2) {
 		e.literal(0x00, 4, sidx, name, value)
 		return
 	}
-	size := uint32(len(name) + len(value) + entryOverhead)
 	e.literal(0x40, 6, sidx, name, value)
 	if sidx != 0 {
 		name = static[sidx-1].name
 	} else {
 		name = strings.Clone(name)
 	}
-	e.evict(size)
+	e.evict(uint32(size))
 	e.inserted++
 	e.ents = append(e.ents, entry{name: name, value: strings.Clone(value), id: e.inserted})
-	e.size += size
+	e.size += uint32(size)
 	e.remember(pos, uint64(len(static))+e.inserted)
 }
 

@@ -69,8 +69,7 @@ func (r *Reader) block(hf *http2.HeadersFrame) (http2.Frame, error) {
 	r.left, r.trailerLeft, r.sawRegular, r.invalid = max, max, false, nil
 	r.dec.SetEmitEnabled(true)
 	r.dec.SetMaxStringLength(int(max))
-	var frag []byte = hf.HeaderBlockFragment()
-	ended := hf.HeadersEnded()
+	frag, ended := hf.HeaderBlockFragment(), hf.HeadersEnded()
 	for {
 		// A fragment far past what the list may still take is not
 		// decoded; nor is anything after an invalid field.
