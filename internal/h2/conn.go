@@ -130,7 +130,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	// so that a list, or a single field, a little over it is still read
 	// and answered 431 (view); past that the connection is closed.
 	c.fr.MaxHeaderListSize = 2 * uint32(s.lim.MaxHeaderBytes)
-	c.hr = hblock.NewReader(c.fr)
+	c.hr = hblock.NewReader(c.fr, &c.in)
 	c.fr.SetReuseFrames()
 	c.bw = bufio.NewWriterSize(countWrites{nc, &c.writes}, writeBufferSize)
 	c.wfr = http2.NewFramer(c.bw, nil)

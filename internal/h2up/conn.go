@@ -163,7 +163,7 @@ func Start(nc net.Conn, o Options) (*Conn, error) {
 	c.fr = http2.NewFramer(nil, &c.in)
 	c.fr.SetMaxReadFrameSize(maxFrameRead)
 	c.fr.MaxHeaderListSize = o.MaxHeaderBytes
-	c.hr = hblock.NewReader(c.fr)
+	c.hr = hblock.NewReader(c.fr, &c.in)
 	c.fr.SetReuseFrames()
 	c.bw = bufio.NewWriterSize(nc, writeBufferSize)
 	c.wfr = http2.NewFramer(c.bw, nil)

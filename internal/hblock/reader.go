@@ -1,8 +1,10 @@
 package hblock
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
@@ -12,22 +14,26 @@ import (
 
 // Reader reads frames as http2.Framer does with ReadMetaHeaders set, a
 // HEADERS frame and its CONTINUATION frames coming back as one
-// *http2.MetaHeadersFrame with its fields decoded and checked, but with
-// one frame and one list of fields kept for the connection's life
-// instead of new ones for every block: the frame and its Fields are
-// valid until the next ReadFrame, and a caller keeping fields copies
-// them (the strings themselves stay valid).
+// *http2.MetaHeadersFrame with its fields decoded and checked. The
+// framer reads every other frame; header blocks the Reader reads itself,
+// into one frame, one payload buffer and one list of fields kept for the
+// connection's life instead of new ones for every block: the frame and
+// its Fields are valid until the next ReadFrame, and a caller keeping
+// fields copies them (the strings themselves stay valid).
 //
 // The checks are the framer's: names in lower case, values without
 // forbidden bytes, pseudo-fields first, known and not repeated, a list
 // larger than the framer's MaxHeaderListSize marked Truncated, a block
 // that runs on far past it, or that goes on after an invalid field, a
-// connection error.
+// connection error. The framer still sees every frame header, and
+// checks sizes and that a block's frames come together.
 type Reader struct {
-	fr   *http2.Framer
-	dec  *hpack.Decoder
-	meta http2.MetaHeadersFrame
-	emit func(hpack.HeaderField)
+	fr      *http2.Framer
+	src     io.Reader // what fr reads from
+	payload []byte
+	frame   http2.HeadersFrame
+	meta    http2.MetaHeadersFrame
+	dec     decoder
 
 	// State of the block being decoded.
 	left, trailerLeft uint32 // what the list may still take
@@ -35,73 +41,116 @@ type Reader struct {
 	invalid           error
 }
 
-// NewReader reads from fr, which must not have ReadMetaHeaders set; its
-// MaxHeaderListSize bounds the lists.
-func NewReader(fr *http2.Framer) *Reader {
-	r := &Reader{fr: fr, dec: hpack.NewDecoder(DefaultTable, nil)}
-	r.emit = r.field
-	r.dec.SetEmitFunc(r.emit)
+// NewReader reads from fr, which reads from src and must not have
+// ReadMetaHeaders set; its MaxHeaderListSize bounds the lists.
+func NewReader(fr *http2.Framer, src io.Reader) *Reader {
+	r := &Reader{fr: fr, src: src}
+	r.dec.max = DefaultTable
+	r.dec.emit = r.field
 	return r
 }
 
 // ReadFrame returns the next frame, a header block as one
 // *http2.MetaHeadersFrame.
 func (r *Reader) ReadFrame() (http2.Frame, error) {
-	f, err := r.fr.ReadFrame()
+	fh, err := r.fr.ReadFrameHeader()
 	if err != nil {
-		return f, err
+		return nil, err
 	}
-	hf, ok := f.(*http2.HeadersFrame)
-	if !ok {
-		return f, nil
+	if fh.Type != http2.FrameHeaders {
+		return r.fr.ReadFrameForHeader(fh)
 	}
-	return r.block(hf)
+	return r.block(fh)
 }
 
-func (r *Reader) block(hf *http2.HeadersFrame) (http2.Frame, error) {
+// block reads the header block a HEADERS frame with header fh begins.
+func (r *Reader) block(fh http2.FrameHeader) (http2.Frame, error) {
+	p, err := r.read(fh)
+	if err != nil {
+		return nil, err
+	}
+	if fh.StreamID == 0 {
+		return nil, http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	r.frame = http2.HeadersFrame{FrameHeader: fh}
+	var pad int
+	if fh.Flags.Has(http2.FlagHeadersPadded) {
+		if len(p) < 1 {
+			return nil, http2.ConnectionError(http2.ErrCodeFrameSize)
+		}
+		pad, p = int(p[0]), p[1:]
+	}
+	if fh.Flags.Has(http2.FlagHeadersPriority) {
+		if len(p) < 5 {
+			return nil, http2.ConnectionError(http2.ErrCodeFrameSize)
+		}
+		v := binary.BigEndian.Uint32(p)
+		pp := &r.frame.Priority
+		pp.StreamDep, pp.Exclusive, pp.Weight = v&0x7fffffff, v&0x80000000 != 0, p[4]
+		p = p[5:]
+	}
+	if pad > len(p) {
+		// Padding as long as the payload or longer (RFC 9113 6.2).
+		return nil, http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	frag, ended := p[:len(p)-pad], fh.Flags.Has(http2.FlagHeadersEndHeaders)
+
 	mh := &r.meta
 	clear(mh.Fields)
-	*mh = http2.MetaHeadersFrame{HeadersFrame: hf, Fields: mh.Fields[:0]}
+	*mh = http2.MetaHeadersFrame{HeadersFrame: &r.frame, Fields: mh.Fields[:0]}
 	max := r.fr.MaxHeaderListSize
 	if max == 0 {
 		max = 16 << 20
 	}
 	r.left, r.trailerLeft, r.sawRegular, r.invalid = max, max, false, nil
-	r.dec.SetEmitEnabled(true)
-	r.dec.SetMaxStringLength(int(max))
-	frag, ended := hf.HeaderBlockFragment(), hf.HeadersEnded()
+	r.dec.begin(int(max))
 	for {
 		// A fragment far past what the list may still take is not
 		// decoded; nor is anything after an invalid field.
 		if int64(len(frag)) > 2*int64(r.left+r.trailerLeft) || r.invalid != nil {
-			r.dec.Close()
 			return nil, http2.ConnectionError(http2.ErrCodeProtocol)
 		}
-		if _, err := r.dec.Write(frag); err != nil {
-			r.dec.Close()
+		if err := r.dec.write(frag); err != nil {
 			return nil, http2.ConnectionError(http2.ErrCodeCompression)
 		}
 		if ended {
 			break
 		}
-		f, err := r.fr.ReadFrame()
+		// The framer sees that a CONTINUATION of this stream comes next.
+		fh, err := r.fr.ReadFrameHeader()
 		if err != nil {
-			r.dec.Close()
 			return nil, err
 		}
-		cf := f.(*http2.ContinuationFrame) // the framer sees to the order
-		frag, ended = cf.HeaderBlockFragment(), cf.HeadersEnded()
+		if frag, err = r.read(fh); err != nil {
+			return nil, err
+		}
+		ended = fh.Flags.Has(http2.FlagContinuationEndHeaders)
 	}
-	if err := r.dec.Close(); err != nil {
+	if err := r.dec.end(); err != nil {
 		return nil, http2.ConnectionError(http2.ErrCodeCompression)
 	}
 	if r.invalid != nil {
-		return nil, http2.StreamError{StreamID: hf.StreamID, Code: http2.ErrCodeProtocol, Cause: r.invalid}
+		return nil, http2.StreamError{StreamID: fh.StreamID, Code: http2.ErrCodeProtocol, Cause: r.invalid}
 	}
 	if err := checkPseudos(mh.PseudoFields()); err != nil {
-		return nil, http2.StreamError{StreamID: hf.StreamID, Code: http2.ErrCodeProtocol, Cause: err}
+		return nil, http2.StreamError{StreamID: fh.StreamID, Code: http2.ErrCodeProtocol, Cause: err}
 	}
 	return mh, nil
+}
+
+// read reads the payload of the frame with header fh, into a buffer
+// valid until the next read. The framer has checked its length.
+func (r *Reader) read(fh http2.FrameHeader) ([]byte, error) {
+	n := int(fh.Length)
+	if cap(r.payload) < n || cap(r.payload) > 4<<10 && n <= 1<<10 {
+		// Kept small between blocks: most are well under 1 KiB.
+		r.payload = make([]byte, max(n, 1<<10))
+	}
+	p := r.payload[:n]
+	if _, err := io.ReadFull(r.src, p); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // field takes one decoded field.
@@ -120,7 +169,7 @@ func (r *Reader) field(f hpack.HeaderField) {
 		}
 	}
 	if r.invalid != nil {
-		r.dec.SetEmitEnabled(false)
+		r.dec.skip = true
 		return
 	}
 	// A Trailer field names fields to come; it is counted by its names,
@@ -132,7 +181,7 @@ func (r *Reader) field(f hpack.HeaderField) {
 		left, size = &r.trailerLeft, uint32(len(f.Value))-n+1+n*hpack.HeaderField{}.Size()
 	}
 	if size > *left {
-		r.dec.SetEmitEnabled(false)
+		r.dec.skip = true
 		r.meta.Truncated = true
 		r.left, r.trailerLeft = 0, 0
 		return
