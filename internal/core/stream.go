@@ -212,19 +212,20 @@ func (p *Pool) awaitHead(s *h2up.Stream, x *Exchange, pm *pump) (h2up.Head, erro
 		if !x.deadline.IsZero() && x.deadline.Before(limit) {
 			limit = x.deadline
 		}
+		// The stream reads the clock only if it must wait; the clock is
+		// read here only when a wait ran out.
+		s.SetReadLimit(limit, watchInterval)
+		h, err := s.ReadHead()
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			return h, err
+		}
 		// LastActive and the deadline carry monotonic clock readings:
-		// the time left is read from that clock alone.
-		left := time.Until(limit)
-		if left <= 0 {
+		// whether the limit passed is read from that clock alone.
+		if time.Until(limit) <= 0 {
 			if limit.Equal(x.deadline) {
 				return h2up.Head{}, errCallDeadline
 			}
 			return h2up.Head{}, os.ErrDeadlineExceeded
-		}
-		s.SetReadTimeout(min(watchInterval, left))
-		h, err := s.ReadHead()
-		if !errors.Is(err, os.ErrDeadlineExceeded) {
-			return h, err
 		}
 		if x.Door.Gone() {
 			return h, errClientGone

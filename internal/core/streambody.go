@@ -106,21 +106,20 @@ func (r *ResponseBody) readStream(p []byte) (int, error) {
 		if !r.until.IsZero() && r.until.Before(limit) {
 			limit = r.until
 		}
-		// Read from the monotonic clock alone, as in awaitHead.
-		left := time.Until(limit)
-		if left <= 0 {
-			if limit.Equal(r.until) {
-				return 0, errCallDeadline
-			}
-			return 0, errStreamIdle
-		}
-		r.s.SetReadTimeout(min(watchInterval, left))
+		// As in awaitHead: the clock is read only for a wait.
+		r.s.SetReadLimit(limit, watchInterval)
 		n, err := r.s.Read(p)
 		if err == io.EOF {
 			r.end = true
 		}
 		if n > 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
 			return n, err
+		}
+		if time.Until(limit) <= 0 {
+			if limit.Equal(r.until) {
+				return 0, errCallDeadline
+			}
+			return 0, errStreamIdle
 		}
 		if r.door.Gone() {
 			return 0, errClientGone

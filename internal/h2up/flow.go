@@ -29,7 +29,7 @@ func (s *Stream) take(want int) (int, error) {
 			c.waiters = append(c.waiters, s)
 			s.waiting = true
 		}
-		if passed(s.wdl) {
+		if s.due(true) {
 			c.mu.Unlock()
 			return 0, errWriteTimeout
 		}

@@ -58,10 +58,14 @@ type Stream struct {
 	// fields holds the fields of the heads and trailers that came, which
 	// the frames they came in do not keep (keepFields); the first used
 	// of them are those of informational heads already read (dropUsed).
-	fields   []hpack.HeaderField
-	used     int
-	err      error // why the stream failed, for both sides
-	rdl, wdl time.Time
+	fields []hpack.HeaderField
+	used   int
+	err    error // why the stream failed, for both sides
+	// rdl and wdl are the sides' deadlines (zero: none); rwatch and
+	// wwatch, when not 0, bound them to that long after the side's next
+	// wait begins (due).
+	rdl, wdl       time.Time
+	rwatch, wwatch time.Duration
 
 	// rwake and wwake wake the reader and the writer when the stream's
 	// state changes; each holds at most one wakeup, so none is lost.
@@ -204,8 +208,27 @@ func (c *Conn) alarm(s *Stream, write bool) {
 	c.mu.Unlock()
 }
 
-// passed reports whether the deadline dl has passed.
-func passed(dl time.Time) bool { return !dl.IsZero() && time.Until(dl) <= 0 }
+// due reports whether a side's deadline has passed, as it is about to
+// wait; the part of the deadline counted from the wait's start is fixed
+// now. Only a wait reads the clock: a read that finds its answer there,
+// a write that finds window, costs none. c.mu is held.
+func (s *Stream) due(write bool) bool {
+	dl, watch := &s.rdl, &s.rwatch
+	if write {
+		dl, watch = &s.wdl, &s.wwatch
+	}
+	if dl.IsZero() && *watch == 0 {
+		return false
+	}
+	now := epoch.Add(time.Duration(clock()))
+	if *watch > 0 {
+		if w := now.Add(*watch); dl.IsZero() || w.Before(*dl) {
+			*dl = w
+		}
+		*watch = 0
+	}
+	return !now.Before(*dl)
+}
 
 // wrote notes that the stream's writer wrote, at the time it took the
 // write side; wmu is held.
@@ -388,32 +411,37 @@ func (s *Stream) Release() error {
 
 // SetWriteDeadline bounds the waits of Write and CloseWrite; one past it
 // fails with an error wrapping os.ErrDeadlineExceeded.
-func (s *Stream) SetWriteDeadline(t time.Time) {
+func (s *Stream) SetWriteDeadline(t time.Time) { s.setLimit(true, t, 0) }
+
+// SetWriteTimeout bounds the waits of Write and CloseWrite to d after the
+// first of them begins.
+func (s *Stream) SetWriteTimeout(d time.Duration) { s.setLimit(true, time.Time{}, d) }
+
+// SetReadDeadline bounds the waits of ReadHead and Read as
+// SetWriteDeadline does the writer's.
+func (s *Stream) SetReadDeadline(t time.Time) { s.setLimit(false, t, 0) }
+
+// SetReadTimeout bounds the waits of ReadHead and Read to d after the
+// first of them begins.
+func (s *Stream) SetReadTimeout(d time.Duration) { s.setLimit(false, time.Time{}, d) }
+
+// SetReadLimit bounds the waits of ReadHead and Read to limit, and to
+// watch after the first of them begins, whichever comes first; a zero
+// limit or watch is no bound.
+func (s *Stream) SetReadLimit(limit time.Time, watch time.Duration) { s.setLimit(false, limit, watch) }
+
+func (s *Stream) setLimit(write bool, limit time.Time, watch time.Duration) {
 	s.c.mu.Lock()
-	s.wdl = t
-	if s.wwaiting {
-		s.wakeWrite() // to wait for the new deadline
-	}
-	s.c.mu.Unlock()
-}
-
-// SetWriteTimeout sets the write deadline d from now, reading the
-// monotonic clock alone (see clock).
-func (s *Stream) SetWriteTimeout(d time.Duration) {
-	s.SetWriteDeadline(epoch.Add(time.Duration(clock()) + d))
-}
-
-// SetReadTimeout sets the read deadline d from now, as SetWriteTimeout.
-func (s *Stream) SetReadTimeout(d time.Duration) {
-	s.SetReadDeadline(epoch.Add(time.Duration(clock()) + d))
-}
-
-// SetReadDeadline bounds the waits of ReadHead and Read the same way.
-func (s *Stream) SetReadDeadline(t time.Time) {
-	s.c.mu.Lock()
-	s.rdl = t
-	if s.rwaiting {
-		s.wakeRead() // to wait for the new deadline
+	if write {
+		s.wdl, s.wwatch = limit, watch
+		if s.wwaiting {
+			s.wakeWrite() // to wait for the new deadline
+		}
+	} else {
+		s.rdl, s.rwatch = limit, watch
+		if s.rwaiting {
+			s.wakeRead()
+		}
 	}
 	s.c.mu.Unlock()
 }
@@ -449,7 +477,7 @@ func (s *Stream) ReadHead() (Head, error) {
 			err = s.err
 		case s.final:
 			err = errors.New("h2up: the final response head was already read")
-		case passed(s.rdl):
+		case s.due(false):
 			err = errReadTimeout
 		}
 		if err != nil {
@@ -517,7 +545,7 @@ func (s *Stream) Read(p []byte) (int, error) {
 			err = errNoHead
 		case s.err != nil:
 			err = s.err
-		case passed(s.rdl):
+		case s.due(false):
 			err = errReadTimeout
 		}
 		if err != nil {
