@@ -68,7 +68,11 @@ type BatchConn struct {
 	closed   bool      // Close was called: no more writes
 	err      error     // the first write error; every later Write returns it
 	deadline time.Time // the callers' write deadline, once batching
-	drainFn  func()    // c.drain, bound once
+	// expired says the deadline has passed; timer sets it then, so
+	// that a Write reads no clock.
+	expired bool
+	timer   *time.Timer
+	drainFn func() // c.drain, bound once
 }
 
 // NewBatchConn wraps c; it writes straight through until Batch.
@@ -109,15 +113,33 @@ func (c *BatchConn) SetWriteDeadline(t time.Time) error {
 
 func (c *BatchConn) setWriteDeadline(t time.Time) {
 	c.mu.Lock()
-	c.deadline = t
+	c.deadline, c.expired = t, false
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	if !t.IsZero() {
+		switch d := time.Until(t); {
+		case d <= 0:
+			c.expired = true
+		case c.timer == nil:
+			c.timer = time.AfterFunc(d, c.expire)
+		default:
+			c.timer.Reset(d)
+		}
+	}
 	c.drained.Broadcast() // a writer waiting for room looks again
 	c.mu.Unlock()
 }
 
-// wake makes writers waiting for room look at their deadline again.
-func (c *BatchConn) wake() {
+// expire notes that the deadline passed, and wakes the writers waiting
+// for room. A timer stopped too late to keep it from running finds a
+// later deadline, and does nothing.
+func (c *BatchConn) expire() {
 	c.mu.Lock()
-	c.drained.Broadcast()
+	if !c.deadline.IsZero() && time.Until(c.deadline) <= 0 {
+		c.expired = true
+		c.drained.Broadcast()
+	}
 	c.mu.Unlock()
 }
 
@@ -128,23 +150,8 @@ func (c *BatchConn) Write(p []byte) (int, error) {
 		return c.Conn.Write(p)
 	}
 	c.mu.Lock()
-	var timer *time.Timer
 	for c.failure() == nil && len(c.pending) >= batchLimit {
-		if !c.deadline.IsZero() {
-			d := time.Until(c.deadline)
-			if d <= 0 {
-				break
-			}
-			if timer == nil {
-				timer = time.AfterFunc(d, c.wake)
-			} else {
-				timer.Reset(d)
-			}
-		}
 		c.drained.Wait()
-	}
-	if timer != nil {
-		timer.Stop()
 	}
 	if err := c.failure(); err != nil {
 		c.mu.Unlock()
@@ -166,7 +173,7 @@ func (c *BatchConn) failure() error {
 		return c.err
 	case c.closed:
 		return net.ErrClosed
-	case !c.deadline.IsZero() && time.Until(c.deadline) <= 0:
+	case c.expired:
 		return os.ErrDeadlineExceeded
 	}
 	return nil
@@ -220,6 +227,9 @@ func (c *BatchConn) drain() {
 func (c *BatchConn) Close() error {
 	c.mu.Lock()
 	c.closed = true
+	if c.timer != nil {
+		c.timer.Stop()
+	}
 	c.drained.Broadcast() // writers waiting for room give up
 	if c.draining {
 		t := time.AfterFunc(closeWait, func() { c.Conn.Close() })

@@ -248,6 +248,43 @@ func TestBatchConnWriteDeadlineBoundsTheWaitForRoom(t *testing.T) {
 	s.Close() // ends the stalled drain; Close below does not wait
 }
 
+// TestBatchConnWriteAfterDeadlineFails checks that a deadline that
+// passes while no Write waits still fails the next one, though it would
+// find room, and that a deadline moved later or cleared lets them
+// through again.
+func TestBatchConnWriteAfterDeadlineFails(t *testing.T) {
+	b, _, peer := batchPair(t)
+	b.Batch()
+	b.SetWriteDeadline(time.Now().Add(-time.Second))
+	if _, err := b.Write([]byte("x")); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a Write past a deadline set in the past: %v, want os.ErrDeadlineExceeded", err)
+	}
+	b.SetWriteDeadline(time.Now().Add(30 * time.Millisecond))
+	if _, err := b.Write([]byte("a")); err != nil {
+		t.Fatalf("a Write before its deadline: %v", err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if _, err := b.Write([]byte("x")); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a Write after its deadline passed: %v, want os.ErrDeadlineExceeded", err)
+	}
+	// A deadline moved later before the old one passes holds.
+	b.SetWriteDeadline(time.Now().Add(30 * time.Millisecond))
+	b.SetWriteDeadline(time.Now().Add(time.Hour))
+	time.Sleep(100 * time.Millisecond)
+	if _, err := b.Write([]byte("b")); err != nil {
+		t.Fatalf("a Write before its moved deadline: %v", err)
+	}
+	b.SetWriteDeadline(time.Time{})
+	if _, err := b.Write([]byte("c")); err != nil {
+		t.Fatalf("a Write with the deadline cleared: %v", err)
+	}
+	got := make([]byte, 3)
+	if _, err := io.ReadFull(peer, got); err != nil || string(got) != "abc" {
+		t.Fatalf("the peer read %q, %v; want the three Writes taken, in order", got, err)
+	}
+	b.Close()
+}
+
 // TestBatchConnUnderTLSCloseSendsWhatIsPending checks the order crypto/tls
 // closes in: close_notify written, the write deadline set to now, the
 // connection closed. The bytes written before, and the alert, must reach
