@@ -43,20 +43,36 @@ func (x *Exchange) streamHead(scheme string) (inline []byte) {
 		for len(value) > 0 && (value[0] == ' ' || value[0] == '\t') {
 			value = value[1:]
 		}
-		switch {
-		case equalFold(name, "host"):
-			fs[2].Value = stringOf(value)
-			continue
-		case equalFold(name, "te"):
-			// Only "trailers" may pass (RFC 9113 8.2.2).
-			te = te || containsToken(value, "trailers")
-			continue
-		case connectionSpecific(name):
-			continue
+		// The names are told apart by length first: most are none of
+		// these.
+		switch len(name) {
+		case len("host"):
+			if equalFold(name, "host") {
+				fs[2].Value = stringOf(value)
+				continue
+			}
+		case len("te"):
+			if equalFold(name, "te") {
+				// Only "trailers" may pass (RFC 9113 8.2.2).
+				te = te || containsToken(value, "trailers")
+				continue
+			}
+		case len("upgrade"), len("connection"), len("proxy-connection"), len("transfer-encoding"):
+			if connectionSpecific(name) {
+				continue
+			}
 		}
-		start := len(names)
-		names = h1.AppendLower(names, name)
-		n := stringOf(names[start:])
+		// Names from an HTTP/2 client are in lower case already; those
+		// relay adds (X-Forwarded-For, Via) and an HTTP/1.1 client's
+		// are lowered into x.names.
+		var n string
+		if hasUpper(name) {
+			start := len(names)
+			names = h1.AppendLower(names, name)
+			n = stringOf(names[start:])
+		} else {
+			n = stringOf(name)
+		}
 		// A value new on every request would only push the others out
 		// of the backend's HPACK table: it is never indexed.
 		fs = append(fs, hpack.HeaderField{Name: n, Value: stringOf(value), Sensitive: n == "x-request-id" || n == "grpc-timeout"})
@@ -71,6 +87,16 @@ func (x *Exchange) streamHead(scheme string) (inline []byte) {
 	}
 	x.fields, x.names = fs, names
 	return inline
+}
+
+// hasUpper reports whether name holds an upper-case ASCII letter.
+func hasUpper(name []byte) bool {
+	for _, c := range name {
+		if 'A' <= c && c <= 'Z' {
+			return true
+		}
+	}
+	return false
 }
 
 // cutLine cuts the first line, which ends in CRLF, from head.
