@@ -30,6 +30,7 @@ type ResponseBody struct {
 	until time.Time
 	end   bool
 	raw   []byte
+	pre   []byte // what Ready read
 }
 
 func (r *ResponseBody) reset(u *upstream, resp *h1.Response, timeout time.Duration, door Responder, drop []byte) {

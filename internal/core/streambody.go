@@ -98,6 +98,31 @@ func (r *ResponseBody) resetStream(s *h2up.Stream, kind h1.BodyKind, door Respon
 	r.u, r.s, r.door, r.idle, r.until, r.drop, r.end = nil, s, door, idle, until, drop, kind == h1.BodyNone
 }
 
+// readyBytes bounds what Ready takes of a stream's body at once: a unary
+// call's message, most often.
+const readyBytes = 4 << 10
+
+// Ready returns the body bytes that have come and consumes them, and
+// whether the body ended with them (Trailers then has its trailers); a
+// front door that frames every part of a body the same way (HTTP/2's
+// DATA frames) sends them with the head, and a body that came whole
+// leaves in one write, trailers and all. A body not on a stream gives
+// its Prefix. The bytes are valid until the next Read.
+func (r *ResponseBody) Ready() ([]byte, bool) {
+	if r.s == nil {
+		return r.Prefix(), r.Done()
+	}
+	if r.end {
+		return nil, true
+	}
+	if r.pre == nil {
+		r.pre = make([]byte, readyBytes)
+	}
+	n, end := r.s.ReadNow(r.pre)
+	r.end = end
+	return r.pre[:n], end
+}
+
 // readStream reads the next body bytes from the stream. Every
 // watchInterval of a wait it looks at whether the client is still there.
 func (r *ResponseBody) readStream(p []byte) (int, error) {

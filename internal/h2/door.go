@@ -44,8 +44,9 @@ func (st *stream) Respond(resp *h1.Response, rb *core.ResponseBody) (n int64, re
 	if st.head || resp.Body == h1.BodyNone {
 		return 0, nil, c.respond(st, resp.Status, resp.Fields, length, nil, true)
 	}
-	p := rb.Prefix()
-	done := rb.Done()
+	// DATA frames carry any part of a body alike: whatever has come of
+	// it goes with the head.
+	p, done := rb.Ready()
 	if !done && resp.Body == h1.BodyLength && resp.ContentLength <= readAheadBytes && c.short(st, resp.ContentLength) {
 		// The client will not take the body at once: read it whole, so
 		// that the backend connection is not held while it waits.
@@ -57,16 +58,20 @@ func (st *stream) Respond(resp *h1.Response, rb *core.ResponseBody) (n int64, re
 			p, done = body, true
 		}
 	}
-	if err := c.respond(st, resp.Status, resp.Fields, length, p, done); err != nil || done {
-		return int64(len(p)), nil, err
-	}
-	n = int64(len(p))
 	if resp.Body == h1.BodyChunked {
 		// The head's bytes are in the backend connection's read buffer,
 		// which the body's bytes overwrite: what the trailers need of it
 		// is copied now.
 		st.hops = h1.AppendConnection(st.hops[:0], resp.Fields)
 	}
+	var tr []byte
+	if done {
+		tr = rb.Trailers()
+	}
+	if err := c.respondWhole(st, resp.Status, resp.Fields, length, p, done, tr, st.hops); err != nil || done {
+		return int64(len(p)), nil, err
+	}
+	n = int64(len(p))
 	dw := &st.dw
 	*dw = dataWriter{st: st, left: -1}
 	if resp.Body == h1.BodyLength {

@@ -34,6 +34,16 @@ func (c *conn) endWithTrailers(st *stream, raw []byte, hops []byte) error {
 	if err := c.lockFor(st, 0); err != nil {
 		return err
 	}
+	c.writeTrailers(st, raw, hops)
+	c.ended(st)
+	err := c.werr
+	c.unlockWrite()
+	return err
+}
+
+// writeTrailers writes the trailer section raw as endWithTrailers says,
+// ending the stream. wmu is held.
+func (c *conn) writeTrailers(st *stream, raw []byte, hops []byte) {
 	// The block begins with the first field that passes: one begun and
 	// left unsent could lose the table size update it starts with.
 	begun := false
@@ -66,10 +76,6 @@ func (c *conn) endWithTrailers(st *stream, raw []byte, hops []byte) error {
 	} else {
 		c.writeBlock(st.id, true)
 	}
-	c.ended(st)
-	err := c.werr
-	c.unlockWrite()
-	return err
 }
 
 // appendTrailers appends a client's trailer fields that may pass, as

@@ -51,6 +51,14 @@ func (c *conn) release(flush bool) {
 // that go with it, ending the stream if end. The head and as much of data
 // as the windows allow go out in one write.
 func (c *conn) respond(st *stream, status int, fields []h1.Field, length int64, data []byte, end bool) error {
+	return c.respondWhole(st, status, fields, length, data, end, nil, nil)
+}
+
+// respondWhole is respond with a trailer section, raw, that ends the
+// stream after data when end and raw is not nil (endWithTrailers; hops
+// as there). A response that came whole, trailers and all, as a unary
+// gRPC call's does, leaves in one write when the windows allow.
+func (c *conn) respondWhole(st *stream, status int, fields []h1.Field, length int64, data []byte, end bool, raw, hops []byte) error {
 	n, err := c.takeWindow(st, len(data), false)
 	if err != nil {
 		return err
@@ -58,12 +66,16 @@ func (c *conn) respond(st *stream, status int, fields []h1.Field, length int64, 
 	if err := c.lockFor(st, n); err != nil {
 		return err
 	}
-	c.writeHead(st.id, status, fields, length, end && len(data) == 0)
+	whole := end && n == len(data)
+	c.writeHead(st.id, status, fields, length, whole && len(data) == 0 && raw == nil)
 	if n > 0 {
-		c.wfr.WriteData(st.id, end && n == len(data), data[:n])
+		c.wfr.WriteData(st.id, whole && raw == nil, data[:n])
 		c.dataSent.Add(1)
 	}
-	if end && n == len(data) {
+	if whole && raw != nil {
+		c.writeTrailers(st, raw, hops)
+	}
+	if whole {
 		c.ended(st)
 	}
 	err = c.werr
@@ -75,13 +87,19 @@ func (c *conn) respond(st *stream, status int, fields []h1.Field, length int64, 
 		st.answered = true
 		st.body.answered.Store(true)
 	}
-	if n < len(data) {
+	if n == len(data) {
+		return nil
+	}
+	if raw == nil {
 		if end && c.keep(st, data[n:], end) {
 			return nil // written once the core is done (tail.go)
 		}
 		return c.writeData(st, data[n:], end)
 	}
-	return nil
+	if err := c.writeData(st, data[n:], false); err != nil || !end {
+		return err
+	}
+	return c.endWithTrailers(st, raw, hops)
 }
 
 // writeData writes p as DATA frames as the windows allow, the last one

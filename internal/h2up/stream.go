@@ -518,19 +518,7 @@ func (s *Stream) Read(p []byte) (int, error) {
 	c.mu.Lock()
 	for {
 		if s.off < len(s.buf) {
-			n := copy(p, s.buf[s.off:])
-			s.off += n
-			if s.off == len(s.buf) {
-				s.buf, s.off = s.buf[:0], 0
-			}
-			var credit int64
-			if !s.remoteDone && !s.reset {
-				s.unacked += int64(n)
-				if s.unacked >= c.streamUpdateAt {
-					credit, s.unacked = s.unacked, 0
-					s.recvWin += credit
-				}
-			}
+			n, credit := s.takeBody(p)
 			c.mu.Unlock()
 			if credit > 0 {
 				c.writeCredit(s.id, credit)
@@ -554,6 +542,41 @@ func (s *Stream) Read(p []byte) (int, error) {
 		}
 		s.awaitRead()
 	}
+}
+
+// takeBody copies buffered body bytes into p and returns how many, and the
+// window to give back for them, if it is time to. c.mu is held.
+func (s *Stream) takeBody(p []byte) (n int, credit int64) {
+	n = copy(p, s.buf[s.off:])
+	s.off += n
+	if s.off == len(s.buf) {
+		s.buf, s.off = s.buf[:0], 0
+	}
+	if !s.remoteDone && !s.reset {
+		s.unacked += int64(n)
+		if s.unacked >= s.c.streamUpdateAt {
+			credit, s.unacked = s.unacked, 0
+			s.recvWin += credit
+		}
+	}
+	return n, credit
+}
+
+// ReadNow reads the body bytes that have come, without waiting; end says
+// that the body ended with them, its trailers, if any, come too.
+func (s *Stream) ReadNow(p []byte) (n int, end bool) {
+	c := s.c
+	c.mu.Lock()
+	var credit int64
+	if s.off < len(s.buf) {
+		n, credit = s.takeBody(p)
+	}
+	end = s.remoteDone && s.off == len(s.buf)
+	c.mu.Unlock()
+	if credit > 0 {
+		c.writeCredit(s.id, credit)
+	}
+	return n, end
 }
 
 // Buffered returns how many body bytes Read can return without waiting.
