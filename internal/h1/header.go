@@ -376,11 +376,12 @@ func MarkHopByHop(fields []Field) (upgrade bool) {
 // AppendLower appends name with its ASCII letters in lower case, as
 // HTTP/2 writes field names.
 func AppendLower(dst, name []byte) []byte {
-	for _, c := range name {
+	n := len(dst)
+	dst = append(dst, name...)
+	for i, c := range dst[n:] {
 		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
+			dst[n+i] = c + 'a' - 'A'
 		}
-		dst = append(dst, c)
 	}
 	return dst
 }
