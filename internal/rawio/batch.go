@@ -14,13 +14,24 @@ import (
 // the backends send it.
 const batchLimit = 256 << 10
 
-// batchKeep is the largest buffer a BatchConn keeps for its next batch
-// while busy; idleKeep the largest it keeps once everything is written,
-// so an idle connection holds little.
-const (
-	batchKeep = 32 << 10
-	idleKeep  = 4 << 10
-)
+// batchKeep is the largest buffer a BatchConn keeps for its next batch.
+// Once everything is written its buffers go back to batchBufs: a busy
+// connection does not grow a new buffer for every batch, and an idle one
+// holds none.
+const batchKeep = 32 << 10
+
+// batchBuf is a batch's buffer, as batchBufs holds it.
+type batchBuf struct{ b []byte }
+
+var batchBufs = sync.Pool{New: func() any { return &batchBuf{b: make([]byte, 0, 4<<10)} }}
+
+// putBatchBuf gives b back to batchBufs, unless it grew past batchKeep.
+func putBatchBuf(b *batchBuf) {
+	if b != nil && cap(b.b) <= batchKeep {
+		b.b = b.b[:0]
+		batchBufs.Put(b)
+	}
+}
 
 // closeWait bounds how long Close waits for pending bytes to go out to a
 // client that does not take them, as crypto/tls bounds its close_notify.
@@ -62,8 +73,8 @@ type BatchConn struct {
 	mu       sync.Mutex
 	drained  sync.Cond // signalled when a write to Conn finishes, and by Close
 	batching bool
-	pending  []byte    // written by callers, not yet by the drain
-	spare    []byte    // the drain's last buffer, for reuse
+	pending  *batchBuf // written by callers, not yet by the drain; nil: none
+	spare    *batchBuf // the drain's last buffer, for reuse
 	draining bool      // a drain goroutine is running
 	closed   bool      // Close was called: no more writes
 	err      error     // the first write error; every later Write returns it
@@ -150,20 +161,31 @@ func (c *BatchConn) Write(p []byte) (int, error) {
 		return c.Conn.Write(p)
 	}
 	c.mu.Lock()
-	for c.failure() == nil && len(c.pending) >= batchLimit {
+	for c.failure() == nil && c.pendingBytes() >= batchLimit {
 		c.drained.Wait()
 	}
 	if err := c.failure(); err != nil {
 		c.mu.Unlock()
 		return 0, err
 	}
-	c.pending = append(c.pending, p...)
+	if c.pending == nil {
+		c.pending = batchBufs.Get().(*batchBuf)
+	}
+	c.pending.b = append(c.pending.b, p...)
 	if !c.draining {
 		c.draining = true
 		go c.drainFn()
 	}
 	c.mu.Unlock()
 	return len(p), nil
+}
+
+// pendingBytes is how many bytes wait for the drain; c.mu is held.
+func (c *BatchConn) pendingBytes() int {
+	if c.pending == nil {
+		return 0
+	}
+	return len(c.pending.b)
 }
 
 // failure is why a Write cannot be taken, if it cannot; c.mu is held.
@@ -186,28 +208,25 @@ func (c *BatchConn) drain() {
 	runtime.Gosched()
 	c.mu.Lock()
 	failed := false
-	for len(c.pending) > 0 && c.err == nil {
+	for c.pendingBytes() > 0 && c.err == nil {
 		buf := c.pending
-		c.pending = c.spare[:0]
-		c.spare = nil
+		c.pending, c.spare = c.spare, nil
 		c.mu.Unlock()
-		_, err := c.Conn.Write(buf)
+		_, err := c.Conn.Write(buf.b)
 		c.mu.Lock()
-		if cap(buf) <= batchKeep {
-			c.spare = buf[:0]
+		if cap(buf.b) <= batchKeep {
+			buf.b = buf.b[:0]
+			c.spare = buf
 		}
 		if err != nil {
 			c.err, failed = err, true
 		}
 		c.drained.Broadcast()
 	}
-	c.pending = c.pending[:0]
-	if cap(c.pending) > idleKeep {
-		c.pending = nil
-	}
-	if cap(c.spare) > idleKeep {
-		c.spare = nil
-	}
+	// What is pending after a failure is lost with the connection.
+	putBatchBuf(c.pending)
+	putBatchBuf(c.spare)
+	c.pending, c.spare = nil, nil
 	c.draining = false
 	c.drained.Broadcast()
 	c.mu.Unlock()

@@ -146,7 +146,7 @@ func TestBatchConnBoundsWhatItHolds(t *testing.T) {
 	deadline := time.After(ioTimeout)
 	for {
 		b.mu.Lock()
-		most = max(most, len(b.pending))
+		most = max(most, b.pendingBytes())
 		b.mu.Unlock()
 		select {
 		case err := <-failed:
@@ -228,7 +228,7 @@ func TestBatchConnWriteDeadlineBoundsTheWaitForRoom(t *testing.T) {
 	// batch behind them makes the next Write wait for room.
 	for taken := false; !taken; {
 		b.mu.Lock()
-		taken = len(b.pending) == 0
+		taken = b.pendingBytes() == 0
 		b.mu.Unlock()
 		time.Sleep(time.Millisecond)
 	}
