@@ -65,7 +65,7 @@ func (c *conn) writeTrailers(st *stream, raw []byte, hops []byte) {
 		}
 		value := bytes.Trim(line[colon+1:], " \t")
 		if !begun {
-			c.enc.Begin()
+			c.enc.BeginTrailers()
 			begun = true
 		}
 		c.enc.Field(name, stringOf(value))

@@ -269,7 +269,7 @@ func (s *Stream) WriteHead(fields []hpack.HeaderField, end bool) error {
 	s.sendWin, s.recvWin = c.peerInit, int64(c.o.StreamWindow)
 	c.streams[s.id] = s
 	c.mu.Unlock()
-	c.writeBlock(s.id, fields, end)
+	c.writeBlock(s.id, fields, end, false)
 	s.wrote()
 	err := c.unlockWrite()
 	if errors.Is(err, net.ErrClosed) {
@@ -372,7 +372,7 @@ func (s *Stream) CloseWrite(trailers []hpack.HeaderField) error {
 		return err
 	}
 	if len(trailers) > 0 {
-		c.writeBlock(s.id, trailers, true)
+		c.writeBlock(s.id, trailers, true, true)
 	} else {
 		c.wfr.WriteData(s.id, true, nil)
 		c.sent.Add(1)

@@ -75,9 +75,14 @@ func (c *Conn) release(flush bool) error {
 
 // writeBlock encodes fields into a HEADERS frame and, if they take more
 // than a frame, CONTINUATION frames; fields marked Sensitive go as
-// literals never indexed. wmu is held.
-func (c *Conn) writeBlock(id uint32, fields []hpack.HeaderField, end bool) {
-	c.enc.Begin()
+// literals never indexed. trailers says the block is a trailer section.
+// wmu is held.
+func (c *Conn) writeBlock(id uint32, fields []hpack.HeaderField, end, trailers bool) {
+	if trailers {
+		c.enc.BeginTrailers()
+	} else {
+		c.enc.Begin()
+	}
 	for _, f := range fields {
 		if f.Sensitive {
 			c.enc.Never(f.Name, f.Value)

@@ -51,12 +51,19 @@ type Encoder struct {
 	// smallest it was set to meanwhile (RFC 7541 4.2).
 	update bool
 	low    uint32
-	// memo holds, for each place of the last block, where its field
-	// went: a static index (1-61) or 61 + a dynamic entry's id; 0 for
-	// none.
-	memo []uint64
-	pos  int
-	buf  []byte
+	// memo holds, for each place of the last head block and of the last
+	// trailer block (a head follows trailers on a connection serving
+	// many calls, and is like the last head, not like them), where its
+	// field went: a static index (1-61) or 61 + a dynamic entry's id; 0
+	// for none.
+	memo    [2][]uint64
+	trailer int // the block is a trailer section: memo[1]
+	pos     int
+	buf     []byte
+	// neverName is the name Never was last given, neverIdx its static
+	// index: the field new with every message costs no table lookup.
+	neverName string
+	neverIdx  uint64
 }
 
 // NewEncoder returns an encoder whose peer's table is the default size.
@@ -81,10 +88,15 @@ func (e *Encoder) SetLimit(v uint32) {
 	e.evict(0)
 }
 
-// Begin starts a block.
-func (e *Encoder) Begin() {
+// Begin starts a header block, a message's head.
+func (e *Encoder) Begin() { e.begin(0) }
+
+// BeginTrailers starts a header block that is a trailer section.
+func (e *Encoder) BeginTrailers() { e.begin(1) }
+
+func (e *Encoder) begin(trailer int) {
 	e.buf = e.buf[:0]
-	e.pos = 0
+	e.pos, e.trailer = 0, trailer
 	if e.update {
 		// A maximum that went down and up again since the last block
 		// must be signalled at its lowest first. The table then empties
@@ -108,8 +120,8 @@ func (e *Encoder) Block() []byte { return e.buf }
 func (e *Encoder) Field(name, value string) {
 	pos := e.pos
 	e.pos++
-	if pos < len(e.memo) {
-		if code := e.memo[pos]; code != 0 && e.same(code, name, value) {
+	if memo := e.memo[e.trailer]; pos < len(memo) {
+		if code := memo[pos]; code != 0 && e.same(code, name, value) {
 			e.buf = appendInt(e.buf, 0x80, 7, e.index(code))
 			return
 		}
@@ -154,7 +166,10 @@ func (e *Encoder) Field(name, value string) {
 // they cost a copy rather than a coding.
 func (e *Encoder) Never(name, value string) {
 	e.pos++
-	sidx, _ := staticIndex(name, value)
+	if name != e.neverName {
+		e.neverName, e.neverIdx = strings.Clone(name), staticNames[name]
+	}
+	sidx := e.neverIdx
 	e.buf = appendInt(e.buf, 0x10, 4, sidx)
 	if sidx == 0 {
 		e.buf = appendRaw(e.buf, name)
@@ -204,10 +219,11 @@ func (e *Encoder) remember(pos int, code uint64) {
 	if pos >= maxMemo {
 		return
 	}
-	for len(e.memo) <= pos {
-		e.memo = append(e.memo, 0)
+	memo := &e.memo[e.trailer]
+	for len(*memo) <= pos {
+		*memo = append(*memo, 0)
 	}
-	e.memo[pos] = code
+	(*memo)[pos] = code
 }
 
 // evict drops the oldest entries until room bytes more fit under max.

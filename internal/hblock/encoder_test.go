@@ -35,7 +35,13 @@ func encode(e *Encoder, fields []field) []byte {
 		bufs = append(bufs, b)
 		return unsafe.String(unsafe.SliceData(b), len(b))
 	}
-	e.Begin()
+	// Blocks of an odd number of fields go as trailer sections, which
+	// the encoder remembers apart from heads.
+	if len(fields)%2 == 1 {
+		e.BeginTrailers()
+	} else {
+		e.Begin()
+	}
 	for _, f := range fields {
 		if f.never {
 			e.Never(view(f.name), view(f.value))
