@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2/hpack"
 )
 
@@ -35,19 +36,48 @@ var (
 	errTruncated    = errors.New("hpack: header block ended inside a field")
 )
 
+// checks is what the Reader's checks find of a field's strings: whether
+// its name is a valid regular field name and its value a valid value.
+// A field the tables hold, or a string the decoder remembers, is
+// checked once, not at every use.
+type checks struct{ name, value bool }
+
+// str is a decoded string, with what it is valid as.
+type str struct {
+	s             string
+	asName, asVal bool
+}
+
+func newStr(s string) str { return str{s, validName(s), httpguts.ValidHeaderFieldValue(s)} }
+
+// tableField is a field of the dynamic table and its checks.
+type tableField struct {
+	hpack.HeaderField
+	checks
+}
+
+// staticChecks are the static table's checks: every value is valid, and
+// every name but the pseudo-fields' a valid regular name.
+var staticChecks = func() (c [len(static)]checks) {
+	for i, st := range static {
+		c[i] = checks{validName(st.name), httpguts.ValidHeaderFieldValue(st.value)}
+	}
+	return c
+}()
+
 // remembered is a string of the last block: the bytes it came as, and
 // what they decoded to.
 type remembered struct {
 	huff bool
 	wire []byte
-	s    string
-	ok   bool
+	str
+	ok bool
 }
 
 type decoder struct {
-	ents []hpack.HeaderField // the dynamic table, oldest first
-	size uint32              // the table's size (RFC 7541 4.1)
-	max  uint32              // its maximum, as the peer last set it
+	ents []tableField // the dynamic table, oldest first
+	size uint32       // the table's size (RFC 7541 4.1)
+	max  uint32       // its maximum, as the peer last set it
 
 	// State of the block being decoded.
 	carry    []byte // the start of a field the last fragment cut
@@ -57,7 +87,7 @@ type decoder struct {
 	skip     bool   // the fields are not wanted: decode only what the table needs
 
 	memo []remembered
-	emit func(hpack.HeaderField)
+	emit func(hpack.HeaderField, checks)
 }
 
 // begin starts a block whose strings are at most maxStr long.
@@ -117,7 +147,7 @@ func (d *decoder) field(p []byte) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		return n, d.took(f)
+		return n, d.took(f.HeaderField, f.checks)
 	case b&0xc0 == 0x40: // literal with incremental indexing
 		return d.literal(p, 6, true, false)
 	case b&0xe0 == 0x20: // dynamic table size update
@@ -149,6 +179,7 @@ func (d *decoder) literal(p []byte, prefix uint8, index, never bool) (int, error
 		return 0, err
 	}
 	var f hpack.HeaderField
+	var c checks
 	var name, value []byte
 	var nameHuff, valueHuff bool
 	nameAt := -1
@@ -157,7 +188,7 @@ func (d *decoder) literal(p []byte, prefix uint8, index, never bool) (int, error
 		if err != nil {
 			return 0, err
 		}
-		f.Name = e.Name
+		f.Name, c.name = e.Name, e.checks.name
 	} else {
 		nameAt = d.nstr
 		name, nameHuff, err = d.readString(p, &n)
@@ -172,29 +203,33 @@ func (d *decoder) literal(p []byte, prefix uint8, index, never bool) (int, error
 	}
 	if !d.skip || index {
 		if nameAt >= 0 {
-			if f.Name, err = d.decode(nameAt, name, nameHuff); err != nil {
+			s, err := d.decode(nameAt, name, nameHuff)
+			if err != nil {
 				return 0, err
 			}
+			f.Name, c.name = s.s, s.asName
 		}
-		if f.Value, err = d.decode(valueAt, value, valueHuff); err != nil {
+		s, err := d.decode(valueAt, value, valueHuff)
+		if err != nil {
 			return 0, err
 		}
+		f.Value, c.value = s.s, s.asVal
 	}
 	if index {
-		d.add(f)
+		d.add(f, c)
 	}
 	f.Sensitive = never
-	return n, d.took(f)
+	return n, d.took(f, c)
 }
 
 // took passes a decoded field on.
-func (d *decoder) took(f hpack.HeaderField) error {
+func (d *decoder) took(f hpack.HeaderField, c checks) error {
 	d.sawField = true
 	if len(f.Name) > d.maxStr || len(f.Value) > d.maxStr {
 		return errStringLength
 	}
 	if !d.skip {
-		d.emit(f)
+		d.emit(f, c)
 	}
 	return nil
 }
@@ -224,7 +259,7 @@ func (d *decoder) readString(p []byte, n *int) (s []byte, huff bool, err error) 
 
 // decode returns the string wire stands for, the ordinal-th literal
 // string of the block.
-func (d *decoder) decode(ordinal int, wire []byte, huff bool) (string, error) {
+func (d *decoder) decode(ordinal int, wire []byte, huff bool) (str, error) {
 	var m *remembered
 	if ordinal < memoStrings && len(wire) <= memoBytes {
 		for len(d.memo) <= ordinal {
@@ -232,46 +267,47 @@ func (d *decoder) decode(ordinal int, wire []byte, huff bool) (string, error) {
 		}
 		m = &d.memo[ordinal]
 		if m.ok && m.huff == huff && bytes.Equal(m.wire, wire) {
-			return m.s, nil
+			return m.str, nil
 		}
 	}
 	var s string
 	if huff {
 		var err error
 		if s, err = hpack.HuffmanDecodeToString(wire); err != nil {
-			return "", err
+			return str{}, err
 		}
 		if len(s) > d.maxStr {
-			return "", errStringLength
+			return str{}, errStringLength
 		}
 	} else {
 		s = string(wire)
 	}
+	ds := newStr(s)
 	if m != nil {
-		m.huff, m.wire, m.s, m.ok = huff, append(m.wire[:0], wire...), s, true
+		m.huff, m.wire, m.str, m.ok = huff, append(m.wire[:0], wire...), ds, true
 	}
-	return s, nil
+	return ds, nil
 }
 
 // at returns the field at index i of the tables (RFC 7541 2.3.3).
-func (d *decoder) at(i uint64) (hpack.HeaderField, error) {
+func (d *decoder) at(i uint64) (tableField, error) {
 	switch {
 	case i == 0:
-		return hpack.HeaderField{}, errors.New("hpack: index 0")
+		return tableField{}, errors.New("hpack: index 0")
 	case i <= uint64(len(static)):
 		st := &static[i-1]
-		return hpack.HeaderField{Name: st.name, Value: st.value}, nil
+		return tableField{hpack.HeaderField{Name: st.name, Value: st.value}, staticChecks[i-1]}, nil
 	}
 	back := i - uint64(len(static)) - 1 // 0 for the newest entry
 	if back >= uint64(len(d.ents)) {
-		return hpack.HeaderField{}, fmt.Errorf("hpack: index %d past the tables' %d entries", i, len(static)+len(d.ents))
+		return tableField{}, fmt.Errorf("hpack: index %d past the tables' %d entries", i, len(static)+len(d.ents))
 	}
 	return d.ents[len(d.ents)-1-int(back)], nil
 }
 
 // add puts f in the dynamic table, evicting the oldest entries to make
 // room; a field larger than the whole table empties it (RFC 7541 4.4).
-func (d *decoder) add(f hpack.HeaderField) {
+func (d *decoder) add(f hpack.HeaderField, c checks) {
 	size := uint64(len(f.Name)) + uint64(len(f.Value)) + entryOverhead
 	if size > uint64(d.max) {
 		clear(d.ents)
@@ -279,7 +315,7 @@ func (d *decoder) add(f hpack.HeaderField) {
 		return
 	}
 	d.evict(uint32(size))
-	d.ents = append(d.ents, hpack.HeaderField{Name: f.Name, Value: f.Value})
+	d.ents = append(d.ents, tableField{hpack.HeaderField{Name: f.Name, Value: f.Value}, c})
 	d.size += uint32(size)
 }
 

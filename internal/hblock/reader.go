@@ -153,10 +153,11 @@ func (r *Reader) read(fh http2.FrameHeader) ([]byte, error) {
 	return p, nil
 }
 
-// field takes one decoded field.
-func (r *Reader) field(f hpack.HeaderField) {
+// field takes one decoded field, with what the decoder's checks found
+// of its strings.
+func (r *Reader) field(f hpack.HeaderField, c checks) {
 	switch {
-	case !httpguts.ValidHeaderFieldValue(f.Value):
+	case !c.value:
 		r.invalid = fmt.Errorf("invalid value of field %q", f.Name)
 	case strings.HasPrefix(f.Name, ":"):
 		if r.sawRegular {
@@ -164,7 +165,7 @@ func (r *Reader) field(f hpack.HeaderField) {
 		}
 	default:
 		r.sawRegular = true
-		if !validName(f.Name) {
+		if !c.name {
 			r.invalid = fmt.Errorf("invalid field name %q", f.Name)
 		}
 	}
