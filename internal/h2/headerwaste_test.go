@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -45,6 +46,9 @@ func TestStreamsRefusedForHeaderMemoryAreNotWaste(t *testing.T) {
 	// Pages of 100 requests each, every refused one sent again until all
 	// are answered; bounded in pages and in rounds.
 	for page := 0; page < 4 && opened < 700; page++ {
+		// Each page is bounded on its own: under the race detector, on a
+		// busy machine, the four together can take longer than one.
+		rc.nc.SetDeadline(time.Now().Add(ioTimeout))
 		pending := 100
 		for round := 0; pending > 0; round++ {
 			if round == 20 {
