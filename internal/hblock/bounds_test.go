@@ -1,6 +1,7 @@
 package hblock
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -58,6 +59,28 @@ func TestCarryGoesWithItsBlock(t *testing.T) {
 	}
 	c.id = 3
 	if fs := c.fields(t, plain(4, "/next", false)); len(fs) != 1 || fs[0].Value != "/next" {
+		t.Fatalf("next block read as %v", fs)
+	}
+}
+
+// TestLongListGoesWithItsBlock checks that the list of a block of many
+// fields, each a byte on the wire, is not kept once the next frame is
+// read: 1,500 fields are 60 KiB of list for 1.5 KB sent.
+func TestLongListGoesWithItsBlock(t *testing.T) {
+	c := newConn()
+	c.r.fr.MaxHeaderListSize = 1 << 20
+	block := bytes.Repeat([]byte{0x80 | 16}, 1500) // accept-encoding: gzip, deflate
+	if fs := c.fields(t, block); len(fs) != 1500 {
+		t.Fatalf("read %d fields, want 1500", len(fs))
+	}
+	c.w.WritePing(false, [8]byte{1})
+	if f, err := c.r.ReadFrame(); err != nil || f.Header().Type != http2.FramePing {
+		t.Fatalf("after the block: %v, %v; want the PING", f, err)
+	}
+	if n := cap(c.r.meta.Fields); n > keptFields {
+		t.Fatalf("after the next frame, the Reader keeps room for %d fields", n)
+	}
+	if fs := c.fields(t, []byte{0x82}); len(fs) != 1 || fs[0].Value != "GET" {
 		t.Fatalf("next block read as %v", fs)
 	}
 }
