@@ -84,3 +84,23 @@ func TestLongListGoesWithItsBlock(t *testing.T) {
 		t.Fatalf("next block read as %v", fs)
 	}
 }
+
+// TestBlockCutEvenly sends a block over frames of every size, so that
+// fragments end fields and begin others, both in the carry.
+func TestBlockCutEvenly(t *testing.T) {
+	block := cat(plain(4, "/svc/Method", true), literal("x-first", "one"), []byte{0x80 | 62},
+		plain(58, "relay-test/1.0", false), plain(58, strings.Repeat("u", 200), true))
+	want := []string{":path=/svc/Method", "x-first=one", "x-first=one", "user-agent=relay-test/1.0", "user-agent=" + strings.Repeat("u", 200)}
+	for frag := 1; frag <= len(block); frag++ {
+		c := newConn()
+		cutBlock(c.w, block, frag)
+		f, err := c.r.ReadFrame()
+		var got []string
+		for _, hf := range fieldsOf(t, f, err) {
+			got = append(got, hf.Name+"="+hf.Value)
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("cut every %d bytes: read %q", frag, got)
+		}
+	}
+}
