@@ -85,6 +85,7 @@ type decoder struct {
 	maxStr   int    // the longest string the block may hold
 	nstr     int    // literal strings read so far
 	skip     bool   // the fields are not wanted: decode only what the table needs
+	carried  int64  // bytes copied into the carry, over the decoder's life
 
 	memo []remembered
 	emit func(hpack.HeaderField, checks)
@@ -92,9 +93,6 @@ type decoder struct {
 
 // begin starts a block whose strings are at most maxStr long.
 func (d *decoder) begin(maxStr int) {
-	if cap(d.carry) > 4<<10 {
-		d.carry = nil
-	}
 	d.carry = d.carry[:0]
 	d.sawField, d.maxStr, d.nstr, d.skip = false, maxStr, 0, false
 }
@@ -103,6 +101,7 @@ func (d *decoder) begin(maxStr int) {
 func (d *decoder) write(p []byte) error {
 	if len(d.carry) > 0 {
 		d.carry = append(d.carry, p...)
+		d.carried += int64(len(p))
 		p = d.carry
 	}
 	for len(p) > 0 {
@@ -113,7 +112,13 @@ func (d *decoder) write(p []byte) error {
 			if len(p) > 2*(d.maxStr+8) {
 				return errStringLength
 			}
-			d.carry = append(d.carry[:0], p...)
+			// The carry is kept where it is when no field of it came
+			// whole: copying it onto itself for every fragment would
+			// cost the square of a field cut into many.
+			if len(p) != len(d.carry) {
+				d.carry = append(d.carry[:0], p...)
+				d.carried += int64(len(p))
+			}
 			return nil
 		}
 		if err != nil {
@@ -127,7 +132,14 @@ func (d *decoder) write(p []byte) error {
 
 // end reports whether the block ended between fields.
 func (d *decoder) end() error {
-	if len(d.carry) > 0 {
+	cut := len(d.carry) > 0
+	// A carry grown for a long field cut across frames goes with the
+	// block: kept, it would stay with a connection gone quiet, up to
+	// twice the header list limit.
+	if cap(d.carry) > 4<<10 {
+		d.carry = nil
+	}
+	if cut {
 		return errTruncated
 	}
 	return nil

@@ -41,6 +41,10 @@ type Reader struct {
 	invalid           error
 }
 
+// keptFields is the longest list of fields a Reader keeps between
+// blocks: more than most requests carry, and 5 KiB.
+const keptFields = 128
+
 // NewReader reads from fr, which reads from src and must not have
 // ReadMetaHeaders set; its MaxHeaderListSize bounds the lists.
 func NewReader(fr *http2.Framer, src io.Reader) *Reader {
@@ -53,6 +57,12 @@ func NewReader(fr *http2.Framer, src io.Reader) *Reader {
 // ReadFrame returns the next frame, a header block as one
 // *http2.MetaHeadersFrame.
 func (r *Reader) ReadFrame() (http2.Frame, error) {
+	// The last block's fields are no longer the caller's: a list grown
+	// long, by one block of many one-byte fields, is let go rather than
+	// kept with the connection, which may now go quiet.
+	if cap(r.meta.Fields) > keptFields {
+		r.meta.Fields = nil
+	}
 	fh, err := r.fr.ReadFrameHeader()
 	if err != nil {
 		return nil, err
