@@ -48,37 +48,47 @@ func wholeBackend(t *testing.T) *front {
 }
 
 // streamFrames reads frames until stream id ends or is reset, and
-// describes those of the stream in order.
+// describes those of the stream in order (streamFrame).
 func streamFrames(rc *rawConn, id uint32) []string {
 	var got []string
 	for {
+		d, last := streamFrame(rc, id)
+		got = append(got, d)
+		if last {
+			return got
+		}
+	}
+}
+
+// streamFrame reads frames until one of stream id, describes it, and
+// says whether it is the stream's last.
+func streamFrame(rc *rawConn, id uint32) (string, bool) {
+	for {
 		switch f := rc.next().(type) {
 		case *http2.MetaHeadersFrame:
-			if f.StreamID != id {
-				continue
-			}
-			var fs []string
-			for _, hf := range f.Fields {
-				fs = append(fs, hf.Name+"="+hf.Value)
-			}
-			got = append(got, fmt.Sprintf("HEADERS%v end=%v", fs, f.StreamEnded()))
-			if f.StreamEnded() {
-				return got
+			if f.StreamID == id {
+				var fs []string
+				for _, hf := range f.Fields {
+					fs = append(fs, hf.Name+"="+hf.Value)
+				}
+				return fmt.Sprintf("HEADERS%v end=%v", fs, f.StreamEnded()), f.StreamEnded()
 			}
 		case *http2.DataFrame:
-			if f.StreamID != id {
-				continue
-			}
-			got = append(got, fmt.Sprintf("DATA %q end=%v", f.Data(), f.StreamEnded()))
-			if f.StreamEnded() {
-				return got
+			if f.StreamID == id {
+				return fmt.Sprintf("DATA %q end=%v", f.Data(), f.StreamEnded()), f.StreamEnded()
 			}
 		case *http2.RSTStreamFrame:
 			if f.StreamID == id {
-				return append(got, "RST_STREAM "+f.ErrCode.String())
+				return "RST_STREAM " + f.ErrCode.String(), true
 			}
 		}
 	}
+}
+
+// frameOf describes the next frame of stream id.
+func frameOf(rc *rawConn, id uint32) string {
+	d, _ := streamFrame(rc, id)
+	return d
 }
 
 // sendWindow returns relay's send window on c's connection.
@@ -111,12 +121,12 @@ func TestWholeResponseWaitsForWindow(t *testing.T) {
 	before := sendWindow(c)
 
 	rc.writeHeaders(3, true, request("POST", "/svc/Call", "content-type", "application/grpc")...)
-	head := streamFrames1(rc, 3)
+	head := frameOf(rc, 3)
 	if head != "HEADERS[:status=200 content-type=application/grpc] end=false" {
 		t.Fatalf("with no window the first frame is %s, want the head alone", head)
 	}
 	rc.fr.WriteWindowUpdate(3, 3)
-	if d := streamFrames1(rc, 3); d != `DATA "mes" end=false` {
+	if d := frameOf(rc, 3); d != `DATA "mes" end=false` {
 		t.Fatalf("with 3 bytes of window: %s", d)
 	}
 	rc.fr.WriteWindowUpdate(3, 100)
@@ -169,7 +179,7 @@ func TestWholeResponseClientResets(t *testing.T) {
 	before := sendWindow(c)
 
 	rc.writeHeaders(3, true, request("POST", "/svc/Call", "content-type", "application/grpc")...)
-	if head := streamFrames1(rc, 3); head != "HEADERS[:status=200 content-type=application/grpc] end=false" {
+	if head := frameOf(rc, 3); head != "HEADERS[:status=200 content-type=application/grpc] end=false" {
 		t.Fatalf("with no window the first frame is %s, want the head alone", head)
 	}
 	rc.fr.WriteRSTStream(3, http2.ErrCodeCancel)
@@ -182,31 +192,6 @@ func TestWholeResponseClientResets(t *testing.T) {
 	}
 	if after := sendWindow(c); before-after != int64(len("message")) {
 		t.Errorf("the connection's window went from %d to %d, want only the last call's %d spent", before, after, len("message"))
-	}
-}
-
-// streamFrames1 returns the next frame of stream id, described as
-// streamFrames does.
-func streamFrames1(rc *rawConn, id uint32) string {
-	for {
-		switch f := rc.next().(type) {
-		case *http2.MetaHeadersFrame:
-			if f.StreamID == id {
-				var fs []string
-				for _, hf := range f.Fields {
-					fs = append(fs, hf.Name+"="+hf.Value)
-				}
-				return fmt.Sprintf("HEADERS%v end=%v", fs, f.StreamEnded())
-			}
-		case *http2.DataFrame:
-			if f.StreamID == id {
-				return fmt.Sprintf("DATA %q end=%v", f.Data(), f.StreamEnded())
-			}
-		case *http2.RSTStreamFrame:
-			if f.StreamID == id {
-				return "RST_STREAM " + f.ErrCode.String()
-			}
-		}
 	}
 }
 
