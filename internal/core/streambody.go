@@ -126,6 +126,12 @@ func (r *ResponseBody) Ready() ([]byte, bool) {
 // readStream reads the next body bytes from the stream. Every
 // watchInterval of a wait it looks at whether the client is still there.
 func (r *ResponseBody) readStream(p []byte) (int, error) {
+	// The stream bounds only its waits: a backend that sends faster than
+	// the client takes has bytes waiting for every read, and its call
+	// would never reach its deadline. A call with one reads the clock.
+	if !r.until.IsZero() && time.Until(r.until) <= 0 {
+		return 0, errCallDeadline
+	}
 	for {
 		limit := r.s.LastActive().Add(r.idle)
 		if !r.until.IsZero() && r.until.Before(limit) {
