@@ -188,6 +188,9 @@ func (p *Pool) exchangeStream(b *backend.Backend, s *h2up.Stream, x *Exchange, i
 	switch {
 	case errors.Is(rerr, errClientGone):
 		a.status, a.health = 499, unjudged
+	case errors.Is(rerr, errCallDeadline):
+		// The call's deadline, as before the head: nobody's fault.
+		a.health = unjudged
 	case rerr != nil:
 		a.health, a.fault = faulted, "response body broken off: "+rerr.Error()
 	}
