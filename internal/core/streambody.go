@@ -98,6 +98,10 @@ func (r *ResponseBody) resetStream(s *h2up.Stream, kind h1.BodyKind, door Respon
 	r.u, r.s, r.door, r.idle, r.until, r.drop, r.end = nil, s, door, idle, until, drop, kind == h1.BodyNone
 }
 
+// OnStream reports whether the body comes on an HTTP/2 stream, after
+// which trailers may come whatever the body's length.
+func (r *ResponseBody) OnStream() bool { return r.s != nil }
+
 // readyBytes bounds what Ready takes of a stream's body at once: a unary
 // call's message, most often.
 const readyBytes = 4 << 10

@@ -66,7 +66,9 @@ func (st *stream) Respond(resp *h1.Response, rb *core.ResponseBody) (n int64, re
 	}
 	var tr []byte
 	if done {
-		tr = rb.Trailers()
+		if tr = rb.Trailers(); len(tr) == 0 {
+			tr = nil
+		}
 	}
 	if err := c.respondWhole(st, resp.Status, resp.Fields, length, p, done, tr, st.hops); err != nil || done {
 		return int64(len(p)), nil, err
@@ -74,7 +76,9 @@ func (st *stream) Respond(resp *h1.Response, rb *core.ResponseBody) (n int64, re
 	n = int64(len(p))
 	dw := &st.dw
 	*dw = dataWriter{st: st, left: -1}
-	if resp.Body == h1.BodyLength {
+	if resp.Body == h1.BodyLength && !rb.OnStream() {
+		// The last byte of the length ends the stream; a body on an
+		// HTTP/2 stream may have trailers after it, and ends with them.
 		dw.left = resp.ContentLength - n
 	}
 	k, rerr, werr := h1.CopyBody(dw, rb, false, nil)
