@@ -24,6 +24,17 @@ func (w writeCounter) Write(p []byte) (int, error) {
 	return w.Conn.Write(p)
 }
 
+// hpackBlock encodes name, value pairs as a header block, with an encoder
+// of its own, as h2test's hostile backend does.
+func hpackBlock(fields ...string) []byte {
+	var b bytes.Buffer
+	e := hpack.NewEncoder(&b)
+	for i := 0; i+1 < len(fields); i += 2 {
+		e.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]})
+	}
+	return b.Bytes()
+}
+
 // TestWholeResponseLeavesInOneWrite checks that a response that came
 // whole from an HTTP/2 backend, head, body and trailers in one write, as
 // a unary gRPC call's does, reaches the client in one write too, and
@@ -32,14 +43,6 @@ func TestWholeResponseLeavesInOneWrite(t *testing.T) {
 	// One scheduler thread: the backend's three frames are read before
 	// the goroutine forwarding the call runs again.
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	block := func(fields ...string) []byte {
-		var b bytes.Buffer
-		e := hpack.NewEncoder(&b)
-		for i := 0; i+1 < len(fields); i += 2 {
-			e.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]})
-		}
-		return b.Bytes()
-	}
 	be := startHostileBackend(t, func(hc *hostileConn, req *http2.MetaHeadersFrame) {
 		id := req.StreamID
 		if req.PseudoValue("path") == "/svc/Later" {
@@ -49,10 +52,10 @@ func TestWholeResponseLeavesInOneWrite(t *testing.T) {
 		}
 		hc.Write(func(fr *http2.Framer) {
 			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, EndHeaders: true,
-				BlockFragment: block(":status", "200", "content-type", "application/grpc")})
+				BlockFragment: hpackBlock(":status", "200", "content-type", "application/grpc")})
 			fr.WriteData(id, false, []byte("message"))
 			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, EndHeaders: true, EndStream: true,
-				BlockFragment: block("grpc-status", "0", "grpc-message", "fine")})
+				BlockFragment: hpackBlock("grpc-status", "0", "grpc-message", "fine")})
 		})
 	})
 	var writes atomic.Int64

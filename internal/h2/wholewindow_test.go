@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 
 	"relay/internal/core"
 )
@@ -17,14 +16,6 @@ import (
 // /forbidden only fields that may not be trailers, /error a gRPC error.
 func wholeBackend(t *testing.T) *front {
 	t.Helper()
-	block := func(fields ...string) []byte {
-		var b bytes.Buffer
-		e := hpack.NewEncoder(&b)
-		for i := 0; i+1 < len(fields); i += 2 {
-			e.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]})
-		}
-		return b.Bytes()
-	}
 	be := startHostileBackend(t, func(hc *hostileConn, req *http2.MetaHeadersFrame) {
 		id := req.StreamID
 		trailers := []string{"grpc-status", "0", "grpc-message", "fine"}
@@ -36,10 +27,10 @@ func wholeBackend(t *testing.T) *front {
 		}
 		hc.Write(func(fr *http2.Framer) {
 			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, EndHeaders: true,
-				BlockFragment: block(":status", "200", "content-type", "application/grpc")})
+				BlockFragment: hpackBlock(":status", "200", "content-type", "application/grpc")})
 			fr.WriteData(id, false, []byte("message"))
 			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, EndHeaders: true, EndStream: true,
-				BlockFragment: block(trailers...)})
+				BlockFragment: hpackBlock(trailers...)})
 		})
 	})
 	return startFrontOpts(t, testBodyTime, testLimits(), frontOptions{
@@ -98,6 +89,19 @@ func sendWindow(c *conn) int64 {
 	return c.sendWin
 }
 
+// zeroWindowCall starts a wholeBackend and a client that grants streams
+// no window of its own, and makes a first call on stream 1 with 100
+// bytes of window.
+func zeroWindowCall(t *testing.T) (*front, *rawConn) {
+	t.Helper()
+	f := wholeBackend(t)
+	rc := dialRaw(t, f.addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+	rc.autoWindow = false
+	rc.get(1, "/warm", "content-type", "application/grpc")
+	rc.fr.WriteWindowUpdate(1, 100)
+	return f, rc
+}
+
 // TestWholeResponseWaitsForWindow checks a response that came whole
 // from the backend, sent to a client whose stream window is smaller than
 // its body: the head goes at once, the body as window comes, and the
@@ -108,11 +112,7 @@ func TestWholeResponseWaitsForWindow(t *testing.T) {
 	// the goroutine forwarding the call runs again, so the response is
 	// whole when the door takes it.
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	f := wholeBackend(t)
-	rc := dialRaw(t, f.addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
-	rc.autoWindow = false
-	rc.get(1, "/warm", "content-type", "application/grpc")
-	rc.fr.WriteWindowUpdate(1, 100)
+	f, rc := zeroWindowCall(t)
 	warm := streamFrames(rc, 1)
 	if len(warm) != 3 {
 		t.Fatalf("the first call: %v", warm)
@@ -169,11 +169,7 @@ func TestWholeResponseClientResets(t *testing.T) {
 	// the goroutine forwarding the call runs again, so the response is
 	// whole when the door takes it.
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	f := wholeBackend(t)
-	rc := dialRaw(t, f.addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
-	rc.autoWindow = false
-	rc.get(1, "/warm", "content-type", "application/grpc")
-	rc.fr.WriteWindowUpdate(1, 100)
+	f, rc := zeroWindowCall(t)
 	streamFrames(rc, 1)
 	c := serverConn(t, f)
 	before := sendWindow(c)
@@ -201,15 +197,6 @@ func TestWholeResponseClientResets(t *testing.T) {
 // sent; a body past its content-length never reaches the client.
 func TestWholeResponseWithoutContent(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	var b bytes.Buffer
-	e := hpack.NewEncoder(&b)
-	block := func(fields ...string) []byte {
-		b.Reset()
-		for i := 0; i+1 < len(fields); i += 2 {
-			e.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]})
-		}
-		return append([]byte(nil), b.Bytes()...)
-	}
 	be := startHostileBackend(t, func(hc *hostileConn, req *http2.MetaHeadersFrame) {
 		id := req.StreamID
 		status, length := "200", "7"
@@ -221,7 +208,7 @@ func TestWholeResponseWithoutContent(t *testing.T) {
 		}
 		hc.Write(func(fr *http2.Framer) {
 			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, EndHeaders: true,
-				BlockFragment: block(":status", status, "content-length", length)})
+				BlockFragment: hpackBlock(":status", status, "content-length", length)})
 			fr.WriteData(id, true, []byte("message"))
 		})
 	})
