@@ -95,7 +95,10 @@ type Core struct {
 	// every request, about loops and about descriptors run out: one of
 	// each every rareEvery, the next saying how many were dropped.
 	loopLog, shortLog *logging.Limited
-	pooled            atomic.Int64 // idle upstream connections, in every pool
+	// backendLog writes the warnings HTTP/2 backends' misbehaviour
+	// causes (h2up.Options.Warnings): backendLines a second at most.
+	backendLog *logging.Limited
+	pooled     atomic.Int64 // idle upstream connections, in every pool
 
 	// routing is the table in front of the pools (routing.go), swapped
 	// whole; noPool counts the requests it answered itself (404, 400,
@@ -126,7 +129,8 @@ func New(cfg Config) *Core {
 	}
 	c := &Core{cfg: cfg, upstreamBufs: h1.NewBufferPool(upstreamBufSize), via: newVia(cfg.Instance), ids: newRequestIDs(),
 		loopLog: logging.NewLimited(cfg.Logger, 1, rareEvery), shortLog: logging.NewLimited(cfg.Logger, 1, rareEvery),
-		pools: make(map[string]*Pool), routeCounts: make(map[string]*stats.ByClass),
+		backendLog: logging.NewLimited(cfg.Logger, backendLines, time.Second),
+		pools:      make(map[string]*Pool), routeCounts: make(map[string]*stats.ByClass),
 		limitedCounts: make(map[limitedKey]*atomic.Uint64), routeLimits: make(map[string]*limit)}
 	c.routing.Store(&routing{})
 	if cfg.Descriptors != nil {
@@ -137,6 +141,10 @@ func New(cfg Config) *Core {
 
 // rareEvery spaces the warnings of Core.loopLog and Core.shortLog.
 const rareEvery = 10 * time.Second
+
+// backendLines caps the warnings HTTP/2 backends cause each second, as
+// the HTTP/2 front door caps those its clients cause.
+const backendLines = 10
 
 // AddPool creates the pool pc describes over bs. The first pool added
 // serves every request until SetRouting says otherwise.

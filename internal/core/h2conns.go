@@ -176,6 +176,9 @@ func (p *conns) dialH2(proto Protocol) (*h2up.Conn, error) {
 	}
 	o := h2Options
 	o.Name, o.Logger = p.b.Name, p.logger
+	if p.warnings != nil {
+		o.Warnings = p.warnings
+	}
 	c, err := h2up.Start(nc, o)
 	if err != nil {
 		nc.Close()

@@ -336,7 +336,7 @@ func (p *Pool) SetBackends(bs []*backend.Backend) {
 			if cs != nil {
 				cs.close()
 			}
-			cs = newConns(b, &p.conf, p.core.upstreamBufs, p.core.cfg.Descriptors, &p.core.pooled, p.core.cfg.Logger)
+			cs = newConns(b, &p.conf, p.core.upstreamBufs, p.core.cfg.Descriptors, &p.core.pooled, p.core.cfg.Logger, p.core.backendLog)
 			p.conns[b.Name] = cs
 		}
 		next.conns[b] = cs

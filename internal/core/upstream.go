@@ -18,6 +18,7 @@ import (
 	"relay/internal/fds"
 	"relay/internal/h1"
 	"relay/internal/h2up"
+	"relay/internal/logging"
 	"relay/internal/rawio"
 )
 
@@ -81,10 +82,11 @@ type conns struct {
 	h2tls    *tls.Config
 	h2tlsOf  *tls.Config
 	logger   *slog.Logger
+	warnings *logging.Limited // HTTP/2 connections' warnings (Core.backendLog)
 }
 
-func newConns(b *backend.Backend, conf *atomic.Pointer[settings], bufs *h1.BufferPool, budget *fds.Budget, pooled *atomic.Int64, logger *slog.Logger) *conns {
-	return &conns{b: b, conf: conf, bufs: bufs, fds: budget, pooled: pooled, logger: logger, h2room: 100}
+func newConns(b *backend.Backend, conf *atomic.Pointer[settings], bufs *h1.BufferPool, budget *fds.Budget, pooled *atomic.Int64, logger *slog.Logger, warnings *logging.Limited) *conns {
+	return &conns{b: b, conf: conf, bufs: bufs, fds: budget, pooled: pooled, logger: logger, warnings: warnings, h2room: 100}
 }
 
 // cfg returns the pool's settings now.

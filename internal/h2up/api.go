@@ -38,6 +38,16 @@ type Options struct {
 	// Logger receives the connection's events (a GOAWAY, abuse); nil
 	// discards them.
 	Logger *slog.Logger
+	// Warnings, when not nil, takes the warnings a backend's misbehaviour
+	// causes in place of Logger, to bound them: a backend that breaks
+	// the protocol on every connection relay opens to it must not flood
+	// the log (logging.Limited).
+	Warnings Warner
+}
+
+// Warner writes warnings, as logging.Limited does.
+type Warner interface {
+	Warn(msg string, args ...any)
 }
 
 // ErrRefused says the backend did not process the request: it refused the

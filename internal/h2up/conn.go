@@ -286,6 +286,11 @@ func (c *Conn) closeWith(cause error, code http2.ErrCode, linger bool) {
 	c.wfr.WriteGoAway(0, code, nil)
 	c.unlockWriteNow()
 	if linger {
+		// The streams fail now, not once the backend has had its time to
+		// take the GOAWAY: their requests may go elsewhere at once.
+		c.mu.Lock()
+		c.failStreams(cause)
+		c.mu.Unlock()
 		c.nc.SetReadDeadline(time.Now().Add(lingerTime))
 		io.CopyN(io.Discard, c.br, lingerBytes)
 	}
@@ -322,17 +327,7 @@ func (c *Conn) finish(readErr error) {
 		}
 		c.cause = cause
 	}
-	c.lost = fmt.Errorf("h2up: connection to %s lost: %w", c.o.Name, cause)
-	for _, s := range c.streams {
-		if s.err == nil {
-			s.err = c.lost
-		}
-		s.wake()
-	}
-	for _, s := range c.waiters {
-		s.waiting = false
-	}
-	c.waiters = c.waiters[:0]
+	c.failStreams(cause)
 	if c.pingTimer != nil {
 		c.pingTimer.Stop()
 	}
@@ -344,6 +339,31 @@ func (c *Conn) finish(readErr error) {
 		c.log.Debug("HTTP/2 connection to backend ended", "backend", c.o.Name, "err", cause.Error())
 	}
 	close(c.done)
+}
+
+// failStreams fails every open stream, the connection being lost for
+// cause, and wakes their sides. c.mu is held.
+func (c *Conn) failStreams(cause error) {
+	c.lost = fmt.Errorf("h2up: connection to %s lost: %w", c.o.Name, cause)
+	for _, s := range c.streams {
+		if s.err == nil {
+			s.err = c.lost
+		}
+		s.wake()
+	}
+	for _, s := range c.waiters {
+		s.waiting = false
+	}
+	c.waiters = c.waiters[:0]
+}
+
+// warn writes a warning the backend caused, through o.Warnings when set.
+func (c *Conn) warn(msg string, args ...any) {
+	if c.o.Warnings != nil {
+		c.o.Warnings.Warn(msg, args...)
+		return
+	}
+	c.log.Warn(msg, args...)
 }
 
 // clockReader reads the connection, noting when each read returned: the

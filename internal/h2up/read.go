@@ -83,7 +83,7 @@ func (c *Conn) failed(err error) bool {
 
 // abandon ends the connection for the backend's fault.
 func (c *Conn) abandon(code http2.ErrCode, err error) {
-	c.log.Warn("HTTP/2 backend broke the protocol or abused the connection; connection closed",
+	c.warn("HTTP/2 backend broke the protocol or abused the connection; connection closed",
 		"backend", c.o.Name, "err", err.Error(), "code", code.String())
 	c.closeWith(err, code, true)
 }
@@ -485,7 +485,7 @@ func (c *Conn) onGoAway(f *http2.GoAwayFrame) {
 	closeNow := c.open == 0
 	c.mu.Unlock()
 	if f.ErrCode != http2.ErrCodeNo {
-		c.log.Warn("HTTP/2 backend sent GOAWAY with an error", "backend", c.o.Name,
+		c.warn("HTTP/2 backend sent GOAWAY with an error", "backend", c.o.Name,
 			"code", f.ErrCode.String(), "debug", string(f.DebugData()), "last_stream", f.LastStreamID)
 	}
 	if closeNow {
@@ -513,7 +513,7 @@ func (c *Conn) Ping(timeout time.Duration) {
 		late := c.pingOut && c.pingSeq == seq
 		c.mu.Unlock()
 		if late {
-			c.log.Warn("HTTP/2 backend answered no PING in time; connection closed", "backend", c.o.Name, "timeout", timeout.String())
+			c.warn("HTTP/2 backend answered no PING in time; connection closed", "backend", c.o.Name, "timeout", timeout.String())
 			c.closeWith(errPingTimeout, http2.ErrCodeNo, false)
 		}
 	})
