@@ -3,6 +3,7 @@ package rawio
 import (
 	"bytes"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"net"
@@ -285,23 +286,29 @@ func TestBatchConnWriteAfterDeadlineFails(t *testing.T) {
 	b.Close()
 }
 
-// TestBatchConnUnderTLSCloseSendsWhatIsPending checks the order crypto/tls
-// closes in: close_notify written, the write deadline set to now, the
-// connection closed. The bytes written before, and the alert, must reach
-// the client.
-func TestBatchConnUnderTLSCloseSendsWhatIsPending(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+// tlsPeers are a server certificate and the pool that trusts it, for
+// tests of a BatchConn under crypto/tls.
+type tlsPeers struct {
+	cert tls.Certificate
+	pool *x509.CertPool
+}
+
+func newTLSPeers(t *testing.T) tlsPeers {
+	t.Helper()
 	ca := testcert.NewCA(t)
 	pair := ca.Server(t, testcert.ECDSA, "relay.test")
 	cert, err := tls.LoadX509KeyPair(pair.CertFile, pair.KeyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, peer := tcpPair(t)
-	s.WriteWait = time.Second
-	b := NewBatchConn(s)
-	srv := tls.Server(b, &tls.Config{Certificates: []tls.Certificate{cert}})
-	cli := tls.Client(peer, &tls.Config{RootCAs: ca.Pool, ServerName: "relay.test"})
+	return tlsPeers{cert, ca.Pool}
+}
+
+// handshake runs TLS over under (relay's side) and peer (the client's).
+func (tp tlsPeers) handshake(t *testing.T, under, peer net.Conn) (srv, cli *tls.Conn) {
+	t.Helper()
+	srv = tls.Server(under, &tls.Config{Certificates: []tls.Certificate{tp.cert}})
+	cli = tls.Client(peer, &tls.Config{RootCAs: tp.pool, ServerName: "relay.test"})
 	hs := make(chan error, 1)
 	go func() { hs <- cli.Handshake() }()
 	if err := srv.Handshake(); err != nil {
@@ -310,6 +317,20 @@ func TestBatchConnUnderTLSCloseSendsWhatIsPending(t *testing.T) {
 	if err := <-hs; err != nil {
 		t.Fatal(err)
 	}
+	return srv, cli
+}
+
+// TestBatchConnUnderTLSCloseSendsWhatIsPending checks the order crypto/tls
+// closes in: close_notify written, the write deadline set to now, the
+// connection closed. The bytes written before, and the alert, must reach
+// the client.
+func TestBatchConnUnderTLSCloseSendsWhatIsPending(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	tp := newTLSPeers(t)
+	s, peer := tcpPair(t)
+	s.WriteWait = time.Second
+	b := NewBatchConn(s)
+	srv, cli := tp.handshake(t, b, peer)
 	b.Batch()
 	type result struct {
 		b   []byte

@@ -1,14 +1,11 @@
 package rawio
 
 import (
-	"crypto/tls"
 	"fmt"
 	"io"
 	"sync"
 	"testing"
 	"time"
-
-	"relay/internal/testcert"
 )
 
 // patternByte is byte i of what connection k writes: no two connections
@@ -24,12 +21,7 @@ func patternByte(k, i int) byte { return byte(k*131) ^ byte(i) ^ byte(i>>8)*29 ^
 // back while still written, or still held by the connection that gave
 // it, would put one connection's bytes on another.
 func TestBatchConnsShareBuffersSafely(t *testing.T) {
-	ca := testcert.NewCA(t)
-	pair := ca.Server(t, testcert.ECDSA, "relay.test")
-	cert, err := tls.LoadX509KeyPair(pair.CertFile, pair.KeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tp := newTLSPeers(t)
 	const conns, total = 16, 1 << 20
 	sizes := []int{1, 7, 100, 1500, 4 << 10, 9000, 16 << 10, 40 << 10, 300 << 10}
 	var wg sync.WaitGroup
@@ -43,17 +35,7 @@ func TestBatchConnsShareBuffersSafely(t *testing.T) {
 		var r io.Reader = peer
 		useTLS := k%2 == 1
 		if useTLS {
-			srv := tls.Server(b, &tls.Config{Certificates: []tls.Certificate{cert}})
-			cli := tls.Client(peer, &tls.Config{RootCAs: ca.Pool, ServerName: "relay.test"})
-			hs := make(chan error, 1)
-			go func() { hs <- cli.Handshake() }()
-			if err := srv.Handshake(); err != nil {
-				t.Fatal(err)
-			}
-			if err := <-hs; err != nil {
-				t.Fatal(err)
-			}
-			w, r = srv, cli
+			w, r = tp.handshake(t, b, peer)
 		}
 		b.Batch()
 		wg.Add(2)
