@@ -58,17 +58,17 @@ func (st *stream) Respond(resp *h1.Response, rb *core.ResponseBody) (n int64, re
 			p, done = body, true
 		}
 	}
-	if resp.Body == h1.BodyChunked {
-		// The head's bytes are in the backend connection's read buffer,
-		// which the body's bytes overwrite: what the trailers need of it
-		// is copied now.
-		st.hops = h1.AppendConnection(st.hops[:0], resp.Fields)
-	}
 	var tr []byte
 	if done {
 		if tr = rb.Trailers(); len(tr) == 0 {
 			tr = nil
 		}
+	}
+	if resp.Body == h1.BodyChunked && (tr != nil || !done) {
+		// The head's bytes are in the backend connection's read buffer,
+		// which the body's bytes overwrite: what the trailers need of it
+		// is copied now.
+		st.hops = h1.AppendConnection(st.hops[:0], resp.Fields)
 	}
 	if err := c.respondWhole(st, resp.Status, resp.Fields, length, p, done, tr, st.hops); err != nil || done {
 		return int64(len(p)), nil, err

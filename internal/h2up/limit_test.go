@@ -56,7 +56,7 @@ func TestReadLimits(t *testing.T) {
 		defer c.mu.Unlock()
 		return s.rwaiting
 	})
-	s.SetReadTimeout(50 * time.Millisecond)
+	s.SetReadLimit(time.Time{}, 50*time.Millisecond)
 	select {
 	case err := <-done:
 		if !errors.Is(err, os.ErrDeadlineExceeded) {

@@ -421,10 +421,6 @@ func (s *Stream) SetWriteTimeout(d time.Duration) { s.setLimit(true, time.Time{}
 // SetWriteDeadline does the writer's.
 func (s *Stream) SetReadDeadline(t time.Time) { s.setLimit(false, t, 0) }
 
-// SetReadTimeout bounds the waits of ReadHead and Read to d after the
-// first of them begins.
-func (s *Stream) SetReadTimeout(d time.Duration) { s.setLimit(false, time.Time{}, d) }
-
 // SetReadLimit bounds the waits of ReadHead and Read to limit, and to
 // watch after the first of them begins, whichever comes first; a zero
 // limit or watch is no bound.
