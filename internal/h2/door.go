@@ -56,6 +56,14 @@ func (st *stream) Respond(resp *h1.Response, rb *core.ResponseBody) (n int64, re
 		}
 		if ok {
 			p, done = body, true
+			if rb.OnStream() {
+				// The length's last byte does not end a stream: its
+				// trailers may be still to come, and the stream has
+				// ended only once the backend says so. No byte can
+				// follow the length (h2up resets such a stream).
+				more, end := rb.Ready()
+				done = end && len(more) == 0
+			}
 		}
 	}
 	var tr []byte
