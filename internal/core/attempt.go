@@ -275,12 +275,11 @@ func (p *Pool) responseFailed(u *upstream, x *Exchange, err error, in int64) (at
 	return a, closeConn
 }
 
-// answerHead makes a backend's final response head the client's: relay's
-// request id, the route's header changes, the sticky cookie.
+// answerHead makes a backend's final response head the client's: the
+// response head phase of the request's chain (relay's request id among
+// them), the route's header changes, the sticky cookie.
 func (x *Exchange) answerHead(b *backend.Backend, resp *h1.Response) {
-	if len(x.rid) > 0 {
-		x.answerWithID(resp)
-	}
+	x.chain.responseHead(x, resp)
 	if x.respOps != nil {
 		resp.Fields = x.respOps.apply(resp.Fields)
 	}

@@ -147,7 +147,8 @@ func (x *Exchange) releaseBody() {
 // connection that has gone idle: its next request allocates the memory
 // again. Call it between requests only.
 func (x *Exchange) Shed() {
-	x.head, x.logLine, x.detached, x.rid = nil, nil, nil, nil
+	x.head, x.detached, x.rid = nil, nil, nil
+	x.slots = [maxSlots]any{}
 	x.sent, x.fields, x.names, x.trailerBuf = nil, nil, nil, nil
 	x.held = heldBody{}
 	x.resp = h1.Response{}

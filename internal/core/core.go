@@ -82,6 +82,11 @@ type Config struct {
 	// response body has moved for this long (a streaming gRPC call may
 	// last as long as it keeps moving); 0 takes a minute.
 	StreamIdleTimeout time.Duration
+	// Features makes the core's own features, in their order (phase.go),
+	// given the core they serve: those of every request, the only ones
+	// that act as it arrives, and the first of every route's and pool's
+	// chain. nil takes DefaultFeatures.
+	Features func(c *Core) []Feature
 }
 
 // Core forwards requests to pools of backends. Create it with New and give
@@ -99,6 +104,9 @@ type Core struct {
 	// causes (h2up.Options.Warnings): backendLines a second at most.
 	backendLog *logging.Limited
 	pooled     atomic.Int64 // idle upstream connections, in every pool
+	// features is the core's own chain: every request's, and the head
+	// of every route's and pool's (Core.chainOf).
+	features *Chain
 
 	// routing is the table in front of the pools (routing.go), swapped
 	// whole; noPool counts the requests it answered itself (404, 400,
@@ -132,11 +140,39 @@ func New(cfg Config) *Core {
 		backendLog: logging.NewLimited(cfg.Logger, backendLines, time.Second),
 		pools:      make(map[string]*Pool), routeCounts: make(map[string]*stats.ByClass),
 		limitedCounts: make(map[limitedKey]*atomic.Uint64), routeLimits: make(map[string]*limit)}
+	mk := cfg.Features
+	if mk == nil {
+		mk = DefaultFeatures
+	}
+	c.features = NewChain(mk(c)...)
 	c.routing.Store(&routing{})
 	if cfg.Descriptors != nil {
 		cfg.Descriptors.SetReclaim(c.reclaimIdle)
 	}
 	return c
+}
+
+// DefaultFeatures returns the core's own features in their order: the
+// loop check (and relay's Via entry), the rate limits, request ids when
+// Config.RequestID is set, the access log when Config.AccessLog is.
+func DefaultFeatures(c *Core) []Feature {
+	fs := []Feature{loopCheck{c}, rateLimits{c}}
+	if c.cfg.RequestID {
+		fs = append(fs, requestIDFeature{c.ids})
+	}
+	if c.cfg.AccessLog != nil {
+		fs = append(fs, &accessLog{log: c.cfg.AccessLog})
+	}
+	return fs
+}
+
+// chainOf returns the chain of a route or pool whose own features are fs:
+// the core's features, then fs.
+func (c *Core) chainOf(fs []Feature) *Chain {
+	if len(fs) == 0 {
+		return c.features
+	}
+	return NewChain(append(slices.Clip(c.features.features), fs...)...)
 }
 
 // rareEvery spaces the warnings of Core.loopLog and Core.shortLog.
@@ -232,34 +268,21 @@ func (c *Core) NewPeer(addr netip.AddrPort, tls bool) Peer {
 // bound), which front doors consult before taking on new work.
 func (c *Core) Descriptors() *fds.Budget { return c.cfg.Descriptors }
 
-// Forward serves the request in x: it picks backends from x's pool and
-// tries the request on them until one answers or retrying is no longer
-// safe, answers the client through x.Door, and accounts for the request.
+// Forward serves the request in x: it drives it through the phases
+// (phase.go), picks backends from its pool and tries the request on them
+// until one answers or retrying is no longer safe, answers the client
+// through x.Door, and accounts for the request.
 func (c *Core) Forward(x *Exchange) Outcome {
 	start := time.Now()
-	n := len(x.Req.Method)
 	method := stats.MethodIndex(x.Req.Method)
-	if c.cfg.AccessLog != nil || c.cfg.RequestID {
-		x.readHead(c)
-	}
+	x.start, x.pool, x.chain = start, nil, c.features
 	// The upstream times are measured only for the access log.
 	x.timed, x.connect, x.response = c.cfg.AccessLog != nil, -1, -1
+	c.features.accepted(x)
 	p, o, routed := c.route(x)
-	if routed {
-		// Answered by relay itself: no pool.
-	} else if x.looped(c) {
-		o = c.loop(x)
-	} else if c.overLimit(x, p, start, &o) {
-		// Over a rate limit: answered 429.
-	} else if x.Body == nil {
-		o = p.forward(x, start)
-	} else {
-		var ok bool
-		if o, ok = c.admitBody(x); ok {
-			// Reading a held body took time: deadlines start now.
-			o = p.forward(x, time.Now())
-		}
-		x.releaseBody()
+	x.pool = p
+	if !routed {
+		o = c.admit(x, p, start)
 	}
 	took := time.Since(start)
 	if x.routeCount != nil {
@@ -276,23 +299,28 @@ func (c *Core) Forward(x *Exchange) Outcome {
 	}
 	counts.Observe(method, o.Status, took, o.In, o.Out)
 	counts.ObserveGRPC(o.GRPCStatus)
-	if c.cfg.AccessLog != nil {
-		e := logging.Entry{
-			Time: start, Client: x.Peer.Addr, Method: x.logLine[:n], Path: x.logLine[n:x.logAgent], Proto: x.Proto, TLS: x.Peer.TLS,
-			Status: o.Status, Duration: took, BytesIn: o.In, BytesOut: o.Out,
-			UserAgent: x.logLine[x.logAgent:x.logReferer], Referer: x.logLine[x.logReferer:], RequestID: x.rid,
-			UpstreamConnect: x.connect, UpstreamResponse: x.response, GRPCStatus: o.GRPCStatus,
-		}
-		if o.Backend != nil {
-			e.Backend = o.Backend.Name
-		}
-		if p != nil {
-			e.Pool = p.Name()
-		}
-		e.Route = x.routeName
-		c.cfg.AccessLog.Log(&e)
-	}
+	// The request's chain begins with the core's own features.
+	x.chain.finished(x, o, took)
 	x.rid = x.rid[:0] // no request of this exchange is being forwarded now
+	return o
+}
+
+// admit runs the admit phase on a routed request and, when it may go
+// on, the attempts on p: the features of its chain (the loop check and
+// the rate limits among them), then its body, held or refused.
+func (c *Core) admit(x *Exchange, p *Pool, start time.Time) Outcome {
+	if o, done := x.chain.admitted(x, start); done {
+		return o
+	}
+	if x.Body == nil {
+		return p.forward(x, start)
+	}
+	o, ok := c.admitBody(x)
+	if ok {
+		// Reading a held body took time: deadlines start now.
+		o = p.forward(x, time.Now())
+	}
+	x.releaseBody()
 	return o
 }
 

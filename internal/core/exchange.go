@@ -41,21 +41,23 @@ type Exchange struct {
 	head     []byte // the upstream request head, with inline body bytes
 	inline   int64  // body bytes carried in head
 	prepared bool   // head is built for this request
-	via      bool   // the request came with Via fields (via.go)
 	streamed bool   // body bytes were read from the client: no replay
 	resp     h1.Response
 	respBody ResponseBody
-	// For the access log: method, target, User-Agent and Referer, one
-	// after the other (readHead); the agent starts at logAgent, the
-	// referer at logReferer.
-	logLine              []byte
-	logAgent, logReferer int
-	rid                  []byte        // the request's id; empty when ids are off (requestid.go)
-	timed                bool          // measure the upstream times below
-	connect, response    time.Duration // the answering attempt's (logging.Entry); -1: none
-	held                 heldBody      // a small body read whole (body.go)
-	limited              limitedBody   // a chunked body under MaxBodyBytes
-	detached             []byte        // the request head's bytes while a body is held
+	// start is when the request reached the core; chain the features
+	// of its route or pool (the core's own until it is routed), pool the
+	// pool that serves it, nil until routing found one; slots hold the
+	// features' state of the request (slots.go).
+	start             time.Time
+	chain             *Chain
+	pool              *Pool
+	slots             [maxSlots]any
+	rid               []byte        // the request's id; empty when ids are off (requestid.go)
+	timed             bool          // measure the upstream times below
+	connect, response time.Duration // the answering attempt's (logging.Entry); -1: none
+	held              heldBody      // a small body read whole (body.go)
+	limited           limitedBody   // a chunked body under MaxBodyBytes
+	detached          []byte        // the request head's bytes while a body is held
 	// What routing found (routing.go): the route's match, its name for
 	// the access log ("" when none matched) and its header changes.
 	match           route.Match

@@ -84,6 +84,11 @@ type PoolConfig struct {
 	// takes to reach its full share (slowstart.go); 0 turns it off.
 	SlowStart time.Duration
 
+	// Features are the pool's features, in their order (phase.go), for
+	// the requests no route sends to it: a route's chain has features of
+	// its own (Routing.Features). The core's own come first in either.
+	Features []Feature
+
 	// Sticky binds clients to backends by a cookie (sticky.go); off
 	// while Sticky.Cookie is "".
 	Sticky Sticky
@@ -237,6 +242,7 @@ type settings struct {
 	breakerGRPC     statusSet // BreakerGRPCStatuses
 	budget          *budget
 	limit           *limit // the pool's rate limit; nil: none
+	chain           *Chain // the core's features, then PoolConfig.Features
 }
 
 // cfg returns the pool's settings now.
@@ -262,7 +268,7 @@ func (p *Pool) settingsFor(pc PoolConfig, old *settings) (*settings, error) {
 	if err := pc.validate(); err != nil {
 		return nil, err
 	}
-	s := &settings{PoolConfig: pc, alg: alg}
+	s := &settings{PoolConfig: pc, alg: alg, chain: p.core.chainOf(pc.Features)}
 	for _, st := range pc.BreakerStatuses {
 		s.breakerStatuses.add(st)
 	}

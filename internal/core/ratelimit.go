@@ -164,28 +164,36 @@ func (x *Exchange) clientAddr(c *Core) netip.Addr {
 	return addr
 }
 
-// overLimit answers x with 429 when it is over its route's limit, or
-// else its pool's; a request within both takes a token from each.
-func (c *Core) overLimit(x *Exchange, p *Pool, start time.Time, o *Outcome) bool {
+// rateLimits applies the route's rate limit, then the pool's, to every
+// request with one (ratelimit.go's limits, kept by the core across
+// reloads): over one, the request is answered 429; within both it takes
+// a token from each.
+type rateLimits struct{ c *Core }
+
+func (rateLimits) FeatureName() string { return "rate limits" }
+
+// Admit answers x with 429 when it is over its route's limit, or else
+// its pool's.
+func (r rateLimits) Admit(x *Exchange, now time.Time) (Outcome, bool) {
+	p := x.pool
 	pl := p.cfg().limit
 	if x.routeLimit == nil && pl == nil {
-		return false
+		return Outcome{}, false
 	}
 	for _, l := range [2]*limit{x.routeLimit, pl} {
 		if l == nil {
 			continue
 		}
-		if d, ok := l.take(x, c, start); ok && !d.Allowed {
+		if d, ok := l.take(x, r.c, now); ok && !d.Allowed {
 			n := x.limitedCount
 			if n == nil {
 				n = p.limited
 			}
 			n.Add(1)
-			*o = x.refuse(l, d)
-			return true
+			return x.refuse(l, d), true
 		}
 	}
-	return false
+	return Outcome{}, false
 }
 
 // refuse answers x with 429, Retry-After and the rate limit fields, and

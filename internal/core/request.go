@@ -25,10 +25,7 @@ func (x *Exchange) prepare(c *Core, b *backend.Backend) {
 		out = h1.AppendFieldString(out, "Host", b.URL.Host)
 	}
 	out = x.appendForwarded(c, out)
-	out = x.appendVia(c, out)
-	if len(x.rid) > 0 {
-		out = h1.AppendField(out, RequestIDField, x.rid)
-	}
+	out = x.chain.upstreamHead(x, out)
 	if x.reqOps != nil {
 		x.reqOps.drop(req.Fields)
 	}

@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 
 	"relay/internal/h1"
-	"relay/internal/logging"
 )
 
 // Request ids (X-Request-Id). With Config.RequestID every request relay
@@ -72,54 +71,44 @@ func wellFormedRequestID(v []byte) bool {
 	return true
 }
 
-// readHead takes from the request's fields what the request id and the
-// access log need, copied, since the head's bytes may be overwritten once
-// body bytes are read: the id (x.rid), and for the access log the method
-// and target, User-Agent and Referer (x.logLine, each header value at most
-// one byte past what a line holds, so the line can still say it was cut).
-// With request ids on, the client's X-Request-Id fields are marked Hop:
-// relay sends the id it settled on in their place.
-func (x *Exchange) readHead(c *Core) {
-	logged := c.cfg.AccessLog != nil
-	var kept, agent, referer []byte
+// requestIDFeature gives every request an id (Config.RequestID): it
+// settles on the id as the request arrives, sends it to the backend and
+// puts it on the response.
+type requestIDFeature struct{ ids *requestIDs }
+
+func (requestIDFeature) FeatureName() string { return "request id" }
+
+// Accept settles on the request's id (x.rid), copied, since the head's
+// bytes may be overwritten once body bytes are read: a trusted proxy's
+// well-formed X-Request-Id, else a new one. The client's X-Request-Id
+// fields are marked Hop: relay sends the id it settled on in their place.
+func (f requestIDFeature) Accept(x *Exchange) {
+	var kept []byte
 	fields := x.Req.Fields
 	for i := range fields {
-		f := &fields[i]
-		switch len(f.Name) {
-		case len("x-request-id"):
-			if c.cfg.RequestID && f.Is("x-request-id") {
-				if kept == nil && x.Peer.Trusted && !f.Hop && wellFormedRequestID(f.Value) {
-					kept = f.Value
-				}
-				f.Hop = true
+		fl := &fields[i]
+		if len(fl.Name) == len("x-request-id") && fl.Is("x-request-id") {
+			if kept == nil && x.Peer.Trusted && !fl.Hop && wellFormedRequestID(fl.Value) {
+				kept = fl.Value
 			}
-		case len("user-agent"):
-			if logged && agent == nil && f.Is("user-agent") {
-				agent = f.Value
-			}
-		case len("referer"):
-			if logged && referer == nil && f.Is("referer") {
-				referer = f.Value
-			}
+			fl.Hop = true
 		}
 	}
-	x.rid = x.rid[:0]
-	if c.cfg.RequestID {
-		if kept != nil {
-			x.rid = append(x.rid, kept...)
-		} else {
-			x.rid = c.ids.next(x.rid)
-		}
-	}
-	if logged {
-		const most = logging.MaxValueBytes + 1
-		b := append(append(x.logLine[:0], x.Req.Method...), x.Req.Target...)
-		x.logAgent = len(b)
-		b = append(b, agent[:min(len(agent), most)]...)
-		x.logReferer = len(b)
-		x.logLine = append(b, referer[:min(len(referer), most)]...)
+	if kept != nil {
+		x.rid = append(x.rid[:0], kept...)
+	} else {
+		x.rid = f.ids.next(x.rid[:0])
 	}
 }
+
+// UpstreamHead sends the backend the request's id.
+func (requestIDFeature) UpstreamHead(x *Exchange, out []byte) []byte {
+	return h1.AppendField(out, RequestIDField, x.rid)
+}
+
+// ResponseHead names the response by relay's id, never by one the backend
+// made up.
+func (requestIDFeature) ResponseHead(x *Exchange, resp *h1.Response) { x.answerWithID(resp) }
 
 // RequestID returns the id of the request being forwarded, which a front
 // door's own error response carries as X-Request-Id; nil when request ids

@@ -22,6 +22,12 @@ type Routing struct {
 	// Limits are the routes' rate limits, by route index; a missing or
 	// nil entry: none.
 	Limits []*RateLimit
+	// Features are the routes' features in their order (phase.go), by
+	// route index; a missing or nil entry: none. A route's chain is the
+	// core's features, then these: the pool's own (PoolConfig.Features)
+	// serve only the requests no route sends, so the data plane puts in
+	// a route's list what its pool contributes.
+	Features [][]Feature
 }
 
 // routing is a Routing as requests read it: the table with each route's
@@ -32,6 +38,7 @@ type routing struct {
 	counts    []*stats.ByClass // by route index: the core's counter of each route's name
 	limits    []*limit         // by route index: the route's rate limit, nil when none
 	limited   []*atomic.Uint64 // by route index: the core's counter of its pool and name
+	chains    []*Chain         // by route index: the core's features, then the route's
 }
 
 // fieldOps are one route's changes to a message's header fields: names to
@@ -94,6 +101,11 @@ func (c *Core) SetRouting(r Routing) {
 				lc = c.limitedCounterLocked(r.Pools[s.Target].Name(), s.Name)
 			}
 			rt.limited = append(rt.limited, lc)
+			var fs []Feature
+			if i < len(r.Features) {
+				fs = r.Features[i]
+			}
+			rt.chains = append(rt.chains, c.chainOf(fs))
 		}
 		c.mu.Unlock()
 	}
@@ -113,6 +125,7 @@ func (c *Core) route(x *Exchange) (p *Pool, o Outcome, done bool) {
 		if rt.Default == nil {
 			return nil, c.unrouted(x, 404, "no route for this request"), true
 		}
+		x.chain = rt.Default.cfg().chain
 		return rt.Default, o, false
 	}
 	x.match.Secure = x.Peer.TLS
@@ -125,6 +138,7 @@ func (c *Core) route(x *Exchange) (p *Pool, o Outcome, done bool) {
 			return nil, c.unrouted(x, 404, "no route for this request"), true
 		}
 		x.Req.Target = x.match.Target()
+		x.chain = rt.Default.cfg().chain
 		return rt.Default, o, false
 	}
 	i := x.match.Route
@@ -136,6 +150,7 @@ func (c *Core) route(x *Exchange) (p *Pool, o Outcome, done bool) {
 	x.Req.Target = x.match.Target()
 	x.reqOps, x.respOps = &rt.req[i], &rt.resp[i]
 	x.routeLimit, x.limitedCount = rt.limits[i], rt.limited[i]
+	x.chain = rt.chains[i]
 	return rt.Pools[spec.Target], o, false
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
+	"time"
 )
 
 // Via (RFC 9110 section 7.6.3). relay adds its entry to every request it
@@ -71,31 +72,44 @@ func (v *via) carries(list []byte) bool {
 	}
 }
 
-// looped reports whether x has passed through this relay before: one of
-// its Via fields, forwarded or marked hop-by-hop, carries relay's
-// pseudonym. It notes whether x has Via fields at all, for appendVia.
-func (x *Exchange) looped(c *Core) bool {
-	x.via = false
+// loopCheck is relay's Via entry on every request it forwards, and the
+// check that refuses a request carrying it already (508): a backend, or
+// something behind one, that sends relay's requests back to it would
+// otherwise make every request go round until descriptors ran out.
+type loopCheck struct{ c *Core }
+
+// viaSlot holds whether a request came with Via fields, found by Admit
+// and used by UpstreamHead.
+var viaSlot = NewSlot()
+
+func (loopCheck) FeatureName() string { return "via and loop check" }
+
+// Admit answers 508 when one of x's Via fields, forwarded or marked
+// hop-by-hop, carries relay's pseudonym: x has passed through this relay
+// before.
+func (l loopCheck) Admit(x *Exchange, _ time.Time) (Outcome, bool) {
+	carried := SlotState[bool](x, viaSlot)
+	*carried = false
 	fields := x.Req.Fields
 	for i := range fields {
 		f := &fields[i]
 		if len(f.Name) != 3 || !f.Is("via") {
 			continue
 		}
-		x.via = true
-		if c.via.carries(f.Value) {
-			return true
+		*carried = true
+		if l.c.via.carries(f.Value) {
+			return l.c.loop(x), true
 		}
 	}
-	return false
+	return Outcome{}, false
 }
 
-// appendVia writes the Via field: the client's entries (those not
+// UpstreamHead writes the Via field: the client's entries (those not
 // hop-by-hop), then relay's. The client's fields are marked Hop so they
 // are not written again.
-func (x *Exchange) appendVia(c *Core, out []byte) []byte {
+func (l loopCheck) UpstreamHead(x *Exchange, out []byte) []byte {
 	out = append(out, "Via: "...)
-	if x.via {
+	if *SlotState[bool](x, viaSlot) {
 		fields := x.Req.Fields
 		for i := range fields {
 			f := &fields[i]
@@ -109,7 +123,7 @@ func (x *Exchange) appendVia(c *Core, out []byte) []byte {
 			f.Hop = true
 		}
 	}
-	out = append(out, c.via.entry(x.Proto)...)
+	out = append(out, l.c.via.entry(x.Proto)...)
 	return append(out, '\r', '\n')
 }
 

@@ -49,6 +49,9 @@ type Entry struct {
 	// client as X-Request-Id; empty when relay gives requests no id. It is
 	// copied by Log.
 	RequestID []byte
+	// TraceID is the request's trace id in hex (W3C Trace Context), empty
+	// when tracing is off; a line leaves it out then. It is copied by Log.
+	TraceID []byte
 	// UpstreamConnect is how long getting a connection to the backend
 	// took for the attempt that answered: the dial (and TLS handshake) for
 	// a new connection, 0 for a pooled one. Negative when no backend was
@@ -199,7 +202,7 @@ func (a *AccessLog) Log(e *Entry) {
 	}
 	// Every byte of a free-form string escapes to at most six (\u00XX), so
 	// this bounds the line without formatting it first.
-	worst := lineOverhead + 6*(len(e.Method)+len(e.Path)+len(e.Backend)+len(e.Pool)+len(e.Route)+len(e.RequestID)+len(e.GRPCStatus)+
+	worst := lineOverhead + 6*(len(e.Method)+len(e.Path)+len(e.Backend)+len(e.Pool)+len(e.Route)+len(e.RequestID)+len(e.TraceID)+len(e.GRPCStatus)+
 		min(len(e.UserAgent), MaxValueBytes)+min(len(e.Referer), MaxValueBytes))
 	a.mu.Lock()
 	if a.closed || len(a.buf)+worst > a.maxPending {

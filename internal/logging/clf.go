@@ -52,6 +52,10 @@ func (f *lineFormatter) appendCombined(b []byte, e *Entry) []byte {
 	b = appendCLFBounded(b, e.UserAgent)
 	b = append(b, " rid="...)
 	b = appendCLFQuoted(b, e.RequestID)
+	if len(e.TraceID) > 0 {
+		b = append(b, " trace="...)
+		b = appendCLFQuoted(b, e.TraceID)
+	}
 	b = append(b, " upstream="...)
 	b = appendCLFQuoted(b, e.Backend)
 	b = append(b, " pool="...)

@@ -87,6 +87,10 @@ func (f *lineFormatter) appendEntry(b []byte, e *Entry) []byte {
 	b = appendBoundedJSON(b, e.Referer)
 	b = append(b, `,"request_id":`...)
 	b = appendJSONString(b, e.RequestID)
+	if len(e.TraceID) > 0 {
+		b = append(b, `,"trace_id":`...)
+		b = appendJSONString(b, e.TraceID)
+	}
 	if e.UpstreamConnect >= 0 {
 		b = append(b, `,"upstream_connect_ms":`...)
 		b = appendMillis(b, e.UpstreamConnect)

@@ -1,0 +1,241 @@
+package core
+
+import (
+	"time"
+
+	"relay/internal/h1"
+)
+
+// Phase names one point on a request's way through the core. Forward
+// drives every request through the phases in this order, whichever door
+// it came in by and whichever protocol its backend speaks:
+//
+//	accept            the request as it arrived: its id, its trace context
+//	route             the route table: the pool, the target, relay's own
+//	                  answers (404, 400, redirects) (routing.go)
+//	admit             whether it may go on: a loop (Via), the rate limits,
+//	                  the body held or refused (body.go)
+//	attempt           pick, wait, try, retry (forward.go, attempt.go)
+//	upstream request  the head as the backend gets it (request.go)
+//	response head     the backend's head as the client gets it
+//	response body     the body on its way to the client
+//	done              the counters, the access log, the span
+//
+// A Feature acts at the phases whose method it has (Accepter, Admitter,
+// UpstreamWriter, HeadFilter, Finisher); a feature at the response head
+// may give the body a BodyFilter, which is the response body phase. The
+// route and attempt phases are the core's own.
+type Phase uint8
+
+// The phases, in the order a request passes them.
+const (
+	PhaseAccept Phase = iota
+	PhaseRoute
+	PhaseAdmit
+	PhaseAttempt
+	PhaseUpstreamRequest
+	PhaseResponseHead
+	PhaseResponseBody
+	PhaseDone
+)
+
+var phaseNames = [...]string{"accept", "route", "admit", "attempt", "upstream request", "response head", "response body", "done"}
+
+// String names the phase as relay -explain and the docs do.
+func (p Phase) String() string {
+	if int(p) < len(phaseNames) {
+		return phaseNames[p]
+	}
+	return "unknown phase"
+}
+
+// Feature is a unit of behaviour on the request path: compression,
+// tracing, request ids, the access log. It declares the phases it acts in
+// by the methods it has, and keeps a request's state of its own in the
+// exchange's slot it was given (slots.go), never in a field of Exchange.
+// A feature that is off is not in the chain, so it costs a request
+// nothing: no call, no allocation.
+type Feature interface {
+	// FeatureName names the feature for relay -explain.
+	FeatureName() string
+}
+
+// Accepter acts on a request as it arrived, before routing; only the
+// core's own chain (Config.Features) has accepters, since no route is
+// known yet.
+type Accepter interface {
+	Feature
+	Accept(x *Exchange)
+}
+
+// Admitter decides whether a request may go on once it is routed. One
+// that answers the request itself returns its outcome and true; the
+// request then goes to no backend.
+type Admitter interface {
+	Feature
+	Admit(x *Exchange, now time.Time) (Outcome, bool)
+}
+
+// UpstreamWriter takes part in writing the request head the backend
+// gets (the upstream request phase). It runs before the client's
+// fields are copied, so it may mark some of them Hop to keep them back,
+// and it appends its own fields to out as HTTP/1.1 lines.
+type UpstreamWriter interface {
+	Feature
+	UpstreamHead(x *Exchange, out []byte) []byte
+}
+
+// HeadFilter changes the backend's final response head before the client
+// gets it (the response head phase), and may give the body a BodyFilter
+// (ResponseBody.SetFilter).
+type HeadFilter interface {
+	Feature
+	ResponseHead(x *Exchange, resp *h1.Response)
+}
+
+// Finisher learns how a request ended (the done phase): its outcome and
+// how long it took from its arrival at the core.
+type Finisher interface {
+	Feature
+	Done(x *Exchange, o Outcome, took time.Duration)
+}
+
+// BodyFilter changes a response body on its way to the client: each call
+// takes the next bytes the backend sent (end: they are the last) and
+// returns what the client gets in their place, valid until the next call.
+type BodyFilter interface {
+	Filter(p []byte, end bool) ([]byte, error)
+	// Release ends the filter's work on the body, complete or not.
+	Release()
+}
+
+// Chain is an ordered list of features, split by phase once when it is
+// made, so a request walks only the features of each phase it reaches.
+// Package dataplane builds the chains: the core's own (Config.Features)
+// and one for each route and pool (Routing.Features, PoolConfig.Features).
+type Chain struct {
+	features []Feature
+	accept   []Accepter
+	admit    []Admitter
+	upstream []UpstreamWriter
+	head     []HeadFilter
+	done     []Finisher
+}
+
+// NewChain returns the chain of fs in their order; nil entries are left
+// out.
+func NewChain(fs ...Feature) *Chain {
+	c := new(Chain)
+	for _, f := range fs {
+		if f == nil {
+			continue
+		}
+		c.features = append(c.features, f)
+		if a, ok := f.(Accepter); ok {
+			c.accept = append(c.accept, a)
+		}
+		if a, ok := f.(Admitter); ok {
+			c.admit = append(c.admit, a)
+		}
+		if w, ok := f.(UpstreamWriter); ok {
+			c.upstream = append(c.upstream, w)
+		}
+		if h, ok := f.(HeadFilter); ok {
+			c.head = append(c.head, h)
+		}
+		if d, ok := f.(Finisher); ok {
+			c.done = append(c.done, d)
+		}
+	}
+	return c
+}
+
+// Features returns the chain's features in order.
+func (c *Chain) Features() []Feature {
+	if c == nil {
+		return nil
+	}
+	return c.features
+}
+
+// Phases lists the phases f acts in.
+func Phases(f Feature) []Phase {
+	var ps []Phase
+	if _, ok := f.(Accepter); ok {
+		ps = append(ps, PhaseAccept)
+	}
+	if _, ok := f.(Admitter); ok {
+		ps = append(ps, PhaseAdmit)
+	}
+	if _, ok := f.(UpstreamWriter); ok {
+		ps = append(ps, PhaseUpstreamRequest)
+	}
+	if _, ok := f.(HeadFilter); ok {
+		ps = append(ps, PhaseResponseHead)
+	}
+	if _, ok := f.(BodyFiltering); ok {
+		ps = append(ps, PhaseResponseBody)
+	}
+	if _, ok := f.(Finisher); ok {
+		ps = append(ps, PhaseDone)
+	}
+	return ps
+}
+
+// BodyFiltering marks a HeadFilter that may give response bodies a
+// BodyFilter, so that Phases can say it acts in the response body phase.
+type BodyFiltering interface {
+	HeadFilter
+	FiltersBodies()
+}
+
+// noChain is the chain of a route or pool with no features.
+var noChain = NewChain()
+
+// chainOr returns c, or the empty chain when c is nil.
+func chainOr(c *Chain) *Chain {
+	if c == nil {
+		return noChain
+	}
+	return c
+}
+
+// accepted runs the accept phase of c on x.
+func (c *Chain) accepted(x *Exchange) {
+	for _, a := range c.accept {
+		a.Accept(x)
+	}
+}
+
+// admitted runs the admit phase of c on x; done reports that a feature
+// answered the request.
+func (c *Chain) admitted(x *Exchange, now time.Time) (o Outcome, done bool) {
+	for _, a := range c.admit {
+		if o, done = a.Admit(x, now); done {
+			return o, true
+		}
+	}
+	return o, false
+}
+
+// upstreamHead runs the upstream request phase of c on x.
+func (c *Chain) upstreamHead(x *Exchange, out []byte) []byte {
+	for _, w := range c.upstream {
+		out = w.UpstreamHead(x, out)
+	}
+	return out
+}
+
+// responseHead runs the response head phase of c on x.
+func (c *Chain) responseHead(x *Exchange, resp *h1.Response) {
+	for _, h := range c.head {
+		h.ResponseHead(x, resp)
+	}
+}
+
+// finished runs the done phase of c on x.
+func (c *Chain) finished(x *Exchange, o Outcome, took time.Duration) {
+	for _, d := range c.done {
+		d.Done(x, o, took)
+	}
+}
