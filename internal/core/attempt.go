@@ -64,7 +64,7 @@ func (r *passage) attempt(b *backend.Backend, probe bool) (Outcome, bool) {
 			// asked for: the budget bounds retries that fail.
 			r.cfg.budget.refund(r.cfg.budget.second(r.now), grant)
 		}
-		return Outcome{Status: a.status, Backend: b, In: a.in, Out: a.out, GRPCStatus: a.grpc}, true
+		return Outcome{Status: a.status, Backend: b, In: a.in, Out: a.out, GRPCStatus: a.grpc, Retries: r.tries - 1}, true
 	}
 	r.last, r.lastB = a, b
 	return Outcome{}, false
@@ -231,6 +231,7 @@ func (p *Pool) exchange(b *backend.Backend, u *upstream, x *Exchange, now time.T
 	grpc, drop := p.judgeAnswer(x, resp)
 	x.respBody.reset(u, resp, p.cfg().ResponseTimeout, x.Door, drop)
 	out, rerr, werr := x.Door.Respond(resp, &x.respBody)
+	x.respBody.endFilter()
 	a := attempt{status: resp.Status, in: in, out: out, health: served, grpc: grpc}
 	if x.grpc && grpc == "" && rerr == nil && werr == nil {
 		a.grpc = grpcStatusInLines(x.respBody.Trailers())

@@ -152,18 +152,37 @@ func New(cfg Config) *Core {
 	return c
 }
 
-// DefaultFeatures returns the core's own features in their order: the
-// loop check (and relay's Via entry), the rate limits, request ids when
-// Config.RequestID is set, the access log when Config.AccessLog is.
+// DefaultFeatures returns the core's own features in the order the data
+// plane gives them, without tracing: the loop check (and relay's Via
+// entry), the rate limits, request ids when Config.RequestID is set, the
+// access log when Config.AccessLog is.
 func DefaultFeatures(c *Core) []Feature {
-	fs := []Feature{loopCheck{c}, rateLimits{c}}
-	if c.cfg.RequestID {
-		fs = append(fs, requestIDFeature{c.ids})
+	return []Feature{LoopCheck(c), RateLimits(c), RequestIDs(c), AccessLog(c)}
+}
+
+// LoopCheck is relay's Via entry and the 508 for a request that carries
+// it already (via.go).
+func LoopCheck(c *Core) Feature { return loopCheck{c} }
+
+// RateLimits applies the route's and the pool's rate limits (ratelimit.go).
+func RateLimits(c *Core) Feature { return rateLimits{c} }
+
+// RequestIDs gives requests ids (requestid.go); nil unless
+// Config.RequestID is set.
+func RequestIDs(c *Core) Feature {
+	if !c.cfg.RequestID {
+		return nil
 	}
-	if c.cfg.AccessLog != nil {
-		fs = append(fs, &accessLog{log: c.cfg.AccessLog})
+	return requestIDFeature{c.ids}
+}
+
+// AccessLog writes a line per request (accesslog.go); nil unless
+// Config.AccessLog is set.
+func AccessLog(c *Core) Feature {
+	if c.cfg.AccessLog == nil {
+		return nil
 	}
-	return fs
+	return &accessLog{log: c.cfg.AccessLog}
 }
 
 // chainOf returns the chain of a route or pool whose own features are fs:

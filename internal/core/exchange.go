@@ -201,6 +201,8 @@ type Outcome struct {
 	Status  int
 	Backend *backend.Backend
 	In, Out int64
+	// Retries is how many of the request's attempts were retried.
+	Retries int
 	// GRPCStatus is the grpc-status a gRPC response ended with ("0" for
 	// OK), the backend's or relay's own; "" for a request that is not
 	// gRPC or a response that carried none.

@@ -172,7 +172,9 @@ func (r *passage) fail() Outcome {
 	case r.refused:
 		a.msg += budgetSpent
 	}
-	return r.p.fail(r.x, a, r.lastB)
+	o := r.p.fail(r.x, a, r.lastB)
+	o.Retries = max(r.tries-1, 0)
+	return o
 }
 
 // noneUp reports whether the request found no backend up: every backend it

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"io"
 	"time"
 
 	"relay/internal/h1"
@@ -31,6 +32,14 @@ type ResponseBody struct {
 	end   bool
 	raw   []byte
 	pre   []byte // what Ready read
+	// The response body phase: a filter a feature gave the body at the
+	// response head (SetFilter), what it made of the bytes read last and
+	// the client has yet to take, whether it was given the body's end,
+	// and the buffer the backend's bytes are read into for it.
+	filter  BodyFilter
+	pending []byte
+	fend    bool
+	fbuf    []byte
 }
 
 func (r *ResponseBody) reset(u *upstream, resp *h1.Response, timeout time.Duration, door Responder, drop []byte) {
@@ -40,6 +49,7 @@ func (r *ResponseBody) reset(u *upstream, resp *h1.Response, timeout time.Durati
 
 // empty makes r the body of an answer relay writes itself: none.
 func (r *ResponseBody) empty() {
+	r.endFilter()
 	r.u, r.door, r.kind, r.length, r.drop, r.s = nil, nil, h1.BodyNone, 0, nil, nil
 	r.body.Reset(nil, h1.BodyNone, 0)
 }
@@ -48,7 +58,7 @@ func (r *ResponseBody) empty() {
 // them, so a front door can send them in the same write as the head. Only
 // a body of known length has one; the bytes are valid until the next Read.
 func (r *ResponseBody) Prefix() []byte {
-	if r.s != nil || r.kind != h1.BodyLength {
+	if r.s != nil || r.kind != h1.BodyLength || r.filter != nil {
 		return nil
 	}
 	k := min(int64(r.u.br.Buffered()), r.length)
@@ -61,6 +71,14 @@ func (r *ResponseBody) Prefix() []byte {
 // Read reads the next body bytes; io.EOF at the end. A wait that outlasts
 // the client ends with an error, as the wait for the head does.
 func (r *ResponseBody) Read(p []byte) (int, error) {
+	if r.filter != nil {
+		return r.readFiltered(p)
+	}
+	return r.readRaw(p)
+}
+
+// readRaw reads the next bytes the backend sent.
+func (r *ResponseBody) readRaw(p []byte) (int, error) {
 	if r.s != nil {
 		return r.readStream(p)
 	}
@@ -70,6 +88,14 @@ func (r *ResponseBody) Read(p []byte) (int, error) {
 
 // Done reports whether the body has been read to its end.
 func (r *ResponseBody) Done() bool {
+	if r.filter != nil {
+		return r.fend && len(r.pending) == 0
+	}
+	return r.rawDone()
+}
+
+// rawDone reports whether the backend's body has been read to its end.
+func (r *ResponseBody) rawDone() bool {
 	if r.s != nil {
 		return r.end
 	}
@@ -88,4 +114,54 @@ func (r *ResponseBody) Trailers() []byte {
 	}
 	r.trailers = h1.AppendPassingTrailers(r.trailers[:0], tr, r.drop)
 	return r.trailers
+}
+
+// SetFilter gives the body a filter (the response body phase): from now
+// on a front door reads what f makes of the backend's bytes. A feature
+// calls it at the response head, having made the head fit what f makes
+// (its framing, Content-Encoding); the core releases f once the door has
+// sent the response, complete or not.
+func (r *ResponseBody) SetFilter(f BodyFilter) {
+	r.endFilter()
+	r.filter, r.pending, r.fend = f, nil, false
+}
+
+// filterBytes bounds what the backend's bytes are read in for a filter.
+const filterBytes = 16 << 10
+
+// readFiltered reads through the body's filter: the backend's next bytes,
+// as many as one read gives, go to the filter, and what it makes is
+// handed out until it is taken, so that a streamed body leaves as it
+// comes.
+func (r *ResponseBody) readFiltered(p []byte) (int, error) {
+	for len(r.pending) == 0 {
+		if r.fend {
+			return 0, io.EOF
+		}
+		if r.fbuf == nil {
+			r.fbuf = make([]byte, filterBytes)
+		}
+		n, err := r.readRaw(r.fbuf)
+		if err != nil && err != io.EOF {
+			return 0, err
+		}
+		end := err == io.EOF || (n > 0 && r.rawDone())
+		out, ferr := r.filter.Filter(r.fbuf[:n], end)
+		if ferr != nil {
+			return 0, ferr
+		}
+		r.pending, r.fend = out, end
+	}
+	k := copy(p, r.pending)
+	r.pending = r.pending[k:]
+	return k, nil
+}
+
+// endFilter releases the body's filter, if any: the response is over,
+// complete or not.
+func (r *ResponseBody) endFilter() {
+	if r.filter != nil {
+		r.filter.Release()
+		r.filter, r.pending, r.fend = nil, nil, false
+	}
 }

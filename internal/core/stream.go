@@ -180,6 +180,7 @@ func (p *Pool) exchangeStream(b *backend.Backend, s *h2up.Stream, x *Exchange, i
 	grpc, drop := p.judgeAnswer(x, resp)
 	x.respBody.resetStream(s, resp.Body, x.Door, p.core.streamIdle(), x.deadline, drop)
 	out, rerr, werr := x.Door.Respond(resp, &x.respBody)
+	x.respBody.endFilter()
 	in = pm.finish(in)
 	a := attempt{status: resp.Status, in: in, out: out, health: served, grpc: grpc}
 	if grpc == "" && x.grpc && rerr == nil && werr == nil {

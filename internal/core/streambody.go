@@ -113,6 +113,10 @@ const readyBytes = 4 << 10
 // leaves in one write, trailers and all. A body not on a stream gives
 // its Prefix. The bytes are valid until the next Read.
 func (r *ResponseBody) Ready() ([]byte, bool) {
+	if r.filter != nil {
+		// What has come goes through the filter as the door reads.
+		return nil, r.Done()
+	}
 	if r.s == nil {
 		return r.Prefix(), r.Done()
 	}
