@@ -218,11 +218,7 @@ func reconfigure(f *flags, plane *dataplane.Plane, d *doors, lg *logs, log *slog
 // returns the backend of each; a membership it cannot apply is logged and
 // the current members stay.
 func applyMembership(plane *dataplane.Plane, ms []supervisor.Member, log *slog.Logger) []*backend.Backend {
-	dm := make([]dataplane.Member, len(ms))
-	for i, m := range ms {
-		dm[i] = dataplane.Member{Pool: m.Pool, URL: m.URL, Weight: m.Weight, MaxRequests: m.MaxRequests}
-	}
-	bs, err := plane.SetMembers(dm)
+	bs, err := plane.SetMembers(ms)
 	if err != nil {
 		log.Error("membership from the supervisor refused; keeping the current backends", "err", err)
 	} else {

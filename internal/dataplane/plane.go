@@ -21,6 +21,7 @@ import (
 	"relay/internal/logging"
 	"relay/internal/ratelimit"
 	"relay/internal/stats"
+	"relay/internal/supervisor"
 )
 
 // Options are what a data plane needs besides the configuration: the
@@ -78,15 +79,6 @@ func (pl *Plane) newLimiter(name string, r core.RateLimit) ratelimit.Limiter {
 		return pl.redis.LimitLocal(name, r.Spec, local)
 	}
 	return pl.redis.Limit(name, r.Spec, r.Failure)
-}
-
-// Member is one backend of one pool as the control gives it: the address,
-// the pool, its weight and its relay-wide cap on requests in flight.
-type Member struct {
-	Pool        string
-	URL         string
-	Weight      int
-	MaxRequests int
 }
 
 // Plane is a serving process's data plane: the core, its pools, and the
@@ -273,14 +265,15 @@ func (pl *Plane) removeAll(names []string) {
 	}
 }
 
-// SetMembers makes ms the members of every pool and returns the backend
-// of each member, in order. A backend that stays keeps its state and
+// SetMembers makes ms the members of every pool, as the control's
+// membership message carries them, and returns the backend of each
+// member, in order. A backend that stays keeps its state and
 // connections; its weight and its share of its request cap change in
 // place. A member of a pool this process does not know is logged and left
 // out (nil in its place). When a member's URL is not a valid backend,
 // nothing changes, the error says which, and the backends returned are
 // the current ones of the members that have one.
-func (pl *Plane) SetMembers(ms []Member) ([]*backend.Backend, error) {
+func (pl *Plane) SetMembers(ms []supervisor.Member) ([]*backend.Backend, error) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	bs, err := pl.setMembersLocked(ms)
@@ -292,7 +285,7 @@ func (pl *Plane) SetMembers(ms []Member) ([]*backend.Backend, error) {
 
 // currentLocked returns the backend each member of ms has now, nil for
 // those that have none.
-func (pl *Plane) currentLocked(ms []Member) []*backend.Backend {
+func (pl *Plane) currentLocked(ms []supervisor.Member) []*backend.Backend {
 	out := make([]*backend.Backend, len(ms))
 	for i, m := range ms {
 		if p := pl.core.Pool(m.Pool); p != nil {
@@ -306,14 +299,14 @@ func (pl *Plane) currentLocked(ms []Member) []*backend.Backend {
 	return out
 }
 
-func (pl *Plane) setMembers(ms []Member) error {
+func (pl *Plane) setMembers(ms []supervisor.Member) error {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	_, err := pl.setMembersLocked(ms)
 	return err
 }
 
-func (pl *Plane) setMembersLocked(ms []Member) ([]*backend.Backend, error) {
+func (pl *Plane) setMembersLocked(ms []supervisor.Member) ([]*backend.Backend, error) {
 	// The members each pool has now, by name, to keep what stays.
 	cur := make(map[string]map[string]*backend.Backend)
 	for _, p := range pl.core.Pools() {
