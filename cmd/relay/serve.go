@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"relay/internal/backend"
 	"relay/internal/config"
 	"relay/internal/control"
 	"relay/internal/core"
@@ -127,12 +126,12 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 	// The control checks the backends for every process; the pool starts
 	// from its membership and health snapshot. A transition takes effect
 	// on the backend itself: pickers read its state at every pick.
-	err = control.Follow(sp, control.Updates{
-		Membership: func(ms []supervisor.Member) []*backend.Backend { return applyMembership(plane, ms, log) },
-		Config:     reconfigure(f, plane, d, lg, log),
-		Stats:      p.Stats,
-		Tickets:    d.setTicketKeys,
-		Reopen:     func() { access.reopenFile(log) },
+	err = control.Follow(sp, plane, control.Updates{
+		Config:  reconfigure(f, plane, d, lg, log),
+		Stats:   p.Stats,
+		Tickets: d.setTicketKeys,
+		Reopen:  func() { access.reopenFile(log) },
+		Log:     log,
 		Ended: func(err error) {
 			log.Error("channel from the supervisor ended; stopping so that it restarts this process", "err", err)
 			syscall.Kill(os.Getpid(), syscall.SIGTERM)
@@ -212,17 +211,4 @@ func reconfigure(f *flags, plane *dataplane.Plane, d *doors, lg *logs, log *slog
 		lg.setLevel(next)
 		log.Debug("configuration applied", "generation", src.Generation)
 	}
-}
-
-// applyMembership makes ms the members of the data plane's pools and
-// returns the backend of each; a membership it cannot apply is logged and
-// the current members stay.
-func applyMembership(plane *dataplane.Plane, ms []supervisor.Member, log *slog.Logger) []*backend.Backend {
-	bs, err := plane.SetMembers(ms)
-	if err != nil {
-		log.Error("membership from the supervisor refused; keeping the current backends", "err", err)
-	} else {
-		log.Debug("backends changed", "backends", len(bs))
-	}
-	return bs
 }
