@@ -125,7 +125,7 @@ func New(cfg *config.Config, opts Options) (*Plane, error) {
 			return nil, err
 		}
 	}
-	if err := pl.setMembers(membersOf(cfg)); err != nil {
+	if err := pl.setMembers(MembersOf(cfg)); err != nil {
 		pl.Close()
 		return nil, err
 	}

@@ -15,8 +15,10 @@ import (
 // DefaultPool names the pool the file's top level describes.
 const DefaultPool = config.DefaultPool
 
-// membersOf is every pool's membership as the file gives it.
-func membersOf(cfg *config.Config) []supervisor.Member {
+// MembersOf is every pool's membership as the file gives it, pool by pool
+// in cfg.AllPools' order: what a data plane starts with, and what the
+// control starts from and a reload hands it.
+func MembersOf(cfg *config.Config) []supervisor.Member {
 	var ms []supervisor.Member
 	for _, np := range cfg.AllPools() {
 		for _, b := range np.Backends {
