@@ -26,6 +26,8 @@ import (
 
 // Options are what a data plane needs besides the configuration: the
 // process it serves in and the hooks that tie it to the control.
+// NewForProcess sets Share, Instance, StickyKey and RateTable from the
+// serving process.
 type Options struct {
 	// Share turns a relay-wide cap on requests in flight into this
 	// process's part of it; nil keeps caps whole (one process).
