@@ -36,7 +36,7 @@ func startControl(f *flags, cfg *config.Config, src supervisor.ConfigSource, lg 
 	log := lg.log
 	up := dataplane.NewUpstreams(cfg, log)
 	ctl, err := control.New(control.Options{
-		Source: src, Pools: poolsOf(cfg), Members: membersOf(cfg), Prepare: up.Plan,
+		Source: src, Pools: poolsOf(cfg), Members: dataplane.MembersOf(cfg), Prepare: up.Plan,
 		StartChecks: checksStarter(budget, log), Log: log,
 	})
 	if err != nil {
@@ -153,7 +153,7 @@ func (r *reloader) reload() (uint64, error) {
 	// Backends' TLS files are read under the new configuration, which
 	// the upstream settings adopt only if every backend builds.
 	adopt := func() { r.up.Reload(cfg) }
-	changes, err := r.ctl.Reloaded(src, poolsOf(cfg), membersOf(cfg), r.up.PlanUnder(cfg), adopt)
+	changes, err := r.ctl.Reloaded(src, poolsOf(cfg), dataplane.MembersOf(cfg), r.up.PlanUnder(cfg), adopt)
 	if err != nil {
 		r.log.Error("reload refused", "err", err.Error())
 		r.ctl.ReloadRefused()
@@ -180,23 +180,4 @@ func poolsOf(cfg *config.Config) []control.PoolRules {
 		})
 	}
 	return rs
-}
-
-// membersOf is every pool's membership as cfg gives it, pool by pool in
-// poolsOf's order.
-func membersOf(cfg *config.Config) []supervisor.Member {
-	var ms []supervisor.Member
-	for _, np := range cfg.AllPools() {
-		ms = append(ms, poolMembers(np.Name, np.Backends)...)
-	}
-	return ms
-}
-
-// poolMembers is the members of pool as its section lists them.
-func poolMembers(pool string, backends []config.Backend) []supervisor.Member {
-	ms := make([]supervisor.Member, len(backends))
-	for i, b := range backends {
-		ms[i] = supervisor.Member{Pool: pool, URL: b.URL.String(), Weight: b.Weight, MaxRequests: b.MaxRequests}
-	}
-	return ms
 }

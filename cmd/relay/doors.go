@@ -5,6 +5,7 @@ import (
 	"net"
 
 	"relay/internal/config"
+	"relay/internal/core"
 	"relay/internal/h2"
 	"relay/internal/proxy"
 	"relay/internal/supervisor"
@@ -49,39 +50,45 @@ func (d *doors) close() {
 	}
 }
 
-// open readies p to serve through the doors: certificates and the
-// session-ticket keys of src for the TLS listener, and the HTTP/2 server
-// for clients that choose HTTP/2.
-func (d *doors) open(cfg *config.Config, src supervisor.ConfigSource, p *proxy.Proxy, log *slog.Logger) error {
+// open makes the front doors of c: the HTTP/1.1 proxy over it, with the
+// HTTP/2 server for clients that choose HTTP/2, and for the TLS listener
+// the certificates and the session-ticket keys of src.
+func (d *doors) open(cfg *config.Config, src supervisor.ConfigSource, c *core.Core, log *slog.Logger) (*proxy.Proxy, error) {
 	d.log = log
-	if d.tls != nil {
-		certs, err := tlsconf.NewServer(cfg.TLSCertificates, cfg.TLSMinVersion)
-		if err != nil {
-			return err
-		}
-		if err := certs.SetTicketKeys(src.TicketKeys); err != nil {
-			return err
-		}
-		d.certs = certs
-	}
 	front := proxy.OptionsFrom(cfg)
-	p.SetHTTP2(h2.NewServer(p.Core(), front.BodyTime(), h2.Limits{
+	front.Logger = log
+	p, err := proxy.New(front, c)
+	if err != nil {
+		return nil, err
+	}
+	if d.tls != nil {
+		if d.certs, err = tlsconf.NewServer(cfg.TLSCertificates, cfg.TLSMinVersion); err != nil {
+			return nil, err
+		}
+		if err := d.certs.SetTicketKeys(src.TicketKeys); err != nil {
+			return nil, err
+		}
+	}
+	p.SetHTTP2(h2.NewServer(c, front.BodyTime(), h2.Limits{
 		MaxConcurrentStreams: maxConcurrentStreams,
 		MaxHeaderBytes:       cfg.MaxHeaderBytes,
 		IdleTimeout:          cfg.IdleTimeout,
 		HeaderTimeout:        cfg.ClientHeaderTimeout,
 	}, log))
-	return nil
+	return p, nil
 }
 
-// serve serves p on every open listener; the first error ends it.
-func (d *doors) serve(p *proxy.Proxy, served chan<- error) {
+// serve serves p on every open listener; each one's error, which ends
+// it, comes on served.
+func (d *doors) serve(p *proxy.Proxy) (served <-chan error) {
+	ch := make(chan error, 2)
 	if d.plain != nil {
-		go func() { served <- p.Serve(d.plain) }()
+		go func() { ch <- p.Serve(d.plain) }()
 	}
 	if d.tls != nil {
-		go func() { served <- p.ServeTLS(d.tls, d.certs.Config()) }()
+		go func() { ch <- p.ServeTLS(d.tls, d.certs.Config()) }()
 	}
+	return ch
 }
 
 // reload takes the session-ticket keys and certificates of a reloaded

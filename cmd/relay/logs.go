@@ -54,6 +54,16 @@ func openLog(cfg *config.Config, file string, stdout io.Writer, shared bool) (*l
 	return l, nil
 }
 
+// ownLogFile is the log file a process writes itself: log_file, but none
+// for a serving process (sp), whose supervisor owns the file and copies
+// the lines the process writes to its standard output.
+func ownLogFile(cfg *config.Config, sp *supervisor.Process) string {
+	if sp != nil {
+		return ""
+	}
+	return cfg.LogFile
+}
+
 // setLevel applies a reloaded log_level.
 func (l *logs) setLevel(cfg *config.Config) {
 	if level, err := logging.ParseLevel(cfg.LogLevel); err == nil {

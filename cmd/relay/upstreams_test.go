@@ -53,7 +53,7 @@ func TestRefusedReloadKeepsTheUpstreamTLSSettings(t *testing.T) {
 
 	bad := configOf("https://127.0.0.1:9443", "http://127.0.0.1:9080", "https://127.0.0.1:9444")
 	bad.Backends[2].TLS.CAFile = filepath.Join(dir, "missing.pem")
-	if _, err := ctl.Reloaded(supervisor.ConfigSource{Generation: 2}, poolsOf(bad), membersOf(bad), up.PlanUnder(bad), func() { up.Reload(bad) }); err == nil {
+	if _, err := ctl.Reloaded(supervisor.ConfigSource{Generation: 2}, poolsOf(bad), dataplane.MembersOf(bad), up.PlanUnder(bad), func() { up.Reload(bad) }); err == nil {
 		t.Fatal("a reload with a missing CA file was accepted")
 	}
 	if bs[0].TLS() != tc {

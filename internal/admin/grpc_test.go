@@ -29,7 +29,7 @@ func attachCounting(t *testing.T, a *testAdmin, i int, read func() *stats.Proces
 	if err != nil {
 		t.Fatalf("attaching process %d: %v", i, err)
 	}
-	if err := control.Follow(p, control.Updates{Stats: read}); err != nil {
+	if err := control.Follow(p, nil, control.Updates{Stats: read}); err != nil {
 		t.Fatal(err)
 	}
 }

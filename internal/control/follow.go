@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"relay/internal/backend"
@@ -14,14 +15,20 @@ import (
 // The serving side of the control: what a serving process does with the
 // control's messages, applied to its own backends.
 
-// Updates are what Follow does with messages other than health, breakers
-// and operator state, which it applies to the backends itself.
+// Plane is what a serving process's membership lands in: its data plane
+// (*dataplane.Plane, which the control does not import).
+type Plane interface {
+	// SetMembers makes ms the members of every pool and returns the
+	// process's backend of each member, in the same order (member i's at
+	// i, nil for one it left out). When it refuses ms, nothing changes,
+	// the error says why, and the backends are the current ones.
+	SetMembers(ms []supervisor.Member) ([]*backend.Backend, error)
+}
+
+// Updates are what Follow does with messages other than membership,
+// health, breakers and operator state, which it applies to the data plane
+// and its backends itself.
 type Updates struct {
-	// Membership receives every pool's members and returns the process's
-	// backends after applying them: one per member, in the same order
-	// (member i's backend at i). nil ignores membership messages, and
-	// then health, breakers and operator state find no backend.
-	Membership func([]supervisor.Member) []*backend.Backend
 	// Config receives a configuration generation after the first (a
 	// reload); nil ignores them.
 	Config func(supervisor.ConfigSource)
@@ -36,26 +43,36 @@ type Updates struct {
 	// Ended is called once when the channel ends or breaks; the process
 	// should then stop, so that the supervisor starts it afresh.
 	Ended func(error)
+	// Log receives a membership the data plane refused; nil discards it.
+	Log *slog.Logger
 }
 
 // Follow reads what the control sends serving process p first, the
 // membership and the health snapshot, applies it, and returns once it is
 // applied; then it applies what the control sends in the background:
-// health transitions and operator state to the member of the pool and
-// name given, breaker verdicts to the address named (every pool's
-// membership of it), membership and configuration through u, and answers
-// collects with u.Stats. Names it does not know are ignored.
-func Follow(p *supervisor.Process, u Updates) error {
+// membership to plane, health transitions and operator state to the
+// member of the pool and name given, breaker verdicts to the address
+// named (every pool's membership of it), configuration through u, and
+// answers collects with u.Stats. Names it does not know are ignored. A
+// nil plane ignores membership, and then health, breakers and operator
+// state find no backend.
+func Follow(p *supervisor.Process, plane Plane, u Updates) error {
+	if u.Log == nil {
+		u.Log = slog.New(slog.DiscardHandler)
+	}
 	var held members
+	apply := func(ms []supervisor.Member) {
+		if plane != nil {
+			held = applyMembership(plane, ms, u.Log)
+		}
+	}
 	for {
 		m, err := p.Recv()
 		if err != nil {
 			return fmt.Errorf("reading the health snapshot from the control: %w", err)
 		}
 		if m.Kind == supervisor.KindMembership {
-			if u.Membership != nil {
-				held = indexOf(m.Membership, u.Membership(m.Membership))
-			}
+			apply(m.Membership)
 			continue
 		}
 		if m.Kind != supervisor.KindHealth || !m.Health.Snapshot {
@@ -89,9 +106,7 @@ func Follow(p *supervisor.Process, u Updates) error {
 					ApplyBreaker(h, m.Breaker)
 				}
 			case supervisor.KindMembership:
-				if u.Membership != nil {
-					held = indexOf(m.Membership, u.Membership(m.Membership))
-				}
+				apply(m.Membership)
 			case supervisor.KindReopen:
 				if u.Reopen != nil {
 					u.Reopen()
@@ -124,6 +139,19 @@ type memberKey struct{ pool, url string }
 type members struct {
 	byMember map[memberKey]*backend.Backend
 	hosts    map[string]*backend.Host
+}
+
+// applyMembership makes ms the members of plane's pools and returns
+// the backends it holds then by member and address; a membership the
+// plane refuses is logged, and the current members stay.
+func applyMembership(plane Plane, ms []supervisor.Member, log *slog.Logger) members {
+	bs, err := plane.SetMembers(ms)
+	if err != nil {
+		log.Error("membership from the supervisor refused; keeping the current backends", "err", err)
+	} else {
+		log.Debug("backends changed", "backends", len(bs))
+	}
+	return indexOf(ms, bs)
 }
 
 // indexOf pairs the members ms with bs, their backends in the same order.

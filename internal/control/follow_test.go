@@ -1,13 +1,17 @@
 package control
 
 import (
+	"errors"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"relay/internal/backend"
 	"relay/internal/stats"
 	"relay/internal/supervisor"
+	"relay/internal/testlog"
 	"relay/internal/testsock"
 )
 
@@ -58,5 +62,60 @@ func TestCountersAreNumberedInReadOrder(t *testing.T) {
 		if m.Collect != 0 {
 			answered++
 		}
+	}
+}
+
+// refusing is a data plane that refuses every membership after the
+// first, keeping the backends of the first.
+type refusing struct {
+	bs    []*backend.Backend
+	calls int
+}
+
+func (r *refusing) SetMembers(ms []supervisor.Member) ([]*backend.Backend, error) {
+	r.calls++
+	if r.calls > 1 {
+		return r.bs, errors.New(`pool "default": backend "http://": no host`)
+	}
+	return r.bs, nil
+}
+
+// TestFollowKeepsMembersTheDataPlaneRefuses: a membership the data plane
+// refuses is logged once, and the health that follows it still reaches
+// the backends the plane kept.
+func TestFollowKeepsMembersTheDataPlaneRefuses(t *testing.T) {
+	a, b := testsock.Pair(t)
+	sup := supervisor.NewChannel(b)
+	send := func(m supervisor.Message) {
+		t.Helper()
+		if err := sup.Send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(supervisor.Message{Kind: supervisor.KindConfig, Config: &supervisor.ConfigSource{Generation: 1}})
+	p, err := supervisor.Attached(0, nil, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const url = "http://127.0.0.1:8001"
+	plane := &refusing{bs: newBackends(t, url)}
+	health := func(up, snapshot bool) supervisor.Message {
+		return supervisor.Message{Kind: supervisor.KindHealth, Health: &supervisor.HealthUpdate{Snapshot: snapshot,
+			Backends: []supervisor.BackendHealth{{Pool: DefaultPool, Name: url, Up: up}}}}
+	}
+	send(supervisor.Message{Kind: supervisor.KindMembership, Membership: []supervisor.Member{{Pool: DefaultPool, URL: url, Weight: 1}}})
+	send(health(false, true))
+	log, logged := testlog.New()
+	if err := Follow(p, plane, Updates{Log: log}); err != nil {
+		t.Fatal(err)
+	}
+	if plane.bs[0].Healthy() {
+		t.Fatal("the snapshot did not reach the backend")
+	}
+	send(supervisor.Message{Kind: supervisor.KindMembership, Membership: []supervisor.Member{{Pool: DefaultPool, URL: url, Weight: 1}, {Pool: DefaultPool, URL: "http://", Weight: 1}}})
+	send(health(true, false))
+	waitFor(t, "the transition after the refused membership", plane.bs[0].Healthy)
+	if n := logged.Count("membership from the supervisor refused"); n != 1 || !strings.Contains(logged.String(), "no host") {
+		t.Errorf("logged %d refusals, want 1 naming what is wrong:\n%s", n, logged)
 	}
 }

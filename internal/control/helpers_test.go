@@ -214,23 +214,26 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // follow makes p follow the control with bs as its backends: each member
 // gets the backend of its URL in bs, whatever its pool (none when bs has
-// none), unless u says otherwise.
+// none).
 func follow(p *supervisor.Process, bs []*backend.Backend, u Updates) error {
-	if u.Membership == nil {
-		u.Membership = func(ms []supervisor.Member) []*backend.Backend {
-			out := make([]*backend.Backend, len(ms))
-			for i, m := range ms {
-				for _, b := range bs {
-					if b.Name == m.URL {
-						out[i] = b
-					}
+	return Follow(p, planeFunc(func(ms []supervisor.Member) []*backend.Backend {
+		out := make([]*backend.Backend, len(ms))
+		for i, m := range ms {
+			for _, b := range bs {
+				if b.Name == m.URL {
+					out[i] = b
 				}
 			}
-			return out
 		}
-	}
-	return Follow(p, u)
+		return out
+	}), u)
 }
+
+// planeFunc is a data plane that takes every membership: the function
+// returns each member's backend.
+type planeFunc func([]supervisor.Member) []*backend.Backend
+
+func (f planeFunc) SetMembers(ms []supervisor.Member) ([]*backend.Backend, error) { return f(ms), nil }
 
 // defaultPool is the rules of a relay with one pool, default, whose
 // max_ejected_percent is maxEjected.

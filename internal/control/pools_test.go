@@ -17,10 +17,10 @@ import (
 	"relay/internal/supervisor"
 )
 
-// hostsOf is a serving process's membership callback as the data plane
-// builds it: one Host per address across the pools, a Backend per member.
-func hostsOf(t *testing.T, held *sync.Map) func([]supervisor.Member) []*backend.Backend {
-	return func(ms []supervisor.Member) []*backend.Backend {
+// hostsOf is a serving process's data plane as far as membership goes:
+// one Host per address across the pools, a Backend per member.
+func hostsOf(t *testing.T, held *sync.Map) Plane {
+	return planeFunc(func(ms []supervisor.Member) []*backend.Backend {
 		out := make([]*backend.Backend, len(ms))
 		hosts := map[string]*backend.Host{}
 		held.Range(func(_, b any) bool {
@@ -47,7 +47,7 @@ func hostsOf(t *testing.T, held *sync.Map) func([]supervisor.Member) []*backend.
 			out[i] = b
 		}
 		return out
-	}
+	})
 }
 
 // member is the backend of pool and url a process holds.
@@ -149,7 +149,7 @@ func TestOneAddressInTwoPoolsIsCheckedOnceAndEjectedInBoth(t *testing.T) {
 	var procs [2]*supervisor.Process
 	for i := range held {
 		procs[i] = attachProcess(t, ctl, i)
-		if err := Follow(procs[i], Updates{Membership: hostsOf(t, &held[i]), Stats: func() *stats.Process { return &stats.Process{} }}); err != nil {
+		if err := Follow(procs[i], hostsOf(t, &held[i]), Updates{Stats: func() *stats.Process { return &stats.Process{} }}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -248,7 +248,7 @@ func TestMaxEjectedIsEachPools(t *testing.T) {
 	}
 	var held sync.Map
 	p := attachProcess(t, l, 0)
-	if err := Follow(p, Updates{Membership: hostsOf(t, &held), Stats: func() *stats.Process { return &stats.Process{} }}); err != nil {
+	if err := Follow(p, hostsOf(t, &held), Updates{Stats: func() *stats.Process { return &stats.Process{} }}); err != nil {
 		t.Fatal(err)
 	}
 	until := time.Now().Add(time.Minute)

@@ -21,10 +21,13 @@ import (
 	"relay/internal/logging"
 	"relay/internal/ratelimit"
 	"relay/internal/stats"
+	"relay/internal/supervisor"
 )
 
 // Options are what a data plane needs besides the configuration: the
 // process it serves in and the hooks that tie it to the control.
+// NewForProcess sets Share, Instance, StickyKey and RateTable from the
+// serving process.
 type Options struct {
 	// Share turns a relay-wide cap on requests in flight into this
 	// process's part of it; nil keeps caps whole (one process).
@@ -80,15 +83,6 @@ func (pl *Plane) newLimiter(name string, r core.RateLimit) ratelimit.Limiter {
 	return pl.redis.Limit(name, r.Spec, r.Failure)
 }
 
-// Member is one backend of one pool as the control gives it: the address,
-// the pool, its weight and its relay-wide cap on requests in flight.
-type Member struct {
-	Pool        string
-	URL         string
-	Weight      int
-	MaxRequests int
-}
-
 // Plane is a serving process's data plane: the core, its pools, and the
 // addresses their members share. It is safe for concurrent use.
 type Plane struct {
@@ -133,7 +127,7 @@ func New(cfg *config.Config, opts Options) (*Plane, error) {
 			return nil, err
 		}
 	}
-	if err := pl.setMembers(membersOf(cfg)); err != nil {
+	if err := pl.setMembers(MembersOf(cfg)); err != nil {
 		pl.Close()
 		return nil, err
 	}
@@ -273,14 +267,15 @@ func (pl *Plane) removeAll(names []string) {
 	}
 }
 
-// SetMembers makes ms the members of every pool and returns the backend
-// of each member, in order. A backend that stays keeps its state and
+// SetMembers makes ms the members of every pool, as the control's
+// membership message carries them, and returns the backend of each
+// member, in order. A backend that stays keeps its state and
 // connections; its weight and its share of its request cap change in
 // place. A member of a pool this process does not know is logged and left
 // out (nil in its place). When a member's URL is not a valid backend,
 // nothing changes, the error says which, and the backends returned are
 // the current ones of the members that have one.
-func (pl *Plane) SetMembers(ms []Member) ([]*backend.Backend, error) {
+func (pl *Plane) SetMembers(ms []supervisor.Member) ([]*backend.Backend, error) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	bs, err := pl.setMembersLocked(ms)
@@ -292,7 +287,7 @@ func (pl *Plane) SetMembers(ms []Member) ([]*backend.Backend, error) {
 
 // currentLocked returns the backend each member of ms has now, nil for
 // those that have none.
-func (pl *Plane) currentLocked(ms []Member) []*backend.Backend {
+func (pl *Plane) currentLocked(ms []supervisor.Member) []*backend.Backend {
 	out := make([]*backend.Backend, len(ms))
 	for i, m := range ms {
 		if p := pl.core.Pool(m.Pool); p != nil {
@@ -306,14 +301,14 @@ func (pl *Plane) currentLocked(ms []Member) []*backend.Backend {
 	return out
 }
 
-func (pl *Plane) setMembers(ms []Member) error {
+func (pl *Plane) setMembers(ms []supervisor.Member) error {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	_, err := pl.setMembersLocked(ms)
 	return err
 }
 
-func (pl *Plane) setMembersLocked(ms []Member) ([]*backend.Backend, error) {
+func (pl *Plane) setMembersLocked(ms []supervisor.Member) ([]*backend.Backend, error) {
 	// The members each pool has now, by name, to keep what stays.
 	cur := make(map[string]map[string]*backend.Backend)
 	for _, p := range pl.core.Pools() {

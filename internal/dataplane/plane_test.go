@@ -33,7 +33,7 @@ func TestMembershipChangesACapInPlace(t *testing.T) {
 	b.SetHealthy(false)
 	b.SetDraining(true)
 	b.Acquire()
-	got, err := pl.SetMembers([]Member{{Pool: DefaultPool, URL: b.Name, Weight: 3, MaxRequests: 12}})
+	got, err := pl.SetMembers([]supervisor.Member{{Pool: DefaultPool, URL: b.Name, Weight: 3, MaxRequests: 12}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestMembershipRefusesABadURL(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := pl.Backends()[0]
-	_, err = pl.SetMembers([]Member{{Pool: DefaultPool, URL: "http://", Weight: 1}})
+	_, err = pl.SetMembers([]supervisor.Member{{Pool: DefaultPool, URL: "http://", Weight: 1}})
 	if err == nil {
 		t.Fatal("a member without a host was accepted")
 	}
@@ -81,7 +81,7 @@ pools:
 	if err != nil {
 		t.Fatal(err)
 	}
-	bs, err := pl.SetMembers([]Member{
+	bs, err := pl.SetMembers([]supervisor.Member{
 		{Pool: DefaultPool, URL: "https://127.0.0.1:9443", Weight: 1},
 		{Pool: "api", URL: "https://127.0.0.1:9444", Weight: 1},
 	})

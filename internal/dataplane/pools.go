@@ -9,17 +9,20 @@ import (
 	"relay/internal/core"
 	"relay/internal/ratelimit"
 	"relay/internal/route"
+	"relay/internal/supervisor"
 )
 
 // DefaultPool names the pool the file's top level describes.
 const DefaultPool = config.DefaultPool
 
-// membersOf is every pool's membership as the file gives it.
-func membersOf(cfg *config.Config) []Member {
-	var ms []Member
+// MembersOf is every pool's membership as the file gives it, pool by pool
+// in cfg.AllPools' order: what a data plane starts with, and what the
+// control starts from and a reload hands it.
+func MembersOf(cfg *config.Config) []supervisor.Member {
+	var ms []supervisor.Member
 	for _, np := range cfg.AllPools() {
 		for _, b := range np.Backends {
-			ms = append(ms, Member{Pool: np.Name, URL: b.URL.String(), Weight: b.Weight, MaxRequests: b.MaxRequests})
+			ms = append(ms, supervisor.Member{Pool: np.Name, URL: b.URL.String(), Weight: b.Weight, MaxRequests: b.MaxRequests})
 		}
 	}
 	return ms

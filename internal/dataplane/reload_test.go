@@ -17,6 +17,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"relay/internal/config"
+	"relay/internal/supervisor"
 )
 
 // reloadGen is one generation of the reload test's configuration: which
@@ -27,7 +28,7 @@ type reloadGen struct {
 	pools   []string          // named pools, file order
 	routes  map[string]string // path prefix -> pool
 	deflt   bool              // the top level has a backend
-	members []Member
+	members []supervisor.Member
 }
 
 var reloadPaths = []string{"/a", "/b", "/c", "/d", "/z"}
@@ -46,10 +47,10 @@ func genOf(k int, urls map[string]*echo) reloadGen {
 		g.routes["/a"], g.routes["/b"] = "b", "a"
 	}
 	if g.deflt {
-		g.members = append(g.members, Member{Pool: DefaultPool, URL: urls["default"].url, Weight: 1})
+		g.members = append(g.members, supervisor.Member{Pool: DefaultPool, URL: urls["default"].url, Weight: 1})
 	}
 	for _, p := range g.pools {
-		g.members = append(g.members, Member{Pool: p, URL: urls[p].url, Weight: 1})
+		g.members = append(g.members, supervisor.Member{Pool: p, URL: urls[p].url, Weight: 1})
 	}
 	return g
 }
@@ -294,7 +295,7 @@ func TestReloadAddedPoolServesBeforeMembership(t *testing.T) {
 		checkCase(t, routeCase{rq: rq, status: 200, pool: "d", target: "/d/x"}, s.send(t, r.addr, rq))
 	}
 	before := r.plane.Core().Pool("d").Backends()
-	got, err := r.plane.SetMembers([]Member{
+	got, err := r.plane.SetMembers([]supervisor.Member{
 		{Pool: DefaultPool, URL: urls["default"].url, Weight: 1},
 		{Pool: "d", URL: urls["d"].url, Weight: 1},
 	})

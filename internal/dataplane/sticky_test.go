@@ -12,6 +12,7 @@ import (
 
 	"relay/internal/backend"
 	"relay/internal/core"
+	"relay/internal/supervisor"
 )
 
 // stickyYAML is a pool of the echo backends a, b and c with sticky
@@ -294,7 +295,7 @@ func TestStickyBackendOutMovesClientsDrainKeeps(t *testing.T) {
 	mustMove("a fails its checks")
 	ma.SetHealthy(true)
 
-	if _, err := r.plane.SetMembers([]Member{
+	if _, err := r.plane.SetMembers([]supervisor.Member{
 		{Pool: DefaultPool, URL: es["b"].url, Weight: 1}, {Pool: DefaultPool, URL: es["c"].url, Weight: 1},
 	}); err != nil {
 		t.Fatal(err)
