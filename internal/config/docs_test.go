@@ -28,6 +28,7 @@ var nestedKeys = []struct {
 	{matchKeys, "routes"},
 	{headerActionKeys, "routes"},
 	{rateLimitKeys, "rate_limit"},
+	{compressKeys, "compress"},
 	// redirect's port shares its name with the top-level port, which a
 	// reload does not apply; its row would contradict port's, so the
 	// redirect row describes it.

@@ -166,6 +166,7 @@ var fields = []field{
 	poolDur("slow_start", func(p *Pool) *time.Duration { return &p.SlowStart }),
 	{key: "sticky", pool: decodeSticky},
 	{key: "rate_limit", pool: poolRateLimit},
+	{key: "compress", pool: poolCompress},
 	poolStr("hash_key", func(p *Pool) *string { return &p.HashKey }),
 	poolInt("hash_balance_factor", func(p *Pool) *int { return &p.HashBalanceFactor }),
 	{key: "redis", set: decodeRedis},

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"relay/internal/compress"
 )
 
 // DefaultPool is the name of the pool the top level of the file
@@ -79,6 +81,9 @@ type Pool struct {
 	// RateLimit, when not nil, limits the requests the pool takes
 	// (after any limit of the route that sent them).
 	RateLimit *RateLimit `reload:"live"`
+	// Compress, when not nil, compresses the pool's responses for the
+	// clients that accept it; a route's own compress replaces it.
+	Compress *compress.Config `reload:"live"`
 	// HashKey is what the hashing algorithms (ip-hash) hash: "client"
 	// (the client address after trusted proxies), "path",
 	// "header:NAME", "cookie:NAME" or "query:NAME". A request without

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"relay/internal/compress"
 )
 
 // Route is one entry of routes: the requests it takes (Match, every
@@ -39,6 +41,9 @@ type Route struct {
 	// RateLimit, when not nil, limits the requests the route takes,
 	// before the limit of its pool.
 	RateLimit *RateLimit
+	// Compress, when not nil, compresses the route's responses in place
+	// of its pool's compress section.
+	Compress *compress.Config
 	// Line is the YAML line of the route's entry.
 	Line int
 
@@ -123,7 +128,7 @@ const DefaultRedirectStatus = 302
 var redirectStatuses = []int{301, 302, 303, 307, 308}
 
 var (
-	routeKeys        = []string{"name", "match", "pool", "strip_prefix", "replace_prefix", "request_headers", "response_headers", "redirect", "rate_limit"}
+	routeKeys        = []string{"name", "match", "pool", "strip_prefix", "replace_prefix", "request_headers", "response_headers", "redirect", "rate_limit", "compress"}
 	matchKeys        = []string{"host", "path_prefix", "path", "methods", "headers", "query", "scheme"}
 	headerActionKeys = []string{"set", "add", "remove"}
 	redirectKeys     = []string{"status", "scheme", "host", "port", "path"}
@@ -221,6 +226,8 @@ func (d *decoder) route(item *yaml.Node, at string) decodedRoute {
 			r.Redirect = d.redirect(v, path, r.lines)
 		case "rate_limit":
 			r.RateLimit = d.rateLimit(v, path)
+		case "compress":
+			r.Compress = d.compress(v, path)
 		}
 	})
 	d.routeRules(&r.Route, at)

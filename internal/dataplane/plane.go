@@ -152,6 +152,7 @@ func (pl *Plane) coreConfig(cfg *config.Config) core.Config {
 		// A stream to an HTTP/2 backend in which nothing moves is idle
 		// as a client's keep-alive connection is.
 		StreamIdleTimeout: cfg.IdleTimeout,
+		Features:          pl.coreFeatures,
 	}
 }
 

@@ -36,6 +36,7 @@ func poolConfigOf(name string, p *config.Pool, stickyKey []byte) core.PoolConfig
 	// The file's checks refused a hash_key that does not parse.
 	hashKey, _ := balance.ParseKeySpec(p.HashKey)
 	return core.PoolConfig{
+		Features:          poolFeatures(p),
 		Name:              name,
 		Algorithm:         p.Algorithm,
 		Retries:           p.Retries,
@@ -166,8 +167,12 @@ func routingOf(cfg *config.Config, c *core.Core) (core.Routing, error) {
 	index := map[string]int{}
 	specs := make([]route.Spec, len(cfg.Routes))
 	r.Limits = make([]*core.RateLimit, len(cfg.Routes))
+	r.Features = make([][]core.Feature, len(cfg.Routes))
 	for i, cr := range cfg.Routes {
 		r.Limits[i] = rateLimitOf(cr.RateLimit)
+		if cr.Redirect == nil {
+			r.Features[i] = routeFeatures(&cr, cfg.LookupPool(cr.Pool))
+		}
 		s := route.Spec{
 			Name: cr.Name, Hosts: cr.Match.Hosts, Path: cr.Match.Path, PathPrefix: cr.Match.PathPrefix,
 			Methods: cr.Match.Methods, Headers: kvs(cr.Match.Headers), Query: kvs(cr.Match.Query), Scheme: cr.Match.Scheme,
