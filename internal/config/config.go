@@ -14,6 +14,8 @@ import (
 	"runtime"
 	"strconv"
 	"time"
+
+	"relay/internal/trace"
 )
 
 // Defaults for every setting. They are what an empty file (plus backends)
@@ -189,6 +191,10 @@ type Config struct {
 	// Redis is where rate limits with store: redis keep their buckets;
 	// nil when the file has no redis section.
 	Redis *Redis
+	// Tracing takes part in W3C Trace Context and exports relay's spans
+	// over OTLP; nil when off (no section, or no exporter endpoint). A
+	// change applies at restart.
+	Tracing *trace.Config
 	// Discovery finds more backends while relay runs.
 	Discovery Discovery `reload:"live"`
 	// Pools are the named pools, by name; PoolNames are their names in

@@ -29,6 +29,9 @@ var nestedKeys = []struct {
 	{headerActionKeys, "routes"},
 	{rateLimitKeys, "rate_limit"},
 	{compressKeys, "compress"},
+	// The exporter's keys (endpoint, headers, ca_file and the rest) are
+	// described by the exporter row.
+	{tracingKeys, "tracing"},
 	// redirect's port shares its name with the top-level port, which a
 	// reload does not apply; its row would contradict port's, so the
 	// redirect row describes it.

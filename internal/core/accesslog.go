@@ -12,6 +12,8 @@ import (
 // the line when the request is done.
 type accessLog struct {
 	log *logging.AccessLog
+	// trace, when tracing is on, gives the line the request's trace id.
+	trace *Tracing
 }
 
 // accessSlot holds a request's logState.
@@ -65,6 +67,9 @@ func (l *accessLog) Done(x *Exchange, o Outcome, took time.Duration) {
 		Status: o.Status, Duration: took, BytesIn: o.In, BytesOut: o.Out,
 		UserAgent: st.line[st.agent:st.referer], Referer: st.line[st.referer:], RequestID: x.rid,
 		UpstreamConnect: x.connect, UpstreamResponse: x.response, GRPCStatus: o.GRPCStatus, Route: x.routeName,
+	}
+	if l.trace != nil {
+		e.TraceID = l.trace.traceID(x)
 	}
 	if o.Backend != nil {
 		e.Backend = o.Backend.Name

@@ -157,7 +157,7 @@ func New(cfg Config) *Core {
 // entry), the rate limits, request ids when Config.RequestID is set, the
 // access log when Config.AccessLog is.
 func DefaultFeatures(c *Core) []Feature {
-	return []Feature{LoopCheck(c), RateLimits(c), RequestIDs(c), AccessLog(c)}
+	return []Feature{LoopCheck(c), RateLimits(c), RequestIDs(c), AccessLog(c, nil)}
 }
 
 // LoopCheck is relay's Via entry and the 508 for a request that carries
@@ -176,13 +176,13 @@ func RequestIDs(c *Core) Feature {
 	return requestIDFeature{c.ids}
 }
 
-// AccessLog writes a line per request (accesslog.go); nil unless
-// Config.AccessLog is set.
-func AccessLog(c *Core) Feature {
+// AccessLog writes a line per request (accesslog.go), with the trace id
+// when t is not nil; nil unless Config.AccessLog is set.
+func AccessLog(c *Core, t *Tracing) Feature {
 	if c.cfg.AccessLog == nil {
 		return nil
 	}
-	return &accessLog{log: c.cfg.AccessLog}
+	return &accessLog{log: c.cfg.AccessLog, trace: t}
 }
 
 // chainOf returns the chain of a route or pool whose own features are fs:

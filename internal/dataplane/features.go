@@ -17,7 +17,10 @@ import (
 func (pl *Plane) coreFeatures(c *core.Core) []core.Feature {
 	var fs []core.Feature
 	fs = append(fs, core.LoopCheck(c), core.RateLimits(c), core.RequestIDs(c))
-	return append(fs, core.AccessLog(c))
+	if pl.tracing != nil {
+		fs = append(fs, pl.tracing)
+	}
+	return append(fs, core.AccessLog(c, pl.tracing))
 }
 
 // poolFeatures are the features of the requests no route sends to pool p.

@@ -8,11 +8,13 @@
 package dataplane
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/url"
 	"sync"
+	"time"
 
 	"relay/internal/backend"
 	"relay/internal/config"
@@ -22,6 +24,7 @@ import (
 	"relay/internal/ratelimit"
 	"relay/internal/stats"
 	"relay/internal/supervisor"
+	"relay/internal/trace"
 )
 
 // Options are what a data plane needs besides the configuration: the
@@ -101,6 +104,10 @@ type Plane struct {
 	// address in two pools is one Host, with one breaker.
 	hosts map[string]*backend.Host
 	up    *Upstreams // the TLS settings of https backends
+	// tracing is the core's tracing feature and exporter its spans'
+	// way out, both nil when tracing is off (features.go).
+	tracing  *core.Tracing
+	exporter *trace.Exporter
 }
 
 // New builds the data plane cfg describes: the core and a pool for every
@@ -119,6 +126,14 @@ func New(cfg *config.Config, opts Options) (*Plane, error) {
 	if r := cfg.Redis; r != nil {
 		pl.redis = ratelimit.NewRedis(ratelimit.RedisOptions{Address: r.Address, Username: r.Username, Password: r.Password,
 			DB: r.DB, Timeout: r.Timeout, Prefix: r.Prefix, Logger: opts.Logger})
+	}
+	if t := cfg.Tracing; t != nil {
+		exp, err := trace.NewExporter(t.ExporterSettings(), opts.Logger)
+		if err != nil {
+			pl.Close()
+			return nil, fmt.Errorf("tracing: %w", err)
+		}
+		pl.exporter, pl.tracing = exp, core.NewTracing(t.Sampler(), exp.Export)
 	}
 	pl.core = core.New(pl.coreConfig(cfg))
 	for _, np := range cfg.AllPools() {
@@ -162,7 +177,17 @@ func (pl *Plane) Close() {
 	if pl.redis != nil {
 		pl.redis.Close()
 	}
+	if pl.exporter != nil {
+		// The spans still queued go out within a few seconds, or not.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		pl.exporter.Close(ctx)
+		cancel()
+	}
 }
+
+// Exporter returns the exporter of the plane's spans, nil when tracing
+// is off.
+func (pl *Plane) Exporter() *trace.Exporter { return pl.exporter }
 
 // Core returns the forwarding core the front doors hand requests to.
 func (pl *Plane) Core() *core.Core { return pl.core }

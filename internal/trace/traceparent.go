@@ -119,6 +119,10 @@ func AppendTraceparent(dst []byte, t TraceID, s SpanID, flags byte) []byte {
 
 const hexDigits = "0123456789abcdef"
 
+// AppendHex appends t in lower-case hex, as traceparent and the access
+// log write it, without allocating.
+func (t TraceID) AppendHex(dst []byte) []byte { return appendHex(dst, t[:]) }
+
 // appendHex appends b in lower-case hex.
 func appendHex(dst, b []byte) []byte {
 	for _, c := range b {
