@@ -148,7 +148,7 @@ func (c *Compression) ResponseHead(x *Exchange, resp *h1.Response) {
 	if resp.Body == h1.BodyLength {
 		length = resp.ContentLength
 	}
-	if ctype == nil || !c.policy.Compressible(ctype.Value, length) || s == 206 || resp.Body == h1.BodyNone {
+	if ctype == nil || !c.policy.Compressible(ctype.Value, length) || resp.Body == h1.BodyNone {
 		return
 	}
 	// From here the response could have been compressed for another
@@ -156,7 +156,7 @@ func (c *Compression) ResponseHead(x *Exchange, resp *h1.Response) {
 	if !vary {
 		resp.Fields = append(resp.Fields, varyField)
 	}
-	if st.coding == compress.Identity || st.ranged || (cookie && !c.policy.WithCookies()) {
+	if st.coding == compress.Identity || st.ranged || s == 206 || (cookie && !c.policy.WithCookies()) {
 		return
 	}
 	for i := range resp.Fields {
@@ -178,9 +178,8 @@ func (c *Compression) ResponseHead(x *Exchange, resp *h1.Response) {
 		etag.Value = st.buf[start:]
 	}
 	resp.Fields = append(resp.Fields, h1.Field{Name: contentEncodingField, Value: codingValues[st.coding]})
-	resp.Body, resp.ContentLength = h1.BodyChunked, -1
 	st.encoder = c.policy.Encoder(st.coding)
-	x.respBody.SetFilter(st)
+	x.respBody.SetFilter(st, resp)
 }
 
 // Filter compresses the backend's next bytes; the output of the call

@@ -40,11 +40,25 @@ type ResponseBody struct {
 	pending []byte
 	fend    bool
 	fbuf    []byte
+	// rawKind and rawLength are how the backend frames a filtered body,
+	// the head having the framing of what the filter makes.
+	rawKind   h1.BodyKind
+	rawLength int64
 }
 
 func (r *ResponseBody) reset(u *upstream, resp *h1.Response, timeout time.Duration, door Responder, drop []byte) {
-	r.u, r.door, r.kind, r.length, r.timeout, r.drop, r.s = u, door, resp.Body, resp.ContentLength, timeout, drop, nil
-	r.body.Reset(u.br, resp.Body, resp.ContentLength)
+	kind, length := r.framing(resp)
+	r.u, r.door, r.kind, r.length, r.timeout, r.drop, r.s = u, door, kind, length, timeout, drop, nil
+	r.body.Reset(u.br, kind, length)
+}
+
+// framing is how the backend frames the body of resp: as resp says, or
+// as it said before a filter was given the body.
+func (r *ResponseBody) framing(resp *h1.Response) (h1.BodyKind, int64) {
+	if r.filter != nil {
+		return r.rawKind, r.rawLength
+	}
+	return resp.Body, resp.ContentLength
 }
 
 // empty makes r the body of an answer relay writes itself: none.
@@ -116,14 +130,17 @@ func (r *ResponseBody) Trailers() []byte {
 	return r.trailers
 }
 
-// SetFilter gives the body a filter (the response body phase): from now
-// on a front door reads what f makes of the backend's bytes. A feature
-// calls it at the response head, having made the head fit what f makes
-// (its framing, Content-Encoding); the core releases f once the door has
-// sent the response, complete or not.
-func (r *ResponseBody) SetFilter(f BodyFilter) {
+// SetFilter gives the body of resp a filter (the response body phase):
+// from now on a front door reads what f makes of the backend's bytes,
+// and resp says its length is unknown (chunked, on HTTP/1.1). A feature
+// calls it at the response head, having made the rest of the head fit
+// what f makes (Content-Encoding, say); the core releases f once the
+// door has sent the response, complete or not.
+func (r *ResponseBody) SetFilter(f BodyFilter, resp *h1.Response) {
 	r.endFilter()
 	r.filter, r.pending, r.fend = f, nil, false
+	r.rawKind, r.rawLength = resp.Body, resp.ContentLength
+	resp.Body, resp.ContentLength = h1.BodyChunked, -1
 }
 
 // filterBytes bounds what the backend's bytes are read in for a filter.

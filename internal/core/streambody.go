@@ -95,6 +95,9 @@ func (pm *pump) finish(in int64) int64 {
 // h1.BodyNone is done at once: nothing of the stream is read, whatever
 // the backend sends.
 func (r *ResponseBody) resetStream(s *h2up.Stream, kind h1.BodyKind, door Responder, idle time.Duration, until time.Time, drop []byte) {
+	if r.filter != nil {
+		kind = r.rawKind
+	}
 	r.u, r.s, r.door, r.idle, r.until, r.drop, r.end = nil, s, door, idle, until, drop, kind == h1.BodyNone
 }
 
