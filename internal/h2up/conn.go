@@ -50,6 +50,9 @@ var (
 	errGoneAway      = fmt.Errorf("h2up: the backend's GOAWAY left the stream unprocessed: %w", ErrRefused)
 	errRefusedStream = fmt.Errorf("h2up: the backend refused the stream (REFUSED_STREAM): %w", ErrRefused)
 	errPingTimeout   = errors.New("h2up: the backend did not answer a PING in time")
+	errBackendGoAway = errors.New("h2up: the backend sent GOAWAY")
+	errDraining      = errors.New("h2up: the connection is draining")
+	errIDsUsedUp     = errors.New("h2up: the connection's stream ids are used up")
 )
 
 // Conn is one HTTP/2 connection to a backend.
@@ -304,6 +307,31 @@ func (c *Conn) Done() <-chan struct{} { return c.done }
 // from then on Open keeps to the backend's stream limit. Until then it
 // assumes 100 streams.
 func (c *Conn) Settled() <-chan struct{} { return c.settled }
+
+// Err returns why the connection takes no new stream for good, or nil
+// while it takes them (at its stream limit or not): the connection's end
+// (the backend closed it or broke the protocol, a write failed, relay
+// closed it), the backend's GOAWAY, or relay's Drain. A new connection
+// whose Open returns nil says here why it took no stream.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.closing && c.cause != errClosedByRelay:
+		return c.cause
+	case c.goneAway:
+		// relay closes a connection the backend sent GOAWAY on once it
+		// has no stream: the GOAWAY is the reason.
+		return errBackendGoAway
+	case c.closing:
+		return c.cause
+	case c.draining:
+		return errDraining
+	case c.nextID > maxStreamID:
+		return errIDsUsedUp
+	}
+	return nil
+}
 
 // MaxStreams returns the most streams the connection takes at once: the
 // backend's SETTINGS_MAX_CONCURRENT_STREAMS (100 until its SETTINGS

@@ -33,7 +33,9 @@ import (
 // kept connection that turns out closed or refuses the stream (the
 // backend's idle timeout, a GOAWAY) is replaced at once by a new one, as
 // the HTTP probe does with a kept connection the backend closed. Without
-// it every check opens a connection and closes it after the answer.
+// it every check opens a connection and closes it after the answer. On a
+// new connection the request goes once the backend's SETTINGS are in
+// (settle).
 
 // grpcHealthPath is the :path of the Check method.
 const grpcHealthPath = "/grpc.health.v1.Health/Check"
@@ -129,7 +131,7 @@ func (g *grpcCheck) dial(ctx context.Context) (*grpcConn, error) {
 	gc := &grpcConn{}
 	var nc net.Conn
 	if g.tls == nil {
-		gc.sniff = &sniffConn{Conn: raw}
+		gc.sniff = newSniffConn(raw)
 		nc = gc.sniff
 	} else {
 		tc := tls.Client(raw, g.alpn(g.tls()))
@@ -163,15 +165,29 @@ func (g *grpcCheck) alpn(tc *tls.Config) *tls.Config {
 	return h2
 }
 
-// ask runs one call on c under ctx and then keeps or closes c.
+// ask runs one call on c under ctx and then keeps or closes c. On a new
+// connection the call waits for the backend's first SETTINGS (settle).
 func (g *grpcCheck) ask(ctx context.Context, c *grpcConn, reused bool) error {
+	if !reused {
+		if err := g.settle(ctx, c); err != nil {
+			c.c.Close()
+			return err
+		}
+	}
 	s := c.c.Open()
 	if s == nil {
+		why := c.c.Err() // before Close, which would say relay closed it
 		c.c.Close()
 		if reused {
 			return errStaleH2
 		}
-		return fmt.Errorf("health check %s: the new HTTP/2 connection took no stream", g.target)
+		if why == nil {
+			why = errors.New("the backend allows no stream (SETTINGS_MAX_CONCURRENT_STREAMS 0)")
+		}
+		// The reading goroutine may have given the connection up for
+		// what the backend sent before the stream was asked for: an
+		// answer in HTTP/1.1 is reported as one here too.
+		return g.explain(ctx, c, fmt.Errorf("the new HTTP/2 connection took no stream: %w", why))
 	}
 	d, _ := ctx.Deadline()
 	s.SetReadDeadline(d)
@@ -203,6 +219,34 @@ func (g *grpcCheck) ask(ctx context.Context, c *grpcConn, reused bool) error {
 		c.c.Close()
 	}
 	return nil
+}
+
+// settle waits for the backend's first SETTINGS on a new connection
+// before the check's request goes out, as the data plane does with its
+// own connections, so that a backend that does not speak HTTP/2 fails for
+// what it sent. Written at once, the request could meet a backend that
+// had answered in HTTP/1.1 and reset the connection, before relay's
+// reading goroutine had read the answer: the write fails, h2up closes the
+// socket, and the answer is lost unread, so the check would report a
+// broken pipe. Waiting, the check fails as soon as the backend's first
+// bytes are an HTTP/1.1 status line, without waiting for the connection
+// to end.
+func (g *grpcCheck) settle(ctx context.Context, c *grpcConn) error {
+	const step = "waiting for the backend's HTTP/2 SETTINGS"
+	var http1 <-chan struct{} // nil over TLS: ALPN agreed to h2
+	if c.sniff != nil {
+		http1 = c.sniff.http1
+	}
+	select {
+	case <-c.c.Settled():
+		return nil
+	case <-http1:
+		return g.explain(ctx, c, nil)
+	case <-c.c.Done():
+		return g.explain(ctx, c, stepError{step, c.c.Err()})
+	case <-ctx.Done():
+		return g.explain(ctx, c, stepError{step, ctx.Err()})
+	}
 }
 
 // call sends the request on s and judges the answer. taken says the
@@ -356,9 +400,9 @@ func stale(err error) bool {
 
 // explain turns an error of one call into the probe's failure: a
 // deadline is the check's timeout (or the checker stopping), and an h2c
-// backend that answered in HTTP/1.1 is said to be one.
+// backend that answered in HTTP/1.1 is said to be one, whatever err is.
 func (g *grpcCheck) explain(ctx context.Context, c *grpcConn, err error) error {
-	if c.sniff != nil && c.sniff.http1.Load() {
+	if c.sniff != nil && c.sniff.answeredHTTP1() {
 		return fmt.Errorf("health check %s: the backend answered in HTTP/1.1: it does not speak HTTP/2 without TLS (h2c), which gRPC needs", g.target)
 	}
 	var se stepError
@@ -412,16 +456,31 @@ type sniffConn struct {
 	net.Conn
 	first [5]byte
 	n     int
-	http1 atomic.Bool
+	// http1 is closed once the first bytes are "HTTP/", before the
+	// reading goroutine acts on them.
+	http1 chan struct{}
 }
+
+func newSniffConn(c net.Conn) *sniffConn { return &sniffConn{Conn: c, http1: make(chan struct{})} }
 
 func (s *sniffConn) Read(p []byte) (int, error) {
 	n, err := s.Conn.Read(p)
 	if s.n < len(s.first) {
 		s.n += copy(s.first[s.n:], p[:n])
 		if s.n == len(s.first) && string(s.first[:]) == "HTTP/" {
-			s.http1.Store(true)
+			close(s.http1)
 		}
 	}
 	return n, err
+}
+
+// answeredHTTP1 reports whether the backend's first bytes were an HTTP/1.1
+// status line.
+func (s *sniffConn) answeredHTTP1() bool {
+	select {
+	case <-s.http1:
+		return true
+	default:
+		return false
+	}
 }

@@ -3,19 +3,23 @@ package health
 import (
 	"context"
 	"crypto/tls"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"relay/internal/backend"
 	"relay/internal/fds"
 	"relay/internal/grpctest"
+	"relay/internal/h2up"
 	"relay/internal/testcert"
 )
 
@@ -219,5 +223,175 @@ func TestGRPCCheckerFallsAndRises(t *testing.T) {
 	}
 	if budget.Used() != 0 {
 		t.Fatalf("after Stop %d places are held, want 0", budget.Used())
+	}
+}
+
+// http1Answer is what an HTTP/1.1 server answers to relay's HTTP/2
+// preface, which it reads as a request it cannot serve.
+const http1Answer = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request"
+
+// http1Backend accepts connections on a loopback port and answers each in
+// HTTP/1.1 once relay's preface and SETTINGS are in. With reset it then
+// closes the connection with a reset, as a server that closes with bytes
+// unread does; without, it holds the connection open until the test ends.
+// answered receives once per connection, after the answer (and the reset)
+// went out.
+func http1Backend(t *testing.T, reset bool) (addr string, answered <-chan struct{}) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	done := make(chan struct{}, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+			preface := make([]byte, len(http2.ClientPreface))
+			if _, err := io.ReadFull(c, preface); err != nil {
+				continue
+			}
+			if _, err := http2.NewFramer(nil, c).ReadFrame(); err != nil {
+				continue
+			}
+			c.Write([]byte(http1Answer))
+			if reset {
+				c.(*net.TCPConn).SetLinger(0)
+				c.Close()
+			}
+			done <- struct{}{}
+		}
+	}()
+	return ln.Addr().String(), done
+}
+
+// waitAnswered waits for an answer of http1Backend, for at most 10 s.
+func waitAnswered(t *testing.T, answered <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-answered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the backend did not answer relay's preface")
+	}
+}
+
+// TestGRPCProbeHTTP1AnswerBeforeItsStream: the connection's reading
+// goroutine has read the HTTP/1.1 answer and given the connection up
+// before the check opens its stream, so the connection takes none. The
+// failure still says the backend answered in HTTP/1.1.
+func TestGRPCProbeHTTP1AnswerBeforeItsStream(t *testing.T) {
+	addr, answered := http1Backend(t, false)
+	g := newGRPCCheck(newBackend(t, "http://"+addr), "", 5*time.Second, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := g.dial(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitAnswered(t, answered)
+	waitUntil(t, "relay to give the connection up", func() bool { return !c.c.Usable() })
+	err = g.ask(ctx, c, false)
+	if err == nil || !strings.Contains(err.Error(), "answered in HTTP/1.1") {
+		t.Fatalf("check on a connection given up before its stream: %v; want a failure saying the backend answered in HTTP/1.1", err)
+	}
+	if g.holds() {
+		t.Fatal("a failed check kept its connection")
+	}
+}
+
+// heldReads holds back reads from its connection until it is released or
+// closed: the backend's bytes are there, and relay's reading goroutine has
+// not yet been run to read them.
+type heldReads struct {
+	net.Conn
+	open chan struct{}
+	once sync.Once
+}
+
+func (h *heldReads) release() { h.once.Do(func() { close(h.open) }) }
+
+func (h *heldReads) Read(p []byte) (int, error) {
+	<-h.open
+	return h.Conn.Read(p)
+}
+
+// Close closes the connection before it lets the reads go: what the
+// backend sent and was not read is lost, as it is with a real socket.
+func (h *heldReads) Close() error {
+	err := h.Conn.Close()
+	h.release()
+	return err
+}
+
+// TestGRPCProbeHTTP1AnswerAndResetBeforeItsRequest: the backend answered
+// in HTTP/1.1 and reset the connection before the check's request went
+// out, and relay's reading goroutine has not yet read the answer. A write
+// of the request would fail and close the socket with the answer unread;
+// the failure must still say the backend answered in HTTP/1.1.
+func TestGRPCProbeHTTP1AnswerAndResetBeforeItsRequest(t *testing.T) {
+	addr, answered := http1Backend(t, true)
+	g := newGRPCCheck(newBackend(t, "http://"+addr), "", 5*time.Second, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	raw, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := &heldReads{Conn: raw, open: make(chan struct{})}
+	c := &grpcConn{sniff: newSniffConn(held)}
+	if c.c, err = h2up.Start(c.sniff, h2up.Options{Name: addr, MaxStreams: 1}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.c.Close() })
+	waitAnswered(t, answered)
+	// The reads are let go a while after the check began, if nothing
+	// closed the connection before.
+	time.AfterFunc(50*time.Millisecond, held.release)
+	err = g.ask(ctx, c, false)
+	if err == nil || !strings.Contains(err.Error(), "answered in HTTP/1.1") {
+		t.Fatalf("check after the backend's answer and reset: %v; want a failure saying the backend answered in HTTP/1.1", err)
+	}
+	if g.holds() {
+		t.Fatal("a failed check kept its connection")
+	}
+}
+
+// TestGRPCProbeBackendAllowingNoStream: a backend whose SETTINGS allow no
+// stream fails the check on a new connection, saying so.
+func TestGRPCProbeBackendAllowingNoStream(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		fr := http2.NewFramer(c, c)
+		preface := make([]byte, len(http2.ClientPreface))
+		if _, err := io.ReadFull(c, preface); err != nil {
+			return
+		}
+		fr.WriteSettings(http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: 0})
+		for {
+			if _, err := fr.ReadFrame(); err != nil {
+				return
+			}
+		}
+	}()
+	g := newGRPCCheck(newBackend(t, "http://"+ln.Addr().String()), "", 5*time.Second, true)
+	err = probeOnce(g, 5*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "took no stream: the backend allows no stream") {
+		t.Fatalf("probe of a backend allowing no stream: %v; want a failure saying it allows none", err)
+	}
+	if g.holds() {
+		t.Fatal("a failed check kept its connection")
 	}
 }
