@@ -7,7 +7,6 @@ import (
 	"relay/internal/balance"
 	"relay/internal/config"
 	"relay/internal/core"
-	"relay/internal/ratelimit"
 	"relay/internal/route"
 )
 
@@ -125,9 +124,9 @@ func rateLimitOf(r *config.RateLimit) *core.RateLimit {
 	if r == nil {
 		return nil
 	}
-	l := &core.RateLimit{Spec: ratelimit.Spec{Rate: r.Rate, Burst: r.Burst}}
+	l := &core.RateLimit{Spec: r.Spec}
 	if r.Store == config.RateLimitRedis {
-		l.Store, l.Failure = core.StoreRedis, storeFailures[r.OnStoreError]
+		l.Store, l.Failure = core.StoreRedis, r.OnStoreError
 	}
 	switch {
 	case r.Key == config.RateLimitRoute:
@@ -138,12 +137,6 @@ func rateLimitOf(r *config.RateLimit) *core.RateLimit {
 		l.Key = core.RateByClient
 	}
 	return l
-}
-
-// storeFailures maps on_store_error to what a limit over Redis answers
-// while Redis cannot be reached.
-var storeFailures = map[string]ratelimit.Failure{
-	config.RateLimitAllow: ratelimit.FailOpen, config.RateLimitDeny: ratelimit.FailClosed, config.RateLimitLocal: ratelimit.FailLocal,
 }
 
 // routingOf builds the route table cfg describes over the core's pools:
