@@ -13,8 +13,8 @@ import (
 // relay's configuration file, whose keys (match.host, replace_prefix,
 // redirect.port, ...) name the parts: internal/config calls them for each
 // value it reads, New calls them for each part of a Spec it is given, and
-// Spec.Check judges the parts together. A message names no key; the
-// caller knows which one it judged.
+// Spec.Check judges the parts together. A message does not name the key
+// it judges; the caller, which knows it, puts it in front.
 
 // Schemes are the schemes a route matches and a redirect writes, for a
 // caller that suggests one for a mistyped value.
