@@ -6,16 +6,17 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"relay/internal/ratelimit"
 )
 
 // RateLimit is a token bucket in front of a pool or a route: Rate
 // requests a second on average, Burst at once, counted per Key.
 type RateLimit struct {
-	// Rate is the tokens added a second; more than 0.
-	Rate int
-	// Burst is the bucket's size, the requests a key may send at once
-	// after being idle; at least 1, Rate when not given.
-	Burst int
+	// Spec is the bucket, as internal/ratelimit takes it and its rules
+	// judged it: Rate tokens a second, Burst (Rate when not given) the
+	// requests a key may send at once after being idle.
+	ratelimit.Spec
 	// Key says what has a bucket of its own: RateLimitClient (the
 	// client's address, after trusted_proxies), "header:NAME" (the
 	// value of a request header; a request without it is not limited)
@@ -26,9 +27,9 @@ type RateLimit struct {
 	// the redis section's server).
 	Store string
 	// OnStoreError is what a request gets while the store cannot be
-	// reached: RateLimitAllow (through), RateLimitDeny (429) or
-	// RateLimitLocal (the limit, counted by this relay alone).
-	OnStoreError string
+	// reached: ratelimit.FailOpen (allow: through), FailClosed (deny:
+	// 429) or FailLocal (local: the limit, counted by this relay alone).
+	OnStoreError ratelimit.Failure
 	// Line is the YAML line of the rate_limit key.
 	Line int
 }
@@ -41,14 +42,10 @@ const (
 	RateLimitHeader = "header:"
 )
 
-// Where a rate limit's buckets are, and what it answers when they cannot
-// be reached.
+// Where a rate limit's buckets are.
 const (
 	RateLimitMemory = "memory"
 	RateLimitRedis  = "redis"
-	RateLimitAllow  = "allow"
-	RateLimitDeny   = "deny"
-	RateLimitLocal  = "local"
 )
 
 // Header returns the header whose value is the key, "" when the key is
@@ -63,12 +60,6 @@ func (r *RateLimit) Header() string {
 
 var rateLimitKeys = []string{"rate", "burst", "key", "store", "on_store_error"}
 
-// MaxRateLimit bounds a rate limit's rate and burst. A bucket counts in
-// nanoseconds: a rate above a billion a second has no interval between
-// tokens, and a burst's window (burst / rate seconds) past some 292 years
-// overflows, which would refuse every request.
-const MaxRateLimit = 1_000_000_000
-
 // poolRateLimit reads a pool's rate_limit, the top level's or a named
 // pool's.
 func poolRateLimit(d *decoder, p *Pool, v *yaml.Node, path string) {
@@ -82,7 +73,7 @@ func (d *decoder) rateLimit(v *yaml.Node, at string) *RateLimit {
 		d.problem(v.Line, at, "must be a mapping such as {rate: 100, burst: 200, key: client}, got %s", describe(v))
 		return nil
 	}
-	r := &RateLimit{Key: RateLimitClient, Store: RateLimitMemory, OnStoreError: RateLimitAllow, Line: v.Line}
+	r := &RateLimit{Key: RateLimitClient, Store: RateLimitMemory, OnStoreError: ratelimit.FailOpen, Line: v.Line}
 	before := len(d.errs.Problems)
 	rateSet, burstSet := false, false
 	d.mapping(v, at+".", rateLimitKeys, func(key string, k, val *yaml.Node) {
@@ -92,11 +83,11 @@ func (d *decoder) rateLimit(v *yaml.Node, at string) *RateLimit {
 		}
 		switch key {
 		case "rate":
-			if n, ok := d.rateLimitCount(val, path, "more than 0 requests a second", "requests a second"); ok {
+			if n, ok := d.rateLimitCount(val, path, ratelimit.CheckRate); ok {
 				r.Rate, rateSet = n, true
 			}
 		case "burst":
-			if n, ok := d.rateLimitCount(val, path, "at least 1 request", "requests"); ok {
+			if n, ok := d.rateLimitCount(val, path, ratelimit.CheckBurst); ok {
 				r.Burst, burstSet = n, true
 			}
 		case "key":
@@ -111,8 +102,15 @@ func (d *decoder) rateLimit(v *yaml.Node, at string) *RateLimit {
 			}
 		case "on_store_error":
 			if s, ok := d.str(val, path); ok {
-				d.oneOf(val.Line, path, s, RateLimitAllow, RateLimitDeny, RateLimitLocal)
-				r.OnStoreError = s
+				f, known := ratelimit.ParseFailure(s)
+				if !known {
+					names := make([]string, len(ratelimit.Failures))
+					for i, f := range ratelimit.Failures {
+						names[i] = f.String()
+					}
+					d.oneOf(val.Line, path, s, names...)
+				}
+				r.OnStoreError = f
 			}
 		}
 	})
@@ -128,21 +126,18 @@ func (d *decoder) rateLimit(v *yaml.Node, at string) *RateLimit {
 	return r
 }
 
-// rateLimitCount reads a rate or a burst, the value of path: a whole
-// number from 1 to MaxRateLimit. least says the lower bound and unit what
-// is counted, for the problem a number out of bounds gets.
-func (d *decoder) rateLimitCount(val *yaml.Node, path, least, unit string) (int, bool) {
+// rateLimitCount reads a rate or a burst, the value of path, and judges
+// it by rule, ratelimit's.
+func (d *decoder) rateLimitCount(val *yaml.Node, path string, rule func(int) error) (int, bool) {
 	n, ok := d.integer(val, path)
-	switch {
-	case !ok:
-	case n < 1:
-		d.problem(val.Line, path, "must be %s, got %d", least, n)
-	case n > MaxRateLimit:
-		d.problem(val.Line, path, "must be at most %d %s, got %d", MaxRateLimit, unit, n)
-	default:
-		return n, true
+	if !ok {
+		return 0, false
 	}
-	return 0, false
+	if err := rule(n); err != nil {
+		d.problem(val.Line, path, "%v", err)
+		return 0, false
+	}
+	return n, true
 }
 
 // rateLimitKey reports a key that is not client, route or header:NAME
@@ -180,4 +175,19 @@ func orList(choices []string) string {
 		return q[0]
 	}
 	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
+}
+
+// isToken reports whether s is an HTTP token (RFC 9110 5.6.2), what a
+// header field's name is.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }

@@ -3,6 +3,8 @@ package config
 import (
 	"testing"
 	"time"
+
+	"relay/internal/ratelimit"
 )
 
 // TestRateLimitProblems: each mistake in a rate_limit, at the top level,
@@ -96,7 +98,7 @@ func TestRedisSection(t *testing.T) {
 	if c.Redis == nil || *c.Redis != want {
 		t.Fatalf("redis = %+v, want %+v", c.Redis, want)
 	}
-	if r := c.RateLimit; r.Store != RateLimitRedis || r.OnStoreError != RateLimitDeny {
+	if r := c.RateLimit; r.Store != RateLimitRedis || r.OnStoreError != ratelimit.FailClosed {
 		t.Errorf("rate_limit = %+v, want store redis, on_store_error deny", r)
 	}
 	c = mustParse(t, y(
@@ -108,7 +110,7 @@ func TestRedisSection(t *testing.T) {
 	if c.Redis == nil || *c.Redis != want {
 		t.Fatalf("redis = %+v, want %+v", c.Redis, want)
 	}
-	if r := c.RateLimit; r.Store != RateLimitMemory || r.OnStoreError != RateLimitAllow {
+	if r := c.RateLimit; r.Store != RateLimitMemory || r.OnStoreError != ratelimit.FailOpen {
 		t.Errorf("rate_limit = %+v, want the defaults: store memory, on_store_error allow", r)
 	}
 }

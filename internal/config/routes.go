@@ -2,42 +2,31 @@ package config
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 
 	"relay/internal/compress"
+	"relay/internal/route"
 )
 
-// Route is one entry of routes: the requests it takes (Match, every
-// condition given must hold) and what is done with them: forwarded to
-// Pool, with the path and headers rewritten, or answered with Redirect
-// by relay itself. The first route that matches a request takes it.
+// Route is one entry of routes: the requests it takes (the Spec's
+// conditions, every one given must hold) and what is done with them:
+// forwarded to Pool, with the path and headers rewritten, or answered
+// with the Spec's Redirect by relay itself. The first route that matches
+// a request takes it.
 type Route struct {
-	// Name is the route's name as the file gives it, else "routes[N]"
-	// (N its index); names are unique. It labels metrics and log lines.
-	Name string
-	// Match says which requests the route takes; the zero value takes
-	// every request.
-	Match RouteMatch
+	// Spec is the route as the route table takes it, in the form the
+	// rules of internal/route leave it (host patterns in lower case,
+	// paths in normal form), each part judged by those rules: its Name
+	// (as the file gives it, else "routes[N]"; names are unique, and label
+	// metrics and log lines), conditions, rewrite, header changes and
+	// Redirect (its Status DefaultRedirectStatus when the file gives
+	// none). Its Target is the data plane's to set.
+	route.Spec
 	// Pool is the pool the route forwards to ("default" for the top
 	// level's); "" when it redirects.
 	Pool string
-	// StripPrefix removes Match.PathPrefix from the path the backend
-	// gets: with path_prefix /api, /api/users becomes /users and /api
-	// becomes /.
-	StripPrefix bool
-	// ReplacePrefix, when not "", replaces Match.PathPrefix in the path
-	// the backend gets: with path_prefix /api and replace_prefix /v2,
-	// /api/users becomes /v2/users.
-	ReplacePrefix string
-	// RequestHeaders change the request before it is forwarded;
-	// ResponseHeaders the response before it is sent to the client.
-	RequestHeaders  HeaderActions
-	ResponseHeaders HeaderActions
-	// Redirect, when not nil, is answered by relay without a backend.
-	Redirect *Redirect
 	// RateLimit, when not nil, limits the requests the route takes,
 	// before the limit of its pool.
 	RateLimit *RateLimit
@@ -51,81 +40,8 @@ type Route struct {
 	lines map[string]int // the line of each key, "match.path_prefix" for nested ones
 }
 
-// RouteMatch holds a route's conditions; each one left at its zero value
-// holds for every request.
-type RouteMatch struct {
-	// Hosts are host names, lower case, without a port: an exact name,
-	// or "*." and a domain, which holds for every name ending in "." and
-	// that domain (a.example.com and a.b.example.com for *.example.com,
-	// not example.com itself). The request's Host header is compared
-	// without its port and case-insensitively; one of them must hold.
-	Hosts []string
-	// PathPrefix holds for a path that is the prefix, or starts with the
-	// prefix followed by "/" (or the prefix ends with "/"): /api holds
-	// for /api, /api/ and /api/x, not /apix. Paths are compared after
-	// normalisation (percent-encoding, dot segments, repeated slashes).
-	PathPrefix string
-	// Path holds for exactly this path, after normalisation.
-	Path string
-	// Methods are request methods, case-sensitive as HTTP's are; one of
-	// them must be the request's.
-	Methods []string
-	// Headers are request header fields that must be present, each with
-	// exactly Value, or with any value when Value is "". Names are
-	// compared case-insensitively.
-	Headers []NameValue
-	// Query are query parameters that must be present, each with exactly
-	// Value (after percent-decoding), or with any value when Value is "".
-	Query []NameValue
-	// Scheme, when not "", is the scheme the client used to reach relay:
-	// "http" or "https" (TLS). It lets a redirect to https take only the
-	// requests that came without TLS.
-	Scheme string
-}
-
-// Empty reports whether m holds for every request.
-func (m RouteMatch) Empty() bool {
-	return len(m.Hosts) == 0 && m.PathPrefix == "" && m.Path == "" && len(m.Methods) == 0 &&
-		len(m.Headers) == 0 && len(m.Query) == 0 && m.Scheme == ""
-}
-
-// NameValue is one header field or query parameter of a route, in the
-// order of the file.
-type NameValue struct {
-	Name, Value string
-}
-
-// HeaderActions change a message's header fields: Remove first, then Set
-// (replacing every field of that name), then Add (appending one more).
-type HeaderActions struct {
-	Set    []NameValue
-	Add    []NameValue
-	Remove []string
-}
-
-// Empty reports whether h changes nothing.
-func (h HeaderActions) Empty() bool { return len(h.Set) == 0 && len(h.Add) == 0 && len(h.Remove) == 0 }
-
-// Redirect is an answer relay gives itself: Status with a Location made
-// of the request's URL with the parts given here replaced. Scheme ""
-// keeps the request's; Host "" keeps the request's host; Port 0 keeps
-// the request's port when neither Scheme nor Host is given, and leaves
-// the port out (the scheme's default) when one of them is; Path ""
-// keeps the request's path, after StripPrefix or ReplacePrefix. The
-// query is kept.
-type Redirect struct {
-	Status int
-	Scheme string
-	Host   string
-	Port   int
-	Path   string
-}
-
 // DefaultRedirectStatus is a redirect's status when none is given.
 const DefaultRedirectStatus = 302
-
-// redirectStatuses are the statuses a redirect may answer with.
-var redirectStatuses = []int{301, 302, 303, 307, 308}
 
 var (
 	routeKeys        = []string{"name", "match", "pool", "strip_prefix", "replace_prefix", "request_headers", "response_headers", "redirect", "rate_limit", "compress"}
@@ -134,15 +50,15 @@ var (
 	redirectKeys     = []string{"status", "scheme", "host", "port", "path"}
 )
 
-// decodeRoutes reads the routes list. Everything about a route but the
-// pool it names is judged here, where each key's line is known; the pool
-// is judged once the pools and flags are known (checkRoutes).
+// decodeRoutes reads the routes list. Each value is judged by the rules
+// of internal/route as it is read, where its line is known; how a route's
+// parts go together, the pool it names and its paths against
+// escaped_slashes are judged once the whole file is known (checkRoutes).
 func decodeRoutes(d *decoder, c *Config, v *yaml.Node) {
 	if v.Kind != yaml.SequenceNode {
 		d.problem(v.Line, "routes", "must be a list of routes, each a mapping such as {match: {path_prefix: /api}, pool: api}, got %s", describe(v))
 		return
 	}
-	names := map[string]int{}
 	for i, item := range v.Content {
 		item = resolve(item)
 		at := fmt.Sprintf("routes[%d]", i)
@@ -151,16 +67,18 @@ func decodeRoutes(d *decoder, c *Config, v *yaml.Node) {
 			continue
 		}
 		r := d.route(item, at)
-		r.Name = at
-		if r.named {
-			r.Name = r.nameGiven
-		}
-		if first, dup := names[r.Name]; dup {
-			d.problem(r.lines["name"], at+".name", "route name %s is taken by the route at line %d; route names are unique", quote(r.Name), first)
-		} else {
-			names[r.Name] = r.Line
-		}
+		r.Name = route.Name(r.nameGiven, i)
 		c.Routes = append(c.Routes, r.Route)
+	}
+	specs := make([]route.Spec, len(c.Routes))
+	for i := range c.Routes {
+		specs[i] = c.Routes[i].Spec
+	}
+	for i, j := range route.Taken(specs) {
+		if j >= 0 {
+			r := &c.Routes[i]
+			d.problem(r.lines["name"], fmt.Sprintf("routes[%d].name", i), "route name %s is taken by the route at line %d; route names are unique", quote(r.Name), c.Routes[j].Line)
+		}
 	}
 }
 
@@ -212,11 +130,9 @@ func (d *decoder) route(item *yaml.Node, at string) decodedRoute {
 					d.problem(v.Line, path, "is empty; to remove match.path_prefix from the path, set strip_prefix: true")
 					return
 				}
-				if msg := checkRoutePath(s); msg != "" {
-					d.problem(v.Line, path, "%s", msg)
-					return
+				if r.ReplacePrefix, ok = d.routePath(v, path, s); ok {
+					r.Replace = true
 				}
-				r.ReplacePrefix = normalizeRoutePath(s)
 			}
 		case "request_headers":
 			r.RequestHeaders = d.headerActions(v, path)
@@ -234,60 +150,53 @@ func (d *decoder) route(item *yaml.Node, at string) decodedRoute {
 	return r
 }
 
-// routeRules reports keys of one route that do not go together.
-func (d *decoder) routeRules(r *Route, at string) {
-	line := func(key string) int {
-		if l := r.lines[key]; l > 0 {
-			return l
-		}
-		return r.Line
+// line is the line of the route's key, else of the route.
+func (r *Route) line(key string) int {
+	if l := r.lines[key]; l > 0 {
+		return l
 	}
+	return r.Line
+}
+
+// routeRules reports keys of one route that do not go together as a file
+// should say them: a pool and a redirect, or neither; a rate limit on a
+// redirect; conditions or changes that would say nothing; a redirect to
+// the URL asked for. A route table could be built from most of these;
+// what it could not be built from is route.Spec.Check's, in checkRoutes.
+func (d *decoder) routeRules(r *Route, at string) {
 	_, poolSet := r.lines["pool"]
 	_, redirectSet := r.lines["redirect"]
 	switch {
 	case poolSet && redirectSet:
-		d.problem(line("redirect"), at+".redirect", "a route forwards to a pool or answers with a redirect, not both; remove pool (line %d) or redirect", line("pool"))
+		d.problem(r.line("redirect"), at+".redirect", "a route forwards to a pool or answers with a redirect, not both; remove pool (line %d) or redirect", r.line("pool"))
 	case !poolSet && !redirectSet:
 		d.problem(r.Line, at, "needs pool (where its requests go; %q for the top level's backends) or redirect (an answer relay gives itself)", DefaultPool)
 	}
 	if redirectSet && r.RateLimit != nil {
-		d.problem(line("rate_limit"), at+".rate_limit", "a redirect is answered before any rate limit applies; rate_limit goes on routes with a pool")
+		d.problem(r.line("rate_limit"), at+".rate_limit", "a redirect is answered before any rate limit applies; rate_limit goes on routes with a pool")
 	}
-	rewrite := ""
-	switch {
-	case r.StripPrefix && r.ReplacePrefix != "":
-		d.problem(line("replace_prefix"), at+".replace_prefix", "strip_prefix (line %d) and replace_prefix both rewrite match.path_prefix; keep one", line("strip_prefix"))
-	case r.StripPrefix:
-		rewrite = "strip_prefix"
-	case r.ReplacePrefix != "":
-		rewrite = "replace_prefix"
-	}
-	if rewrite != "" && r.Match.PathPrefix == "" {
-		why := "this route has none"
-		if r.Match.Path != "" {
-			why = "this route matches an exact path; to send another path, use redirect with path, or a path_prefix"
-		}
-		d.problem(line(rewrite), at+"."+rewrite, "%s rewrites the part of the path match.path_prefix matched, and %s", rewrite, why)
-	}
-	if r.Match.Path != "" && r.Match.PathPrefix != "" {
-		d.problem(line("match.path"), at+".match.path", "match.path and match.path_prefix (line %d) together: an exact path leaves nothing for a prefix to say; keep one", line("match.path_prefix"))
+	if r.Path != "" && r.PathPrefix != "" {
+		d.problem(r.line("match.path"), at+".match.path", "match.path and match.path_prefix (line %d) together: an exact path leaves nothing for a prefix to say; keep one", r.line("match.path_prefix"))
 	}
 	rd := r.Redirect
 	if rd == nil {
 		return
 	}
+	rewrite := r.Rewrite()
 	if !r.RequestHeaders.Empty() {
-		d.problem(line("request_headers"), at+".request_headers", "a redirect forwards no request, so request_headers would change nothing; remove them (response_headers apply to the redirect)")
+		d.problem(r.line("request_headers"), at+".request_headers", "a redirect forwards no request, so request_headers would change nothing; remove them (response_headers apply to the redirect)")
 	}
 	if rd.Path != "" && rewrite != "" {
-		d.problem(line("redirect.path"), at+".redirect.path", "redirect.path replaces the whole path, so %s (line %d) would change nothing; keep one", rewrite, line(rewrite))
+		d.problem(r.line("redirect.path"), at+".redirect.path", "redirect.path replaces the whole path, so %s (line %d) would change nothing; keep one", rewrite, r.line(rewrite))
 	}
+	// These two judge the keys the file wrote: one written with no value
+	// counts, as it does not leave the redirect to itself unnoticed.
 	given := func(key string) bool { _, ok := r.lines["redirect."+key]; return ok }
 	if !given("scheme") && !given("host") && !given("port") && !given("path") && rewrite == "" {
-		d.problem(line("redirect"), at+".redirect", "changes nothing in the URL: a client would be sent to the URL it asked for, again and again; give scheme, host, port or path")
+		d.problem(r.line("redirect"), at+".redirect", "changes nothing in the URL: a client would be sent to the URL it asked for, again and again; give scheme, host, port or path")
 	}
-	if rd.Scheme != "" && !given("host") && !given("path") && rewrite == "" && r.Match.Scheme != otherScheme(rd.Scheme) {
-		d.problem(line("redirect.scheme"), at+".redirect.scheme", "a redirect to %s needs match.scheme: %s: without it, requests that came over %s would be sent to the URL they asked for, again and again",
+	if rd.Scheme != "" && !given("host") && !given("path") && rewrite == "" && r.Scheme != otherScheme(rd.Scheme) {
+		d.problem(r.line("redirect.scheme"), at+".redirect.scheme", "a redirect to %s needs match.scheme: %s: without it, requests that came over %s would be sent to the URL they asked for, again and again",
 			rd.Scheme, otherScheme(rd.Scheme), rd.Scheme)
 	}
 }
@@ -299,9 +208,19 @@ func otherScheme(s string) string {
 	return "https"
 }
 
-// routeMatch decodes a route's match section into r.Match.
+// routePath judges s, the path at path (v's value), by route.Path and
+// returns its normal form.
+func (d *decoder) routePath(v *yaml.Node, path, s string) (string, bool) {
+	n, err := route.Path(s)
+	if err != nil {
+		d.problem(v.Line, path, "%v", err)
+		return "", false
+	}
+	return n, true
+}
+
+// routeMatch decodes a route's match section into r's conditions.
 func (d *decoder) routeMatch(v *yaml.Node, at string, r *Route) {
-	m := &r.Match
 	d.mapping(v, at+".", matchKeys, func(key string, k, val *yaml.Node) {
 		r.lines["match."+key] = k.Line
 		path := at + "." + key
@@ -320,31 +239,38 @@ func (d *decoder) routeMatch(v *yaml.Node, at string, r *Route) {
 			}
 			seen := map[string]bool{}
 			for i, it := range items {
-				h, msg := checkHostPattern(it.value)
-				if msg != "" {
-					d.problem(it.line, fmt.Sprintf("%s[%d]", path, i), "%s", msg)
+				at := fmt.Sprintf("%s[%d]", path, i)
+				h, err := route.HostPattern(it.value)
+				switch {
+				case err != nil:
+					d.problem(it.line, at, "%v", err)
 					continue
-				}
-				if seen[h] {
-					d.problem(it.line, fmt.Sprintf("%s[%d]", path, i), "%s is listed twice", quote(h))
+				case strings.HasSuffix(it.value, "."):
+					// The same host as without the dot, which is how the
+					// file says it.
+					d.problem(it.line, at, "%s ends with a dot; write it without the dot", quote(it.value))
+					continue
+				case strings.HasPrefix(h, "*.") && !strings.Contains(h[2:], ".") && h != "*.localhost":
+					// *.com would take a whole top-level domain; nobody
+					// means that.
+					d.problem(it.line, at, "%s: a wildcard needs a domain of at least two labels after \"*.\", such as *.example.com", quote(it.value))
+					continue
+				case seen[h]:
+					d.problem(it.line, at, "%s is listed twice", quote(h))
 					continue
 				}
 				seen[h] = true
-				m.Hosts = append(m.Hosts, h)
+				r.Hosts = append(r.Hosts, h)
 			}
 		case "path_prefix", "path":
 			s, ok := d.str(val, path)
 			if !ok {
 				return
 			}
-			if msg := checkRoutePath(s); msg != "" {
-				d.problem(val.Line, path, "%s", msg)
-				return
-			}
-			if key == "path" {
-				m.Path = normalizeRoutePath(s)
-			} else {
-				m.PathPrefix = normalizeRoutePath(s)
+			if n, ok := d.routePath(val, path, s); ok && key == "path" {
+				r.Path = n
+			} else if ok {
+				r.PathPrefix = n
 			}
 		case "methods":
 			items, ok := d.oneOrList(val, path)
@@ -356,43 +282,29 @@ func (d *decoder) routeMatch(v *yaml.Node, at string, r *Route) {
 			}
 			seen := map[string]bool{}
 			for i, it := range items {
-				switch {
-				case !isToken(it.value):
-					d.problem(it.line, fmt.Sprintf("%s[%d]", path, i), "%s is not a method name (letters, digits and !#$%%&'*+-.^_`|~)", quote(it.value))
-				case seen[it.value]:
+				if err := route.Method(it.value); err != nil {
+					d.problem(it.line, fmt.Sprintf("%s[%d]", path, i), "%v", err)
+				} else if seen[it.value] {
 					d.problem(it.line, fmt.Sprintf("%s[%d]", path, i), "%s is listed twice", quote(it.value))
-				default:
+				} else {
 					seen[it.value] = true
-					m.Methods = append(m.Methods, it.value)
+					r.Methods = append(r.Methods, it.value)
 				}
 			}
 		case "headers":
-			m.Headers = d.fieldValues(val, path, func(name string) string {
-				if !isToken(name) {
-					return fmt.Sprintf("%s is not a header name (letters, digits and !#$%%&'*+-.^_`|~)", quote(name))
-				}
-				if strings.EqualFold(name, "Host") {
-					return "the host is matched with match.host, which ignores the port and case and knows wildcards"
-				}
-				return ""
-			}, true)
+			r.Headers = d.fieldValues(val, path, route.HeaderCondition, true)
 		case "query":
-			m.Query = d.fieldValues(val, path, func(name string) string {
-				if name == "" {
-					return "a query parameter's name must not be empty"
-				}
-				return ""
-			}, false)
+			r.Query = d.fieldValues(val, path, route.QueryCondition, false)
 		case "scheme":
 			s, ok := d.str(val, path)
 			if !ok {
 				return
 			}
-			if s != "http" && s != "https" {
-				d.problem(val.Line, path, `must be "http" or "https" (the scheme the client reached relay with), got %s%s`, quote(s), didYouMean(s, []string{"http", "https"}))
+			if err := route.Scheme(s); err != nil {
+				d.problem(val.Line, path, "%v%s", err, didYouMean(s, route.Schemes))
 				return
 			}
-			m.Scheme = s
+			r.Scheme = s
 		}
 	})
 }
@@ -410,15 +322,15 @@ func (d *decoder) oneOrList(v *yaml.Node, path string) ([]listItem, bool) {
 }
 
 // fieldValues decodes a mapping of names to values (header fields, query
-// parameters) in the order of the file. badName says what is wrong with
-// a name, or ""; fold compares names case-insensitively, as header
-// names are. A value left empty (X-Debug:) is "".
-func (d *decoder) fieldValues(v *yaml.Node, path string, badName func(string) string, fold bool) []NameValue {
+// parameters) in the order of the file. badName is the rule of a name;
+// fold compares names case-insensitively, as header names are. A value
+// left empty (X-Debug:) is "".
+func (d *decoder) fieldValues(v *yaml.Node, path string, badName func(string) error, fold bool) []route.KV {
 	if v.Kind != yaml.MappingNode {
 		d.problem(v.Line, path, "must be a mapping of names to values (Name: value), got %s", describe(v))
 		return nil
 	}
-	var out []NameValue
+	var out []route.KV
 	seen := map[string]int{}
 	for i := 0; i+1 < len(v.Content); i += 2 {
 		k, val := resolve(v.Content[i]), resolve(v.Content[i+1])
@@ -427,8 +339,8 @@ func (d *decoder) fieldValues(v *yaml.Node, path string, badName func(string) st
 			continue
 		}
 		name, at := k.Value, path+"."+k.Value
-		if msg := badName(name); msg != "" {
-			d.problem(k.Line, at, "%s", msg)
+		if err := badName(name); err != nil {
+			d.problem(k.Line, at, "%v", err)
 			continue
 		}
 		id := name
@@ -442,7 +354,7 @@ func (d *decoder) fieldValues(v *yaml.Node, path string, badName func(string) st
 		seen[id] = k.Line
 		value, ok := d.fieldValue(val, at)
 		if ok {
-			out = append(out, NameValue{Name: name, Value: value})
+			out = append(out, route.KV{Name: name, Value: value})
 		}
 	}
 	return out
@@ -458,16 +370,16 @@ func (d *decoder) fieldValue(v *yaml.Node, at string) (string, bool) {
 		d.problem(v.Line, at, "must be a plain value, got %s", describe(v))
 		return "", false
 	}
-	if msg := checkFieldValue(v.Value); msg != "" {
-		d.problem(v.Line, at, "%s", msg)
+	if err := route.FieldValue(v.Value); err != nil {
+		d.problem(v.Line, at, "%v", err)
 		return "", false
 	}
 	return v.Value, true
 }
 
 // headerActions decodes request_headers or response_headers.
-func (d *decoder) headerActions(v *yaml.Node, at string) HeaderActions {
-	var h HeaderActions
+func (d *decoder) headerActions(v *yaml.Node, at string) route.HeaderOps {
+	var h route.HeaderOps
 	if v.Kind != yaml.MappingNode {
 		d.problem(v.Line, at, "must be a mapping with set, add and remove, got %s", describe(v))
 		return h
@@ -490,7 +402,7 @@ func (d *decoder) headerActions(v *yaml.Node, at string) HeaderActions {
 		}
 		switch key {
 		case "set", "add":
-			for _, nv := range d.fieldValues(val, path, settableHeader, key == "set") {
+			for _, nv := range d.fieldValues(val, path, route.HeaderChange, key == "set") {
 				if claim(nv.Name, key, lineOf(val, nv.Name), path+"."+nv.Name) {
 					if key == "set" {
 						h.Set = append(h.Set, nv)
@@ -506,8 +418,8 @@ func (d *decoder) headerActions(v *yaml.Node, at string) HeaderActions {
 			}
 			for i, it := range items {
 				p := fmt.Sprintf("%s[%d]", path, i)
-				if msg := settableHeader(it.value); msg != "" {
-					d.problem(it.line, p, "%s", msg)
+				if err := route.HeaderChange(it.value); err != nil {
+					d.problem(it.line, p, "%v", err)
 					continue
 				}
 				if claim(it.value, "remove", it.line, p) {
@@ -530,8 +442,8 @@ func lineOf(m *yaml.Node, key string) int {
 }
 
 // redirect decodes a route's redirect section.
-func (d *decoder) redirect(v *yaml.Node, at string, lines map[string]int) *Redirect {
-	rd := &Redirect{Status: DefaultRedirectStatus}
+func (d *decoder) redirect(v *yaml.Node, at string, lines map[string]int) *route.Redirect {
+	rd := &route.Redirect{Status: DefaultRedirectStatus}
 	if v.Kind != yaml.MappingNode {
 		d.problem(v.Line, at, "must be a mapping with status, scheme, host, port and path, got %s", describe(v))
 		return rd
@@ -546,70 +458,75 @@ func (d *decoder) redirect(v *yaml.Node, at string, lines map[string]int) *Redir
 		case "status":
 			if n, ok := d.integer(val, path); ok {
 				rd.Status = n
-				if !slices.Contains(redirectStatuses, n) {
-					d.problem(val.Line, path, "%d is not a redirect status; use 301 or 308 (permanent), 302, 303 or 307 (temporary; 307 and 308 keep the method and body)", n)
+				if err := route.RedirectStatus(n); err != nil {
+					d.problem(val.Line, path, "%v", err)
 				}
 			}
 		case "scheme":
 			if s, ok := d.str(val, path); ok {
-				if s != "http" && s != "https" {
-					d.problem(val.Line, path, `must be "http" or "https", got %s%s`, quote(s), didYouMean(s, []string{"http", "https"}))
+				if err := route.RedirectScheme(s); err != nil {
+					d.problem(val.Line, path, "%v%s", err, didYouMean(s, route.Schemes))
 					return
 				}
 				rd.Scheme = s
 			}
 		case "host":
 			if s, ok := d.str(val, path); ok {
-				h, msg := checkRedirectHost(s)
-				if msg != "" {
-					d.problem(val.Line, path, "%s", msg)
+				h, err := route.RedirectHost(s)
+				if err != nil {
+					d.problem(val.Line, path, "%v", err)
 					return
 				}
 				rd.Host = h
 			}
 		case "port":
 			if n, ok := d.integer(val, path); ok {
-				if n < 1 || n > 65535 {
-					d.problem(val.Line, path, "must be between 1 and 65535, got %d", n)
+				if err := route.RedirectPort(n); err != nil {
+					d.problem(val.Line, path, "%v", err)
 					return
 				}
 				rd.Port = n
 			}
 		case "path":
 			if s, ok := d.str(val, path); ok {
-				if msg := checkRoutePath(s); msg != "" {
-					d.problem(val.Line, path, "%s", msg)
-					return
-				}
-				rd.Path = normalizeRoutePath(s)
+				rd.Path, _ = d.routePath(val, path, s)
 			}
 		}
 	})
 	return rd
 }
 
-// escapedSlashesValues are what escaped_slashes takes.
-var escapedSlashesValues = []string{"reject", "decode", "keep"}
+// EscapedSlashesMode is the route table's form of escaped_slashes, which
+// the file's checks passed.
+func (c *Config) EscapedSlashesMode() route.EscapedSlashes {
+	m, _ := route.ParseEscapedSlashes(c.EscapedSlashes)
+	return m
+}
 
 // checkRoutes reports what routes say about the rest of the file: the
 // pools they name, which exist only once pools and flags are known, and
-// paths holding an escaped slash that escaped_slashes never lets through.
+// what route.Spec.Check finds in each route, whose paths escaped_slashes
+// judges.
 func (c *Config) checkRoutes(errs *Errors, bad func(key, format string, args ...any)) {
-	if !slices.Contains(escapedSlashesValues, c.EscapedSlashes) {
-		bad("escaped_slashes", "must be one of reject, decode, keep; got %s%s", quote(c.EscapedSlashes), didYouMean(c.EscapedSlashes, escapedSlashesValues))
+	mode, ok := route.ParseEscapedSlashes(c.EscapedSlashes)
+	if !ok {
+		names := make([]string, len(route.EscapedSlashesModes))
+		for i, m := range route.EscapedSlashesModes {
+			names[i] = m.String()
+		}
+		bad("escaped_slashes", "must be one of %s; got %s%s", strings.Join(names, ", "), quote(c.EscapedSlashes), didYouMean(c.EscapedSlashes, names))
+		// Paths are not judged against a mode the file does not give.
+		mode = route.Keep
 	}
 	known := make([]string, 0, len(c.PoolNames)+1)
 	if c.HasDefaultPool() {
 		known = append(known, DefaultPool)
 	}
 	known = append(known, c.PoolNames...)
-	for i, r := range c.Routes {
+	for i := range c.Routes {
+		r := &c.Routes[i]
 		at := func(key string) Problem {
-			line := r.lines[key]
-			if line == 0 {
-				line = r.Line
-			}
-			return Problem{File: c.Path, Line: line, Key: fmt.Sprintf("routes[%d].%s", i, key)}
+			return Problem{File: c.Path, Line: r.line(key), Key: fmt.Sprintf("routes[%d].%s", i, key)}
 		}
 		switch {
 		case r.Pool == "":
@@ -629,31 +546,11 @@ func (c *Config) checkRoutes(errs *Errors, bad func(key, format string, args ...
 			}
 			errs.add(p)
 		}
-		if c.EscapedSlashes == "keep" {
-			continue
-		}
-		for _, f := range []struct{ key, path string }{{"match.path_prefix", r.Match.PathPrefix}, {"match.path", r.Match.Path}} {
-			if escapedSlash(f.path) {
-				p := at(f.key)
-				p.Msg = fmt.Sprintf("%s holds an escaped slash (%%2F or %%5C), which a request path has when it is matched only with escaped_slashes: keep (it is %s)", quote(f.path), c.EscapedSlashes)
-				errs.add(p)
-			}
-		}
-		// A path relay writes is held to the same form: a rewrite must
-		// not give a backend an escaped slash that escaped_slashes keeps
-		// away from it in every request path (the route table refuses
-		// one, so a file that held one would pass -check and a reload
-		// here and then be refused by every serving process).
-		written := []struct{ key, path string }{{"replace_prefix", r.ReplacePrefix}}
-		if r.Redirect != nil {
-			written = append(written, struct{ key, path string }{"redirect.path", r.Redirect.Path})
-		}
-		for _, f := range written {
-			if escapedSlash(f.path) {
-				p := at(f.key)
-				p.Msg = fmt.Sprintf("%s holds an escaped slash (%%2F or %%5C), which relay gives a backend or a client only with escaped_slashes: keep (it is %s)", quote(f.path), c.EscapedSlashes)
-				errs.add(p)
-			}
+		cite := func(key string) string { return fmt.Sprintf("%s (line %d)", key, r.line(key)) }
+		for _, rp := range r.Check(mode, cite) {
+			p := at(rp.Key)
+			p.Msg = rp.Msg
+			errs.add(p)
 		}
 	}
 }

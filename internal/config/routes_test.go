@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"relay/internal/route"
 )
 
 // twoPools are pools for routes to name, from line 1 to 5.
@@ -19,6 +21,15 @@ var twoPools = []string{
 // withPools is a file of twoPools followed by lines, which start on line 6.
 func withPools(lines ...string) string {
 	return y(append(append([]string(nil), twoPools...), lines...)...)
+}
+
+// kvs makes header fields or query parameters of name, value pairs.
+func kvs(pairs ...string) []route.KV {
+	var out []route.KV
+	for i := 0; i+1 < len(pairs); i += 2 {
+		out = append(out, route.KV{Name: pairs[i], Value: pairs[i+1]})
+	}
+	return out
 }
 
 // TestRoutesParse: every key of a route lands in Route, in the normal
@@ -55,43 +66,40 @@ func TestRoutesParse(t *testing.T) {
 	))
 	want := []Route{
 		{
-			Name: "api",
-			Match: RouteMatch{
+			Spec: route.Spec{
+				Name:       "api",
 				Hosts:      []string{"api.example.com", "*.example.org", "[2001:db8::1]"},
 				PathPrefix: "/api/~user/%2F",
 				Methods:    []string{"GET", "POST", "PURGE"},
-				Headers:    []NameValue{{"X-Env", "canary"}, {"X-Debug", ""}, {"X-Empty", ""}},
-				Query:      []NameValue{{"version", "2"}, {"debug", ""}},
+				Headers:    kvs("X-Env", "canary", "X-Debug", "", "X-Empty", ""),
+				Query:      kvs("version", "2", "debug", ""),
 				Scheme:     "https",
+				Replace:    true, ReplacePrefix: "/v2",
+				RequestHeaders: route.HeaderOps{
+					Set: kvs("X-A", "b"), Add: kvs("X-B", "c"), Remove: []string{"X-C", "X-D"},
+				},
+				ResponseHeaders: route.HeaderOps{Set: kvs("Cache-Control", "no-store"), Remove: []string{"Server"}},
 			},
-			Pool:          "api",
-			ReplacePrefix: "/v2",
-			RequestHeaders: HeaderActions{
-				Set: []NameValue{{"X-A", "b"}}, Add: []NameValue{{"X-B", "c"}}, Remove: []string{"X-C", "X-D"},
+			Pool: "api",
+			Line: 8,
+		},
+		{
+			Spec: route.Spec{
+				Name: "routes[1]", Path: "/old", Scheme: "http",
+				Redirect: &route.Redirect{Status: 308, Scheme: "https", Host: "www.example.com", Port: 8443, Path: "/new"},
 			},
-			ResponseHeaders: HeaderActions{Set: []NameValue{{"Cache-Control", "no-store"}}, Remove: []string{"Server"}},
-			Line:            8,
+			Line: 23,
 		},
 		{
-			Name:     "routes[1]",
-			Match:    RouteMatch{Path: "/old", Scheme: "http"},
-			Redirect: &Redirect{Status: 308, Scheme: "https", Host: "www.example.com", Port: 8443, Path: "/new"},
-			Line:     23,
+			Spec: route.Spec{Name: "routes[2]", Hosts: []string{"static.example.com"}, PathPrefix: "/static/", StripPrefix: true},
+			Pool: "web",
+			Line: 25,
 		},
 		{
-			Name:        "routes[2]",
-			Match:       RouteMatch{Hosts: []string{"static.example.com"}, PathPrefix: "/static/"},
-			Pool:        "web",
-			StripPrefix: true,
-			Line:        25,
+			Spec: route.Spec{Name: "routes[3]", Scheme: "http", Redirect: &route.Redirect{Status: DefaultRedirectStatus, Scheme: "https"}},
+			Line: 28,
 		},
-		{
-			Name:     "routes[3]",
-			Match:    RouteMatch{Scheme: "http"},
-			Redirect: &Redirect{Status: DefaultRedirectStatus, Scheme: "https"},
-			Line:     28,
-		},
-		{Name: "routes[4]", Pool: DefaultPool, Line: 30},
+		{Spec: route.Spec{Name: "routes[4]"}, Pool: DefaultPool, Line: 30},
 	}
 	if len(c.Routes) != len(want) {
 		t.Fatalf("%d routes, want %d", len(c.Routes), len(want))

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"relay/internal/route"
 )
 
 // routeWarnings are the warnings about routes and the pools they reach:
@@ -12,16 +14,20 @@ import (
 func (c *Config) routeWarnings() []Problem {
 	var ws []Problem
 	shadowed := make([]bool, len(c.Routes))
-	for j, i := range shadowers(c.Routes) {
+	specs := make([]route.Spec, len(c.Routes))
+	for i := range c.Routes {
+		specs[i] = c.Routes[i].Spec
+	}
+	for j, i := range route.Shadows(specs) {
 		b := &c.Routes[j]
 		if i >= 0 {
 			a := &c.Routes[i]
 			shadowed[j] = true
 			ws = append(ws, Problem{File: c.Path, Line: b.Line, Key: fmt.Sprintf("routes[%d]", j),
 				Msg: fmt.Sprintf("route %s can never match: route %s (line %d) comes first and takes every request it would%s; move it below, or narrow the earlier one",
-					routeName(b), routeName(a), a.Line, coverHint(a.Match))})
+					routeName(b), routeName(a), a.Line, coverHint(&a.Spec))})
 		}
-		for k, m := range b.Match.Methods {
+		for k, m := range b.Methods {
 			if up := strings.ToUpper(m); up != m && slices.Contains(standardMethods, up) {
 				line := b.lines["match.methods"]
 				ws = append(ws, Problem{File: c.Path, Line: line, Key: fmt.Sprintf("routes[%d].match.methods[%d]", j, k),
@@ -67,203 +73,10 @@ func routeName(r *Route) string {
 
 // coverHint says why an earlier route takes everything: it has no
 // conditions at all.
-func coverHint(m RouteMatch) string {
-	if m.Empty() {
+func coverHint(s *route.Spec) string {
+	if len(s.Hosts) == 0 && s.PathPrefix == "" && s.Path == "" && len(s.Methods) == 0 &&
+		len(s.Headers) == 0 && len(s.Query) == 0 && s.Scheme == "" {
 		return " (it has no match conditions)"
 	}
 	return ""
-}
-
-// covers reports whether every request b holds for, a holds for too:
-// each condition a has, b has at least as narrow.
-func covers(a, b RouteMatch) bool {
-	if a.Scheme != "" && a.Scheme != b.Scheme {
-		return false
-	}
-	if len(a.Hosts) > 0 {
-		if len(b.Hosts) == 0 {
-			return false
-		}
-		for _, bh := range b.Hosts {
-			if !slices.ContainsFunc(a.Hosts, func(ah string) bool { return hostCovers(ah, bh) }) {
-				return false
-			}
-		}
-	}
-	switch {
-	case a.Path != "" && b.Path != a.Path:
-		return false
-	case a.PathPrefix != "":
-		if !(b.Path != "" && prefixHolds(a.PathPrefix, b.Path) || b.PathPrefix != "" && prefixHolds(a.PathPrefix, b.PathPrefix)) {
-			return false
-		}
-	}
-	if len(a.Methods) > 0 {
-		if len(b.Methods) == 0 {
-			return false
-		}
-		for _, m := range b.Methods {
-			if !slices.Contains(a.Methods, m) {
-				return false
-			}
-		}
-	}
-	return valuesCover(a.Headers, b.Headers, strings.EqualFold) && valuesCover(a.Query, b.Query, func(x, y string) bool { return x == y })
-}
-
-// hostCovers reports whether every host pattern b holds for, pattern a
-// holds for: the same pattern, or a wildcard whose domain b is under.
-func hostCovers(a, b string) bool {
-	if a == b {
-		return true
-	}
-	domain, wild := strings.CutPrefix(a, "*")
-	return wild && strings.HasSuffix(b, domain) && len(b) > len(domain)
-}
-
-// prefixHolds reports whether path_prefix p holds for path s, segment by
-// segment: s is p, or continues it with "/" (or p ends with "/").
-func prefixHolds(p, s string) bool {
-	if !strings.HasPrefix(s, p) {
-		return false
-	}
-	return len(s) == len(p) || strings.HasSuffix(p, "/") || s[len(p)] == '/'
-}
-
-// valuesCover reports whether each of a's conditions is one of b's or
-// wider: the same name, with any value ("") or b's value.
-func valuesCover(a, b []NameValue, same func(x, y string) bool) bool {
-	for _, av := range a {
-		if !slices.ContainsFunc(b, func(bv NameValue) bool {
-			return same(av.Name, bv.Name) && (av.Value == "" || av.Value == bv.Value)
-		}) {
-			return false
-		}
-	}
-	return true
-}
-
-// shadowers returns, for each route, the first earlier route that covers
-// it (takes every request it would), or -1.
-func shadowers(routes []Route) []int {
-	by := make([]int, len(routes))
-	idx := newCoverIndex(routes)
-	var cand []int
-	for j := range routes {
-		by[j] = -1
-		cand = idx.candidates(routes[j].Match, j, cand[:0])
-		for _, i := range cand {
-			if covers(routes[i].Match, routes[j].Match) {
-				by[j] = i
-				break
-			}
-		}
-	}
-	return by
-}
-
-// coverIndex files routes by what covers asks of them first, so that a
-// route is compared only with the earlier routes that might take every
-// request it would: a table of thousands of host and path rules is
-// checked at start and at every reload, and comparing every pair of its
-// routes took seconds. A route with hosts is filed under each of its host
-// patterns, with its path or path prefix; one without, under its path or
-// path prefix alone; one with neither, as generic (compared with every
-// later route).
-type coverIndex struct {
-	keyed   map[string][]int // ascending route indexes by key (coverKey)
-	generic []int
-}
-
-// coverKey files a route: kind 'h' (a host pattern only), 'p' (an exact
-// path, under a host pattern or "" for none) or 'P' (a path prefix).
-func coverKey(kind byte, host, path string) string {
-	return string(kind) + host + "\x00" + path
-}
-
-func newCoverIndex(routes []Route) *coverIndex {
-	x := &coverIndex{keyed: map[string][]int{}}
-	for i := range routes {
-		m := &routes[i].Match
-		hosts := m.Hosts
-		if len(hosts) == 0 {
-			hosts = []string{""}
-		}
-		for _, h := range hosts {
-			var k string
-			switch {
-			case m.Path != "":
-				k = coverKey('p', h, m.Path)
-			case m.PathPrefix != "":
-				k = coverKey('P', h, m.PathPrefix)
-			case h != "":
-				k = coverKey('h', h, "")
-			default:
-				x.generic = append(x.generic, i)
-				continue
-			}
-			if l := x.keyed[k]; len(l) == 0 || l[len(l)-1] != i {
-				x.keyed[k] = append(l, i)
-			}
-		}
-	}
-	return x
-}
-
-// candidates appends to out, ascending, the routes before route j that
-// may cover b: the only ones covers can hold for.
-func (x *coverIndex) candidates(b RouteMatch, j int, out []int) []int {
-	// A route with hosts covers b only if one of its patterns covers
-	// b's first host: that host itself, or a wildcard of one of its
-	// domains. A route without hosts may cover any b.
-	hosts := []string{""}
-	if len(b.Hosts) > 0 {
-		bh := b.Hosts[0]
-		hosts = append(hosts, bh)
-		for i := 1; i < len(bh); i++ {
-			if bh[i] == '.' {
-				hosts = append(hosts, "*"+bh[i:])
-			}
-		}
-	}
-	add := func(k string) {
-		for _, i := range x.keyed[k] {
-			if i >= j {
-				break
-			}
-			out = append(out, i)
-		}
-	}
-	for _, h := range hosts {
-		if h != "" {
-			add(coverKey('h', h, ""))
-		}
-		if b.Path != "" {
-			add(coverKey('p', h, b.Path))
-		}
-		// A prefix holds for s when it is s, or s up to one of its
-		// slashes, with or without that slash.
-		for _, s := range []string{b.Path, b.PathPrefix} {
-			if s == "" {
-				continue
-			}
-			add(coverKey('P', h, s))
-			for i := 0; i < len(s); i++ {
-				if s[i] == '/' {
-					if i > 0 {
-						add(coverKey('P', h, s[:i]))
-					}
-					add(coverKey('P', h, s[:i+1]))
-				}
-			}
-		}
-	}
-	for _, i := range x.generic {
-		if i >= j {
-			break
-		}
-		out = append(out, i)
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
 }

@@ -6,6 +6,7 @@ import (
 
 	"relay/internal/config"
 	"relay/internal/core"
+	"relay/internal/ratelimit"
 )
 
 // Explain says how cfg routes one request, as relay -explain prints it:
@@ -114,8 +115,8 @@ func describeLimit(r *config.RateLimit) string {
 	}
 	where := "in relay's memory"
 	if r.Store == config.RateLimitRedis {
-		where = "in Redis, " + map[string]string{config.RateLimitAllow: "allowing requests", config.RateLimitDeny: "refusing requests",
-			config.RateLimitLocal: "limiting by relay's own buckets"}[r.OnStoreError] + " while it is unreachable"
+		where = "in Redis, " + map[ratelimit.Failure]string{ratelimit.FailOpen: "allowing requests", ratelimit.FailClosed: "refusing requests",
+			ratelimit.FailLocal: "limiting by relay's own buckets"}[r.OnStoreError] + " while it is unreachable"
 	}
 	return fmt.Sprintf("%d a second, burst %d, %s, %s", r.Rate, r.Burst, by, where)
 }

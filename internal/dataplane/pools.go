@@ -7,7 +7,6 @@ import (
 	"relay/internal/balance"
 	"relay/internal/config"
 	"relay/internal/core"
-	"relay/internal/ratelimit"
 	"relay/internal/route"
 	"relay/internal/supervisor"
 )
@@ -129,9 +128,9 @@ func rateLimitOf(r *config.RateLimit) *core.RateLimit {
 	if r == nil {
 		return nil
 	}
-	l := &core.RateLimit{Spec: ratelimit.Spec{Rate: r.Rate, Burst: r.Burst}}
+	l := &core.RateLimit{Spec: r.Spec}
 	if r.Store == config.RateLimitRedis {
-		l.Store, l.Failure = core.StoreRedis, storeFailures[r.OnStoreError]
+		l.Store, l.Failure = core.StoreRedis, r.OnStoreError
 	}
 	switch {
 	case r.Key == config.RateLimitRoute:
@@ -143,15 +142,6 @@ func rateLimitOf(r *config.RateLimit) *core.RateLimit {
 	}
 	return l
 }
-
-// storeFailures maps on_store_error to what a limit over Redis answers
-// while Redis cannot be reached.
-var storeFailures = map[string]ratelimit.Failure{
-	config.RateLimitAllow: ratelimit.FailOpen, config.RateLimitDeny: ratelimit.FailClosed, config.RateLimitLocal: ratelimit.FailLocal,
-}
-
-// escapedSlashes maps the file's escaped_slashes to the route table's mode.
-var escapedSlashes = map[string]route.EscapedSlashes{"reject": route.Reject, "decode": route.Decode, "keep": route.Keep}
 
 // routingOf builds the route table cfg describes over the core's pools:
 // each route's pool by name, the default pool for what no route takes
@@ -170,48 +160,27 @@ func routingOf(cfg *config.Config, c *core.Core) (core.Routing, error) {
 	r.Features = make([][]core.Feature, len(cfg.Routes))
 	for i, cr := range cfg.Routes {
 		r.Limits[i] = rateLimitOf(cr.RateLimit)
-		if cr.Redirect == nil {
-			r.Features[i] = routeFeatures(&cr, cfg.LookupPool(cr.Pool))
+		specs[i] = cr.Spec
+		if cr.Redirect != nil {
+			continue
 		}
-		s := route.Spec{
-			Name: cr.Name, Hosts: cr.Match.Hosts, Path: cr.Match.Path, PathPrefix: cr.Match.PathPrefix,
-			Methods: cr.Match.Methods, Headers: kvs(cr.Match.Headers), Query: kvs(cr.Match.Query), Scheme: cr.Match.Scheme,
-			StripPrefix: cr.StripPrefix, Replace: cr.ReplacePrefix != "", ReplacePrefix: cr.ReplacePrefix,
-			RequestHeaders: ops(cr.RequestHeaders), ResponseHeaders: ops(cr.ResponseHeaders),
+		r.Features[i] = routeFeatures(&cr, cfg.LookupPool(cr.Pool))
+		p := c.Pool(cr.Pool)
+		if p == nil {
+			return r, fmt.Errorf("route %q: pool %q does not exist", cr.Name, cr.Pool)
 		}
-		if rd := cr.Redirect; rd != nil {
-			s.Redirect = &route.Redirect{Status: rd.Status, Scheme: rd.Scheme, Host: rd.Host, Port: rd.Port, Path: rd.Path}
-		} else {
-			p := c.Pool(cr.Pool)
-			if p == nil {
-				return r, fmt.Errorf("route %q: pool %q does not exist", cr.Name, cr.Pool)
-			}
-			j, ok := index[cr.Pool]
-			if !ok {
-				j = len(r.Pools)
-				index[cr.Pool] = j
-				r.Pools = append(r.Pools, p)
-			}
-			s.Target = j
+		j, ok := index[cr.Pool]
+		if !ok {
+			j = len(r.Pools)
+			index[cr.Pool] = j
+			r.Pools = append(r.Pools, p)
 		}
-		specs[i] = s
+		specs[i].Target = j
 	}
-	t, err := route.New(specs, escapedSlashes[cfg.EscapedSlashes])
+	t, err := route.New(specs, cfg.EscapedSlashesMode())
 	if err != nil {
 		return r, err
 	}
 	r.Table = t
 	return r, nil
-}
-
-func kvs(nv []config.NameValue) []route.KV {
-	out := make([]route.KV, len(nv))
-	for i, x := range nv {
-		out[i] = route.KV{Name: x.Name, Value: x.Value}
-	}
-	return out
-}
-
-func ops(a config.HeaderActions) route.HeaderOps {
-	return route.HeaderOps{Set: kvs(a.Set), Add: kvs(a.Add), Remove: a.Remove}
 }

@@ -2,17 +2,21 @@ package route
 
 import "errors"
 
-// Spec is one route as the data plane hands it over: plain values, in the
-// order the routes are tried.
+// Spec is one route: plain values, in the order the routes are tried.
+// The configuration decodes each entry of routes into one, judging every
+// part by the rules of rules.go and the parts together by Check, which
+// New applies again to whatever it is given; the data plane sets Target.
 type Spec struct {
 	// Name names the route in logs, metrics and Explain; New fills
 	// "routes[N]" when it is empty.
 	Name string
 
 	// Hosts: the request's host must be one of these, each exact (compared
-	// ignoring case) or "*.suffix". Empty means any host.
+	// ignoring case) or "*.suffix" (HostPattern's rule). Empty means any
+	// host.
 	Hosts []string
-	// Path is an exact path in normal form; "" means no condition.
+	// Path is an exact path in normal form (Path's); "" means no
+	// condition.
 	Path string
 	// PathPrefix is a segment-wise prefix in normal form; "" means none.
 	PathPrefix string

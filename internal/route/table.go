@@ -36,8 +36,10 @@ type compiled struct {
 	replace string // what replaces prefix when rewrite ("/" for a strip)
 }
 
-// New checks and compiles specs in order. The error names the route and
-// what is wrong with it.
+// New checks and compiles specs in order: each by the rules of rules.go
+// and Spec.Check, with its paths in normal form (Path's), as the
+// configuration leaves them. The error names the route and what is wrong
+// with it.
 func New(specs []Spec, mode EscapedSlashes) (*Table, error) {
 	if mode > Keep {
 		return nil, fmt.Errorf("route: escaped slashes mode %d is not reject, decode or keep", mode)
@@ -48,16 +50,13 @@ func New(specs []Spec, mode EscapedSlashes) (*Table, error) {
 		exact:  map[string][]int32{},
 		wild:   map[string][]int32{},
 	}
-	names := map[string]int{}
+	taken := Taken(specs)
 	for i := range specs {
 		s := specs[i]
-		if s.Name == "" {
-			s.Name = "routes[" + strconv.Itoa(i) + "]"
-		}
-		if j, dup := names[s.Name]; dup {
+		s.Name = Name(s.Name, i)
+		if j := taken[i]; j >= 0 {
 			return nil, fmt.Errorf("route %q: the name is used by routes[%d] too", s.Name, j)
 		}
-		names[s.Name] = i
 		c, err := compile(s, mode)
 		if err != nil {
 			return nil, fmt.Errorf("route %q: %w", s.Name, err)
@@ -66,6 +65,32 @@ func New(specs []Spec, mode EscapedSlashes) (*Table, error) {
 	}
 	t.index()
 	return t, nil
+}
+
+// Name is the name of the route at index i whose Spec names it name:
+// name, or "routes[i]" when that is "".
+func Name(name string, i int) string {
+	if name == "" {
+		return "routes[" + strconv.Itoa(i) + "]"
+	}
+	return name
+}
+
+// Taken returns, for each spec, the index of the first spec before it of
+// the same name (as Name makes it), or -1: a route's name is its own, as
+// it labels the route's metrics and log lines.
+func Taken(specs []Spec) []int {
+	out := make([]int, len(specs))
+	first := make(map[string]int, len(specs))
+	for i := range specs {
+		name := Name(specs[i].Name, i)
+		if j, dup := first[name]; dup {
+			out[i] = j
+			continue
+		}
+		first[name], out[i] = i, -1
+	}
+	return out
 }
 
 // index builds the candidate lists. Each list is built from the
@@ -135,166 +160,156 @@ func (t *Table) Mode() EscapedSlashes { return t.mode }
 // caller must not change it.
 func (t *Table) Spec(i int) *Spec { return &t.routes[i].spec }
 
+// compile checks s and puts it in the form matching wants. Every part
+// given is judged by its rule, then the parts together (Spec.Check).
 func compile(s Spec, mode EscapedSlashes) (compiled, error) {
 	c := compiled{spec: s}
-	if s.Scheme != "" && s.Scheme != "http" && s.Scheme != "https" {
-		return c, fmt.Errorf("scheme %q is not http or https", s.Scheme)
-	}
-	for _, h := range s.Hosts {
-		p, err := hostPattern(h)
-		if err != nil {
-			return c, err
+	part := func(key string, err error) error { return fmt.Errorf("%s: %w", key, err) }
+	if s.Scheme != "" {
+		if err := Scheme(s.Scheme); err != nil {
+			return c, part("match.scheme", err)
 		}
-		if !contains(c.hosts, p) {
+	}
+	for i, h := range s.Hosts {
+		p, err := HostPattern(h)
+		if err != nil {
+			return c, part(fmt.Sprintf("match.host[%d]", i), err)
+		}
+		if rest, wild := strings.CutPrefix(p, "*."); wild {
+			p = "." + rest
+		}
+		if !slices.Contains(c.hosts, p) {
 			c.hosts = append(c.hosts, p)
 		}
 	}
 	var err error
-	if c.path, err = normalPath("path", s.Path, mode); err != nil {
+	if c.path, err = normalPath("match.path", s.Path); err != nil {
 		return c, err
 	}
-	if c.prefix, err = normalPath("path_prefix", s.PathPrefix, mode); err != nil {
+	if c.prefix, err = normalPath("match.path_prefix", s.PathPrefix); err != nil {
 		return c, err
 	}
-	for _, m := range s.Methods {
-		if !isToken(m) {
-			return c, fmt.Errorf("method %q is not a token", m)
+	for i, m := range s.Methods {
+		if err := Method(m); err != nil {
+			return c, part(fmt.Sprintf("match.methods[%d]", i), err)
 		}
 	}
 	c.methods = s.Methods
 	for _, h := range s.Headers {
-		if !isToken(h.Name) {
-			return c, fmt.Errorf("header name %q is not a token", h.Name)
+		if err := HeaderCondition(h.Name); err != nil {
+			return c, part("match.headers."+h.Name, err)
 		}
-		if !validValue(h.Value) {
-			return c, fmt.Errorf("header %s: value %q holds a control character", h.Name, h.Value)
+		if err := FieldValue(h.Value); err != nil {
+			return c, part("match.headers."+h.Name, err)
 		}
 		c.headers = append(c.headers, KV{strings.ToLower(h.Name), h.Value})
 	}
 	for _, q := range s.Query {
-		if q.Name == "" {
-			return c, fmt.Errorf("query parameter without a name")
+		if err := QueryCondition(q.Name); err != nil {
+			return c, part("match.query."+q.Name, err)
+		}
+		if err := FieldValue(q.Value); err != nil {
+			return c, part("match.query."+q.Name, err)
 		}
 	}
 	c.query = s.Query
+	if s.Replace && s.ReplacePrefix != "" {
+		if _, err := normalPath("replace_prefix", s.ReplacePrefix); err != nil {
+			return c, err
+		}
+	}
+	for _, ops := range []struct {
+		key string
+		ops *HeaderOps
+	}{{"request_headers", &s.RequestHeaders}, {"response_headers", &s.ResponseHeaders}} {
+		if err := checkOps(ops.key, ops.ops); err != nil {
+			return c, err
+		}
+	}
+	if s.Redirect != nil {
+		if err := checkRedirect(s.Redirect); err != nil {
+			return c, err
+		}
+		r := *s.Redirect
+		c.spec.Redirect = &r
+	}
+	if ps := s.Check(mode, nil); len(ps) > 0 {
+		return c, fmt.Errorf("%s: %s", ps[0].Key, ps[0].Msg)
+	}
 	switch {
-	case s.StripPrefix && s.Replace:
-		return c, fmt.Errorf("strip_prefix and replace_prefix exclude each other")
-	case (s.StripPrefix || s.Replace) && c.prefix == "":
-		return c, fmt.Errorf("strip_prefix and replace_prefix need match.path_prefix")
 	case s.StripPrefix:
 		c.rewrite, c.replace = true, "/"
 	case s.Replace:
 		c.rewrite, c.replace = true, s.ReplacePrefix
 		if s.ReplacePrefix == "" {
 			c.replace = "/"
-		} else if _, err := normalPath("replace_prefix", s.ReplacePrefix, mode); err != nil {
-			return c, err
 		}
-	}
-	for _, ops := range []*HeaderOps{&s.RequestHeaders, &s.ResponseHeaders} {
-		if err := checkOps(ops); err != nil {
-			return c, err
-		}
-	}
-	if s.Redirect != nil {
-		if err := checkRedirect(s.Redirect, mode); err != nil {
-			return c, err
-		}
-		r := *s.Redirect
-		c.spec.Redirect = &r
 	}
 	return c, nil
 }
 
-// hostPattern checks a host rule and returns it compiled: lower-case
-// without a trailing dot, a wildcard as ".suffix".
-func hostPattern(h string) (string, error) {
-	p := strings.TrimSuffix(strings.ToLower(h), ".")
-	wild := strings.HasPrefix(p, "*.")
-	name := p
-	if wild {
-		name = p[2:]
-	}
-	if strings.HasPrefix(name, "[") {
-		if n, ok := appendHost(nil, []byte(name)); ok && string(n) == name && !wild {
-			return p, nil
-		}
-		return "", fmt.Errorf("host %q is not a host name or an IPv6 literal without a port", h)
-	}
-	if strings.IndexByte(name, '*') >= 0 {
-		return "", fmt.Errorf("host %q: \"*\" is allowed only as a leading \"*.\"", h)
-	}
-	if !validName([]byte(name)) {
-		return "", fmt.Errorf("host %q is not a host name (labels of letters, digits, \"-\", no port)", h)
-	}
-	if wild {
-		return p[1:], nil
-	}
-	return p, nil
-}
-
-// normalPath checks that p is "" or a path in normal form.
-func normalPath(key, p string, mode EscapedSlashes) (string, error) {
+// normalPath checks that p, the part key, is "" or a path (Path's rule)
+// in normal form.
+func normalPath(key, p string) (string, error) {
 	if p == "" {
 		return "", nil
 	}
-	if p[0] != '/' || strings.IndexByte(p, '?') >= 0 {
-		return "", fmt.Errorf("%s %q must start with \"/\" and hold no query", key, p)
-	}
-	n, err := appendNormal(nil, []byte(p), mode)
+	n, err := Path(p)
 	if err != nil {
-		return "", fmt.Errorf("%s %q: %v (escaped_slashes: %s)", key, p, strings.TrimPrefix(err.Error(), "route: "), mode)
+		return "", fmt.Errorf("%s: %w", key, err)
 	}
-	if string(n) != p {
-		return "", fmt.Errorf("%s %q is not in normal form: write %q", key, p, n)
+	if n != p {
+		return "", fmt.Errorf("%s: %s is not in normal form: write %s", key, quote(p), quote(n))
 	}
 	return p, nil
 }
 
-func checkOps(ops *HeaderOps) error {
-	for _, kvs := range [][]KV{ops.Set, ops.Add} {
-		for _, kv := range kvs {
-			if !isToken(kv.Name) {
-				return fmt.Errorf("header name %q is not a token", kv.Name)
+// checkOps checks a route's changes to the header fields of a message,
+// the part key.
+func checkOps(key string, ops *HeaderOps) error {
+	for _, set := range []struct {
+		action string
+		kvs    []KV
+	}{{"set", ops.Set}, {"add", ops.Add}} {
+		for _, kv := range set.kvs {
+			at := key + "." + set.action + "." + kv.Name
+			if err := HeaderChange(kv.Name); err != nil {
+				return fmt.Errorf("%s: %w", at, err)
 			}
-			if !validValue(kv.Value) {
-				return fmt.Errorf("header %s: value %q holds a control character", kv.Name, kv.Value)
+			if err := FieldValue(kv.Value); err != nil {
+				return fmt.Errorf("%s: %w", at, err)
 			}
 		}
 	}
-	for _, n := range ops.Remove {
-		if !isToken(n) {
-			return fmt.Errorf("header name %q is not a token", n)
+	for i, n := range ops.Remove {
+		if err := HeaderChange(n); err != nil {
+			return fmt.Errorf("%s.remove[%d]: %w", key, i, err)
 		}
 	}
 	return nil
 }
 
-func checkRedirect(r *Redirect, mode EscapedSlashes) error {
-	switch r.Status {
-	case 301, 302, 303, 307, 308:
-	default:
-		return fmt.Errorf("redirect status %d is not 301, 302, 303, 307 or 308", r.Status)
+// checkRedirect checks each part a redirect gives.
+func checkRedirect(r *Redirect) error {
+	if err := RedirectStatus(r.Status); err != nil {
+		return fmt.Errorf("redirect.status: %w", err)
 	}
-	switch r.Scheme {
-	case "", "http", "https":
-	default:
-		return fmt.Errorf("redirect scheme %q is not http or https", r.Scheme)
+	if r.Scheme != "" {
+		if err := RedirectScheme(r.Scheme); err != nil {
+			return fmt.Errorf("redirect.scheme: %w", err)
+		}
 	}
 	if r.Host != "" {
-		p, err := hostPattern(r.Host)
-		if err != nil {
-			return fmt.Errorf("redirect: %w", err)
-		}
-		if p[0] == '.' {
-			return fmt.Errorf("redirect host %q is a wildcard", r.Host)
+		if _, err := RedirectHost(r.Host); err != nil {
+			return fmt.Errorf("redirect.host: %w", err)
 		}
 	}
-	if r.Port < 0 || r.Port > 65535 {
-		return fmt.Errorf("redirect port %d is not 0 to 65535", r.Port)
+	if r.Port != 0 {
+		if err := RedirectPort(r.Port); err != nil {
+			return fmt.Errorf("redirect.port: %w", err)
+		}
 	}
-	if _, err := normalPath("redirect path", r.Path, mode); err != nil {
+	if _, err := normalPath("redirect.path", r.Path); err != nil {
 		return err
 	}
 	return nil
@@ -314,23 +329,3 @@ func isToken(s string) bool {
 }
 
 var tokenByte = byteSet("!#$%&'*+-.^_`|~")
-
-// validValue reports whether a field value holds no control character
-// other than a tab, so it cannot split a head.
-func validValue(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < ' ' && c != '\t' || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
-func contains(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
