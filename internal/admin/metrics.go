@@ -68,6 +68,7 @@ var (
 	descRefusals      = desc("retry_budget_refusals_total", "Retries the retry budget refused.", "pool")
 	descLimited       = desc("rate_limited_total", "Requests a rate limit refused with 429, by pool and route (\"\" when no route took them).", "pool", "route")
 	descRouteRequests = desc("route_requests_total", "Requests each route took, by status class; a route that is gone keeps its count until relay restarts.", "route", "code")
+	descSpans         = desc("trace_spans_total", "Sampled spans, by what became of them: exported, dropped (the queue was full) or failed (an export failed).", "result")
 	descConnsOpen     = desc("client_connections_open", "Client connections open.")
 	descAccepted      = desc("client_connections_accepted_total", "Client connections accepted.")
 	descReloads       = desc("config_reloads_total", "Configuration reloads, by result.", "result")
@@ -172,6 +173,9 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	for _, l := range s.Stats.Limited {
 		counter(descLimited, l.Requests, l.Pool, l.Route)
 	}
+	counter(descSpans, s.Stats.Spans.Exported, "exported")
+	counter(descSpans, s.Stats.Spans.Dropped, "dropped")
+	counter(descSpans, s.Stats.Spans.Failed, "failed")
 	gauge(descConnsOpen, float64(s.Stats.ConnsOpen))
 	counter(descAccepted, s.Stats.ConnsAccepted)
 	counter(descReloads, s.Reloads[0], "success")

@@ -253,6 +253,11 @@ func (c *Core) Stats(st *stats.Process) {
 	c.limitedStats(st)
 	n := c.noPool.Read()
 	st.NoPool.Add(&n)
+	for _, f := range c.features.features {
+		if t, ok := f.(*Tracing); ok {
+			t.stats(st)
+		}
+	}
 }
 
 // Pools returns the core's pools in name order.

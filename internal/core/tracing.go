@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"relay/internal/h1"
+	"relay/internal/stats"
 	"relay/internal/trace"
 )
 
@@ -21,13 +22,29 @@ import (
 // says how many attempts were retried.
 type Tracing struct {
 	sampler trace.Sampler
-	export  func(*trace.Span)
+	spans   Spans
+}
+
+// Spans is where sampled spans go: Export must not block and must copy
+// what it keeps (a *trace.Exporter); the counts are its metrics.
+type Spans interface {
+	Export(*trace.Span)
+	Exported() uint64
+	Dropped() uint64
+	Failed() uint64
 }
 
 // NewTracing returns the feature that samples by s and hands sampled
-// spans to export, which must not block and must copy what it keeps.
-func NewTracing(s trace.Sampler, export func(*trace.Span)) *Tracing {
-	return &Tracing{sampler: s, export: export}
+// spans to spans.
+func NewTracing(s trace.Sampler, spans Spans) *Tracing {
+	return &Tracing{sampler: s, spans: spans}
+}
+
+// stats adds what became of the sampled spans to st.
+func (t *Tracing) stats(st *stats.Process) {
+	st.Spans.Exported += t.spans.Exported()
+	st.Spans.Dropped += t.spans.Dropped()
+	st.Spans.Failed += t.spans.Failed()
 }
 
 // traceSlot holds a request's traceState.
@@ -143,7 +160,7 @@ func (t *Tracing) Done(x *Exchange, o Outcome, took time.Duration) {
 	if o.Backend != nil {
 		s.Backend = o.Backend.Name
 	}
-	t.export(s)
+	t.spans.Export(s)
 }
 
 // traceID returns x's trace id in hex, for the access log.

@@ -133,7 +133,7 @@ func New(cfg *config.Config, opts Options) (*Plane, error) {
 			pl.Close()
 			return nil, fmt.Errorf("tracing: %w", err)
 		}
-		pl.exporter, pl.tracing = exp, core.NewTracing(t.Sampler(), exp.Export)
+		pl.exporter, pl.tracing = exp, core.NewTracing(t.Sampler(), exp)
 	}
 	pl.core = core.New(pl.coreConfig(cfg))
 	for _, np := range cfg.AllPools() {

@@ -24,6 +24,16 @@ type Process struct {
 	// ever accepted.
 	ConnsOpen     int64  `json:"conns_open"`
 	ConnsAccepted uint64 `json:"conns_accepted"`
+	// Spans are what tracing's exporter did with the sampled spans.
+	Spans Spans `json:"spans"`
+}
+
+// Spans counts sampled spans: sent to the collector, dropped before
+// sending (the queue full), and lost in exports that failed.
+type Spans struct {
+	Exported uint64 `json:"exported"`
+	Dropped  uint64 `json:"dropped"`
+	Failed   uint64 `json:"failed"`
 }
 
 // Backend is one member's counts in one process, or summed over several:
@@ -75,6 +85,9 @@ type Limited struct {
 // name and pools by name; ones p lacks are appended.
 func (p *Process) Add(o *Process) {
 	p.NoPool.Add(&o.NoPool)
+	p.Spans.Exported += o.Spans.Exported
+	p.Spans.Dropped += o.Spans.Dropped
+	p.Spans.Failed += o.Spans.Failed
 	p.ConnsOpen += o.ConnsOpen
 	p.ConnsAccepted += o.ConnsAccepted
 	type key struct{ pool, name string }
