@@ -20,11 +20,18 @@ func TestFileAppendsWhatItIsGiven(t *testing.T) {
 	defer f.Close()
 	w := NewFile(f)
 	var want bytes.Buffer
+	// longest is the longest a write took as the test saw it: on a busy
+	// machine a thread may be kept off its core in the middle of one,
+	// and then the write did take long.
+	var longest time.Duration
 	for i := range 100 {
 		line := bytes.Repeat([]byte{'a' + byte(i%26)}, 1000+i)
 		line = append(line, '\n')
 		want.Write(line)
-		if n, err := w.Write(line); n != len(line) || err != nil {
+		start := time.Now()
+		n, err := w.Write(line)
+		longest = max(longest, time.Since(start))
+		if n != len(line) || err != nil {
 			t.Fatalf("write %d = %d, %v; want %d, nil", i, n, err, len(line))
 		}
 	}
@@ -35,8 +42,8 @@ func TestFileAppendsWhatItIsGiven(t *testing.T) {
 	if !bytes.Equal(got, want.Bytes()) {
 		t.Fatalf("the file holds %d bytes, not the %d written", len(got), want.Len())
 	}
-	if w.slow() {
-		t.Error("writes into the page cache were taken for slow ones")
+	if w.slow() && longest < SlowWrite {
+		t.Errorf("writes into the page cache, the longest %v, were taken for slow ones", longest)
 	}
 }
 
