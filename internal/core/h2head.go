@@ -74,8 +74,9 @@ func (x *Exchange) streamHead(scheme string) (inline []byte) {
 			n = stringOf(name)
 		}
 		// A value new on every request would only push the others out
-		// of the backend's HPACK table: it is never indexed.
-		fs = append(fs, hpack.HeaderField{Name: n, Value: stringOf(value), Sensitive: n == "x-request-id" || n == "grpc-timeout"})
+		// of the backend's HPACK table: it is never indexed. relay's
+		// traceparent is one (its span id is the request's own).
+		fs = append(fs, hpack.HeaderField{Name: n, Value: stringOf(value), Sensitive: perRequest(n)})
 	}
 	if te || x.grpc || x.clientTE() {
 		// gRPC servers may insist on it; it says the client reads
@@ -87,6 +88,12 @@ func (x *Exchange) streamHead(scheme string) (inline []byte) {
 	}
 	x.fields, x.names = fs, names
 	return inline
+}
+
+// perRequest reports whether the field named n, lower case, has a value
+// of its own on every request.
+func perRequest(n string) bool {
+	return n == "x-request-id" || n == "grpc-timeout" || n == "traceparent"
 }
 
 // hasUpper reports whether name holds an upper-case ASCII letter.

@@ -71,9 +71,10 @@ func DefaultConfig() Config {
 		HonourParent: DefaultHonourParent,
 		ServiceName:  DefaultServiceName,
 		Exporter: ExporterConfig{
-			Protocol:      DefaultProtocol,
-			QueueSize:     DefaultQueueSize,
-			BatchSize:     DefaultBatchSize,
+			Protocol:  DefaultProtocol,
+			QueueSize: DefaultQueueSize,
+			// BatchSize stays 0: DefaultBatchSize, or QueueSize when
+			// that is smaller, so that a small queue_size alone is valid.
 			BatchTimeout:  DefaultBatchTimeout,
 			ExportTimeout: DefaultExportTimeout,
 		},
@@ -145,7 +146,8 @@ type ExporterConfig struct {
 	// QueueSize is the most spans held for export, including the batch
 	// being sent; past it spans are dropped and counted.
 	QueueSize int `yaml:"queue_size"`
-	// BatchSize is the most spans in one export request.
+	// BatchSize is the most spans in one export request; 0 takes
+	// DefaultBatchSize, or QueueSize when that is smaller.
 	BatchSize int `yaml:"batch_size"`
 	// BatchTimeout is the longest a span waits for its batch to fill.
 	BatchTimeout time.Duration `yaml:"batch_timeout"`
@@ -243,7 +245,7 @@ func (c *ExporterConfig) checkExporter() []error {
 	}
 	check("queue_size", c.QueueSize, 1, MaxQueueSize)
 	check("batch_size", c.BatchSize, 1, MaxQueueSize)
-	if c.BatchSize > 0 && c.BatchSize > c.queueSize() {
+	if c.BatchSize > 0 && c.queueSize() >= 1 && c.BatchSize > c.queueSize() {
 		bad("batch_size", "%d is more than queue_size %d: a batch could never fill", c.BatchSize, c.queueSize())
 	}
 	dur := func(key string, v, lo, hi time.Duration) {

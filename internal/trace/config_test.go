@@ -37,6 +37,7 @@ func TestConfigCheck(t *testing.T) {
 			c.Exporter.Protocol, c.Exporter.Endpoint, c.Exporter.Insecure = "http", "https://otel.example/otlp", false
 		})},
 		{name: "headers", cfg: on(func(c *Config) { c.Exporter.Headers = map[string]string{"X-Api-Key": "s3cret"} })},
+		{name: "small queue without a batch size", cfg: on(func(c *Config) { c.Exporter.QueueSize = 100 })},
 		{name: "bounds", cfg: on(func(c *Config) {
 			c.Exporter.QueueSize, c.Exporter.BatchSize = 10, 10
 			c.Exporter.BatchTimeout, c.Exporter.ExportTimeout = 10*time.Millisecond, 5*time.Minute
@@ -218,5 +219,24 @@ func TestNewExporterErrors(t *testing.T) {
 				t.Fatalf("error %q, want it to start with %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// A batch is DefaultBatchSize spans unless the queue is smaller, when it
+// is the queue: a queue_size below 512 needs no batch_size beside it.
+func TestBatchSizeDefault(t *testing.T) {
+	for _, tt := range []struct{ queue, batch, want int }{{0, 0, DefaultBatchSize}, {100, 0, 100}, {4096, 0, DefaultBatchSize}, {100, 10, 10}} {
+		c := DefaultConfig()
+		c.Exporter.Endpoint, c.Exporter.Insecure = "127.0.0.1:4317", true
+		if tt.queue != 0 {
+			c.Exporter.QueueSize = tt.queue
+		}
+		c.Exporter.BatchSize = tt.batch
+		if errs := c.Check(); len(errs) > 0 {
+			t.Errorf("queue %d batch %d: %v", tt.queue, tt.batch, errs)
+		}
+		if got := c.ExporterSettings().withDefaults().BatchSize; got != tt.want {
+			t.Errorf("queue %d batch %d: batches of %d, want %d", tt.queue, tt.batch, got, tt.want)
+		}
 	}
 }

@@ -204,10 +204,18 @@ func pathOf(target string) string {
 }
 
 // protoVersion is network.protocol.version for a protocol name: "1.1" for
-// "HTTP/1.1", "2" for "HTTP/2".
+// "HTTP/1.1", "2" for "HTTP/2" and for "HTTP/2.0", which relay's HTTP/2
+// door calls itself (the access log's name): OpenTelemetry's conventions
+// write HTTP/2 and HTTP/3 as "2" and "3".
 func protoVersion(p string) string {
 	if len(p) > 5 && p[:5] == "HTTP/" {
-		return p[5:]
+		p = p[5:]
+	}
+	switch p {
+	case "2.0":
+		return "2"
+	case "3.0":
+		return "3"
 	}
 	return p
 }

@@ -278,3 +278,16 @@ func BenchmarkEncodeBatch(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(buf))/DefaultBatchSize, "bytes/span")
 }
+
+// network.protocol.version is OpenTelemetry's "1.1" or "2" whichever way
+// the core names the client's protocol: relay's HTTP/2 door calls it
+// "HTTP/2.0", as the access log does.
+func TestProtoVersion(t *testing.T) {
+	for in, want := range map[string]string{
+		"HTTP/1.0": "1.0", "HTTP/1.1": "1.1", "HTTP/2": "2", "HTTP/2.0": "2", "HTTP/3.0": "3", "": "", "SPDY/3": "SPDY/3",
+	} {
+		if got := protoVersion(in); got != want {
+			t.Errorf("protoVersion(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -63,8 +63,8 @@ type Span struct {
 	Host string
 	// Scheme is "http" or "https": url.scheme.
 	Scheme string
-	// Proto is the client's protocol, "HTTP/1.1" or "HTTP/2":
-	// network.protocol.version ("1.1", "2").
+	// Proto is the client's protocol, "HTTP/1.1" or "HTTP/2.0" (or
+	// "HTTP/2"): network.protocol.version ("1.1", "2").
 	Proto string
 	// Status is the status relay answered with: http.response.status_code.
 	// 5xx marks the span as an error, with error.type the status; 0 (no
