@@ -45,6 +45,9 @@ type Config struct {
 	// respFields are fields the benchmark's backends add to each
 	// response, each line ending in CRLF.
 	respFields string
+	// features, when set, makes the core's own features
+	// (core.Config.Features); nil takes core.DefaultFeatures.
+	features func(*core.Core) []core.Feature
 }
 
 // testPool names the one pool of a test relay.
@@ -76,7 +79,8 @@ func ConfigFrom(c *config.Config) Config {
 // relay's data plane does.
 func build(cfg Config, bs []*backend.Backend) (*Proxy, error) {
 	c := core.New(core.Config{TrustedProxies: cfg.TrustedProxies, AccessLog: cfg.AccessLog, RequestID: cfg.RequestID, Logger: cfg.Logger,
-		MaxBodyBytes: cfg.MaxBodyBytes, HoldBodyBytes: cfg.BodyBufferBytes, Descriptors: cfg.Descriptors, Instance: cfg.Instance})
+		MaxBodyBytes: cfg.MaxBodyBytes, HoldBodyBytes: cfg.BodyBufferBytes, Descriptors: cfg.Descriptors, Instance: cfg.Instance,
+		Features: cfg.features})
 	if cfg.Pool.Name == "" {
 		cfg.Pool.Name = testPool
 	}
