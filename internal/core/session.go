@@ -32,7 +32,8 @@ import (
 //	tunnel     the connection a 101 switches to the new protocol
 //	body       x.respBody over what carries the response body
 //	finish     the request body's sender stopped, the response over
-//	trailers   the gRPC status among the response's trailers
+//	trailerStatus
+//	           the gRPC status among the response's trailers
 //	reusable   whether the session may carry another request
 //	close      its end: pooled again when reuse, closed or recycled
 //
