@@ -70,69 +70,31 @@ func (r *passage) attempt(b *backend.Backend, probe bool) (Outcome, bool) {
 	return Outcome{}, false
 }
 
-// try sends x to b and relays the response. A reused pooled connection
-// that turns out to be closed is replaced by a fresh one once, when the
-// request can be sent again. now is the time the attempt starts.
+// try sends x to b and relays the response, over the session of b's
+// protocol. A session lost before the backend took the request may be
+// replaced, and the request sent again (session.reopen). now is the time
+// the attempt starts.
 func (p *Pool) try(snap *snapshot, b *backend.Backend, x *Exchange, now time.Time) attempt {
-	cs := snap.conns[b]
-	if proto := p.cfg().protocolOf(b); proto != HTTP1 {
-		return p.tryStream(cs, b, x, now, proto)
-	}
+	s := x.session(p, snap.conns[b], p.cfg().protocolOf(b))
 	x.response = -1
-	u, reused, err := cs.get(now)
-	if x.timed {
-		// A pooled connection took no time to get: 0, without reading
-		// the clock. A dial is timed from the attempt's start.
-		x.connect = 0
-		if !reused {
-			x.connect = time.Since(now)
+	if x.Req.Upgrade {
+		if why := s.upgrade(); why != "" {
+			return attempt{verdict: failed, status: 502, msg: why, health: unjudged}
 		}
 	}
-	if err != nil {
-		return p.unreachable(b, x, err)
-	}
-	idempotent := x.Req.Idempotent()
-	if reused && !idempotent && !u.alive() {
-		// A request that cannot be sent twice must not go out on a
-		// connection the backend has already closed.
-		u.close()
-		if u, err = x.dial(cs); err != nil {
+	for {
+		if err := s.open(x, now); err != nil {
 			return p.unreachable(b, x, err)
 		}
-		reused = false
-	}
-	if !x.prepared {
-		x.prepare(p.core, b)
-	}
-	a, end := p.exchange(b, u, x, now)
-	// A non-idempotent request passed the alive check above, so a reused
-	// connection lost after sending it most likely delivered it: only
-	// idempotent requests are sent again.
-	if end == staleConn && reused && idempotent && x.replayable() {
-		u.close()
-		if u, err = x.dial(cs); err != nil {
-			return p.unreachable(b, x, err)
+		if !x.prepared {
+			x.prepare(p.core, b)
 		}
-		a, end = p.exchange(b, u, x, time.Now())
+		a, end := p.exchange(b, s, x)
+		s.close(end == reuseConn)
+		if end != reopenConn {
+			return a
+		}
 	}
-	if end == reuseConn {
-		cs.put(u, now)
-	} else {
-		u.close()
-	}
-	return a
-}
-
-// dial dials a new connection in place of a pooled one that was lost,
-// timing it for the access log.
-func (x *Exchange) dial(cs *conns) (*upstream, error) {
-	if !x.timed {
-		return cs.dial()
-	}
-	start := time.Now()
-	u, err := cs.dial()
-	x.connect = time.Since(start)
-	return u, err
 }
 
 // unreachable records a failed dial to b. Nothing was sent, so the request
@@ -153,22 +115,9 @@ func (p *Pool) unreachable(b *backend.Backend, x *Exchange, err error) attempt {
 	return a
 }
 
-// exchange writes the request on u and relays the response.
-func (p *Pool) exchange(b *backend.Backend, u *upstream, x *Exchange, now time.Time) (attempt, ending) {
-	req := x.Req
-	u.wait(now, p.cfg().ResponseTimeout, x.Door)
-	in, err := x.send(u)
-	var sent time.Time // when the request was sent, for the access log
-	if x.streamed {
-		// The wait for the answer starts once the body is sent: an
-		// upload may take longer than response_timeout.
-		sent = time.Now()
-		u.wait(sent, p.cfg().ResponseTimeout, x.Door)
-	} else if x.timed {
-		// A request whose head and body are in x.head goes out with
-		// the first read of the response.
-		sent = time.Now()
-	}
+// exchange sends the request over s and relays the response.
+func (p *Pool) exchange(b *backend.Backend, s session, x *Exchange) (attempt, ending) {
+	in, sent, err := s.send(x)
 	if err != nil {
 		if errors.Is(err, errClientBody) {
 			// A body with broken framing or past the size limit gets its
@@ -178,21 +127,21 @@ func (p *Pool) exchange(b *backend.Backend, u *upstream, x *Exchange, now time.T
 			o := p.core.bodyFailed(x, err, in)
 			return attempt{status: o.Status, in: in, out: o.Out}, closeConn
 		}
-		// The backend stopped reading: it may still have answered, so
-		// read on; reading reports the failure if not.
-		p.core.cfg.Logger.Debug("request write failed", "err", err)
+		// The head did not go out.
+		return p.headFailed(s, x, err, 0, false)
 	}
-	isHead := req.IsMethod("HEAD")
+	req := x.Req
 	resp := &x.resp
 	interim := false // an informational response reached the client
 	for {
-		if err := u.br.ReadResponse(resp, isHead); err != nil {
-			a, end := p.responseFailed(u, x, err, in)
-			if interim && a.verdict == retry {
-				// Bytes reached the client: the request is not sent again.
-				a.verdict, end = failed, closeConn
+		if err := s.readHead(x, resp); err != nil {
+			in, berr := s.finish(in)
+			if errors.Is(berr, errClientBody) && !errors.Is(err, errClientGone) {
+				// The body's sender failed on the client's side.
+				o := p.core.bodyFailed(x, berr, in)
+				return attempt{status: o.Status, in: in, out: o.Out}, closeConn
 			}
-			return a, end
+			return p.headFailed(s, x, err, in, interim)
 		}
 		if resp.Status >= 200 || resp.Status == 101 {
 			if x.timed {
@@ -209,6 +158,7 @@ func (p *Pool) exchange(b *backend.Backend, u *upstream, x *Exchange, now time.T
 				x.answerWithID(resp)
 			}
 			if x.Door.Interim(resp) != nil {
+				in, _ = s.finish(in)
 				return attempt{status: 499, in: in}, closeConn
 			}
 			interim = true
@@ -221,57 +171,77 @@ func (p *Pool) exchange(b *backend.Backend, u *upstream, x *Exchange, now time.T
 				health: faulted, fault: "switched protocols unasked"}, closeConn
 		}
 		p.judgeHead(x, 101)
-		// Bytes that arrived behind the head belong to the new protocol.
-		early := u.br.Peek()
-		u.br.Discard(len(early))
-		out := x.Door.Tunnel(resp, u.conn.Conn, early)
+		up, early := s.tunnel()
+		out := x.Door.Tunnel(resp, up, early)
 		return attempt{status: 101, in: in, out: out, health: served}, closeConn
 	}
 	// Read now: the body's bytes overwrite the head's.
 	grpc, drop := p.judgeAnswer(x, resp)
-	x.respBody.reset(u, resp, p.cfg().ResponseTimeout, x.Door, drop)
+	s.body(x, resp, drop)
 	out, rerr, werr := x.Door.Respond(resp, &x.respBody)
 	x.respBody.endFilter()
+	in, _ = s.finish(in)
 	a := attempt{status: resp.Status, in: in, out: out, health: served, grpc: grpc}
 	if x.grpc && grpc == "" && rerr == nil && werr == nil {
-		a.grpc = grpcStatusInLines(x.respBody.Trailers())
+		a.grpc = s.trailerStatus(x)
 	}
-	if errors.Is(rerr, errClientGone) {
+	switch {
+	case errors.Is(rerr, errClientGone):
 		// The client went away while the backend was slow to send more:
 		// nobody's fault that the backend must answer for.
 		a.status, a.health = 499, unjudged
 		return a, closeConn
-	}
-	if rerr != nil {
+	case errors.Is(rerr, errCallDeadline):
+		// The call's deadline, as before the head: nobody's fault.
+		a.health = unjudged
+	case rerr != nil:
 		// Too late for an error response: the front door cut the client
 		// off so it sees a truncated message, not a complete wrong one.
 		a.health, a.fault = faulted, "response body broken off: "+rerr.Error()
 	}
-	// Bytes already buffered after a complete response were sent unasked
-	// (a body on a HEAD answer, say): on reuse they would pass for the
-	// next request's response.
-	if rerr == nil && werr == nil && !resp.Close && x.respBody.Done() && x.bodySent() && u.br.Buffered() == 0 {
+	if rerr == nil && werr == nil && s.reusable(x, resp) {
 		return a, reuseConn
 	}
 	return a, closeConn
 }
 
-// responseFailed maps a failure to read the response head to an attempt.
-func (p *Pool) responseFailed(u *upstream, x *Exchange, err error, in int64) (attempt, ending) {
+// headFailed maps a failure to get a response head over s to an attempt.
+// interim says an informational response reached the client.
+func (p *Pool) headFailed(s session, x *Exchange, err error, in int64, interim bool) (attempt, ending) {
 	a := attempt{verdict: failed, status: 502, msg: "backend sent no valid response", in: in,
 		health: faulted, fault: "no valid response: " + err.Error()}
 	switch {
 	case errors.Is(err, errClientGone):
 		// Cancelled: closing the connection tells the backend.
 		return attempt{verdict: answered, status: 499, in: in}, closeConn
+	case errors.Is(err, errCallDeadline):
+		// The client's deadline: the backend is not to blame.
+		a.status, a.msg, a.health, a.fault = 504, "the call's deadline passed", unjudged, ""
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		// The backend may still be working on it: never retry.
 		a.status, a.msg, a.fault = 504, "backend did not answer in time", "no response in time"
-	case u.br.Buffered() == 0 && isConnLoss(err):
-		if x.Req.Idempotent() && x.replayable() {
-			a.verdict = retry
+	default:
+		switch s.lost(err) {
+		case lossRefused:
+			// The backend did not process the request: another may,
+			// whatever the method. A GOAWAY or a refused stream is the
+			// backend shedding load or going away, not failing.
+			a.msg, a.health, a.fault = "backend refused the request", unjudged, ""
+			if x.replayable() {
+				a.verdict = retry
+			}
+		case lossConn:
+			if x.Req.Idempotent() && x.replayable() {
+				a.verdict = retry
+			}
 		}
-		return a, staleConn
+	}
+	if a.verdict == retry && interim {
+		// Bytes reached the client: the request is not sent again.
+		a.verdict = failed
+	}
+	if a.verdict == retry && s.reopen(err) {
+		return a, reopenConn
 	}
 	return a, closeConn
 }

@@ -86,7 +86,7 @@ type Exchange struct {
 	// it must end (its grpc-timeout), zero for none.
 	grpc     bool
 	deadline time.Time
-	// For an HTTP/2 backend (stream.go): the request's fields as views of
+	// For an HTTP/2 backend (session_h2.go): the request's fields as views of
 	// head's bytes, names holding the lower-cased names; trailerBuf the
 	// request's trailers that pass; and sent the body bytes read from
 	// the client for the stream, kept while they fit in HoldBodyBytes so
@@ -98,6 +98,10 @@ type Exchange struct {
 	// cacheControl holds a response's Cache-Control value with private
 	// added (nocache, cookie.go).
 	cacheControl []byte
+	// The sessions an attempt reaches its backend through (session.go),
+	// readied for each attempt: kept here, taking one allocates nothing.
+	h1s h1Session
+	h2s h2Session
 }
 
 // Peer is a client connection's address, worked out once per connection.

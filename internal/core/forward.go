@@ -42,15 +42,6 @@ type attempt struct {
 	grpc string
 }
 
-// ending is what becomes of an upstream connection after an exchange.
-type ending uint8
-
-const (
-	closeConn ending = iota // close it
-	reuseConn               // the response was read to its end: pool it
-	staleConn               // lost before any response byte: it may have been closed while idle
-)
-
 // Relay's own answers when no backend answered.
 const (
 	msgUnreachable = "backend unreachable"

@@ -87,30 +87,3 @@ func needsLength(method []byte) bool {
 	}
 	return false
 }
-
-// send writes the prepared request to u and streams the rest of the body
-// from the client. in counts body bytes sent. A client-side failure is
-// wrapped in errClientBody.
-func (x *Exchange) send(u *upstream) (in int64, err error) {
-	if x.bodySent() {
-		// Head and body are complete in x.head: write them inside the
-		// wait for the response (see upstream.Read).
-		u.send(x.head)
-		return x.inline, nil
-	}
-	if _, err := u.conn.Write(x.head); err != nil {
-		return 0, err
-	}
-	if x.Req.Expect100 && !x.streamed {
-		if err := x.Door.Continue(); err != nil {
-			return 0, errors.Join(errClientBody, err)
-		}
-	}
-	x.streamed = true
-	n, rerr, werr := h1.CopyBody(u.conn, x.Body, x.Req.Chunked, x.trailHops)
-	in = x.inline + n
-	if rerr != nil {
-		return in, errors.Join(errClientBody, rerr)
-	}
-	return in, werr
-}

@@ -3,12 +3,12 @@ package core
 import (
 	"errors"
 	"io"
+	"net"
 	"os"
 	"time"
 
 	"golang.org/x/net/http2/hpack"
 
-	"relay/internal/backend"
 	"relay/internal/h1"
 	"relay/internal/h2up"
 )
@@ -52,62 +52,66 @@ type duplexBody interface {
 	Complete() bool
 }
 
-// tryStream sends x to b as a stream over HTTP/2 and relays the response.
-func (p *Pool) tryStream(cs *conns, b *backend.Backend, x *Exchange, now time.Time, proto Protocol) attempt {
-	x.response = -1
-	if x.Req.Upgrade {
-		return attempt{verdict: failed, status: 502, msg: "a protocol upgrade cannot be carried to an HTTP/2 backend",
-			health: unjudged}
-	}
-	var inline []byte
-	for tries := 1; ; tries++ {
-		s, fresh, err := cs.openStream(proto)
-		if x.timed {
-			x.connect = 0
-			if fresh {
-				x.connect = time.Since(now)
-			}
-		}
-		if err != nil {
-			return p.unreachable(b, x, err)
-		}
-		if tries == 1 {
-			if !x.prepared {
-				x.prepare(p.core, b)
-			}
-			scheme := "http"
-			if proto == H2 {
-				scheme = "https"
-			}
-			inline = x.streamHead(scheme)
-		}
-		a, over := p.exchangeStream(b, s, x, inline)
-		// exchangeStream is done with s, its body's sender too (pump).
-		s.Recycle()
-		// A backend that lowered its stream limit after the stream was
-		// opened took nothing: the request takes a stream again, on a
-		// connection with room under the new limit.
-		if !over || tries == maxReopens {
-			return a
+// h2Session carries an attempt as a stream over an HTTP/2 connection to
+// the backend (h2conns.go): the head as HEADERS, the body as DATA with
+// it or while the response comes, the response's body and trailers read
+// from the stream (streambody.go).
+type h2Session struct {
+	p     *Pool
+	cs    *conns
+	proto Protocol
+	s     *h2up.Stream
+	pm    *pump // the body's sender while the response comes; nil: none
+	// opens counts the streams the attempt took; built says x.fields
+	// holds the request's HTTP/2 head, and inline the body bytes
+	// prepare put behind it.
+	opens  int
+	built  bool
+	inline []byte
+}
+
+// upgrade: HTTP/2 has no protocol upgrade (RFC 9113 8.6).
+func (h *h2Session) upgrade() string {
+	return "a protocol upgrade cannot be carried to an HTTP/2 backend"
+}
+
+// open takes a stream on a pooled connection with room, or on a new one.
+func (h *h2Session) open(x *Exchange, now time.Time) error {
+	h.opens++
+	s, fresh, err := h.cs.openStream(h.proto)
+	if x.timed {
+		x.connect = 0
+		if fresh {
+			x.connect = time.Since(now)
 		}
 	}
+	if err != nil {
+		return err
+	}
+	h.s, h.pm = s, nil
+	return nil
 }
 
 // maxReopens bounds how many times one attempt takes a stream again
 // because the backend lowered its stream limit meanwhile.
 const maxReopens = 3
 
-// exchangeStream writes the request on s and relays the response. over
-// says the head did not go out because the backend lowered its stream
-// limit since s was opened (h2up.ErrOverLimit).
-func (p *Pool) exchangeStream(b *backend.Backend, s *h2up.Stream, x *Exchange, inline []byte) (attempt, bool) {
-	cfg := p.cfg()
+// send writes the head as HEADERS and sends the body: a body still
+// arriving from an HTTP/2 client is sent while the response comes; one
+// whole in memory (a unary call's message, a held body) goes out with
+// the head in one write; an HTTP/1.1 client's is sent first, as on the
+// HTTP/1.1 path.
+func (h *h2Session) send(x *Exchange) (in int64, sent time.Time, err error) {
+	if !h.built {
+		scheme := "http"
+		if h.proto == H2 {
+			scheme = "https"
+		}
+		h.inline, h.built = x.streamHead(scheme), true
+	}
+	s, inline, cfg := h.s, h.inline, h.p.cfg()
 	end := len(inline) == 0 && len(x.sent) == 0 && x.bodySent()
 	db := x.duplex()
-	// A body still arriving from an HTTP/2 client is sent while the
-	// response comes; one whole in memory (a unary call's message, a
-	// held body) goes out with the head in one write; an HTTP/1.1
-	// client's is sent first, as on the HTTP/1.1 path.
 	if db != nil {
 		// An attempt before this one may have stopped reading it.
 		db.Resume()
@@ -120,82 +124,36 @@ func (p *Pool) exchangeStream(b *backend.Backend, s *h2up.Stream, x *Exchange, i
 	s.SetWriteTimeout(cfg.ResponseTimeout)
 	if err := s.WriteHead(x.fields, end); err != nil {
 		s.Release()
-		return p.streamFailed(x, err, 0, false), errors.Is(err, h2up.ErrOverLimit)
+		return 0, sent, err
 	}
-	var sent time.Time
 	if x.timed {
 		sent = time.Now()
 	}
-	var pm *pump
-	var in int64
+	hold := h.p.core.cfg.HoldBodyBytes
 	switch {
 	case end:
 	case duplex:
-		pm = startPump(x, s, inline, p.core.cfg.HoldBodyBytes, cfg.ResponseTimeout, db)
+		h.pm = startPump(x, s, inline, hold, cfg.ResponseTimeout, db)
 	default:
-		var err error
-		in, err = x.sendStream(s, inline, p.core.cfg.HoldBodyBytes, cfg.ResponseTimeout)
+		in, err = x.sendStream(s, inline, hold, cfg.ResponseTimeout)
 		s.Release()
 		if errors.Is(err, errClientBody) {
-			o := p.core.bodyFailed(x, err, in)
-			return attempt{status: o.Status, in: in, out: o.Out}, false
+			return in, sent, err
 		}
 		// A write the backend refused: reading reports why.
 	}
 	s.Release()
-	resp := &x.resp
-	interim := false
-	var head h2up.Head
-	for {
-		var err error
-		head, err = p.awaitHead(s, x, pm)
-		if err != nil {
-			in = pm.finish(in)
-			if pm != nil && errors.Is(pm.err, errClientBody) && !errors.Is(err, errClientGone) {
-				o := p.core.bodyFailed(x, pm.err, in)
-				return attempt{status: o.Status, in: in, out: o.Out}, false
-			}
-			return p.streamFailed(x, err, in, interim), false
-		}
-		if head.Status >= 200 {
-			break
-		}
-		if head.Status != 100 {
-			x.streamResponse(resp, &head)
-			if len(x.rid) > 0 {
-				x.answerWithID(resp)
-			}
-			if x.Door.Interim(resp) != nil {
-				in = pm.finish(in)
-				return attempt{status: 499, in: in}, false
-			}
-			interim = true
-		}
-	}
-	if x.timed {
-		x.response = time.Since(sent)
+	return in, sent, nil
+}
+
+// readHead waits for the next response head and fills resp from it.
+func (h *h2Session) readHead(x *Exchange, resp *h1.Response) error {
+	head, err := h.awaitHead(x)
+	if err != nil {
+		return err
 	}
 	x.streamResponse(resp, &head)
-	x.answerHead(b, resp)
-	grpc, drop := p.judgeAnswer(x, resp)
-	x.respBody.resetStream(s, resp.Body, x.Door, p.core.streamIdle(), x.deadline, drop)
-	out, rerr, werr := x.Door.Respond(resp, &x.respBody)
-	x.respBody.endFilter()
-	in = pm.finish(in)
-	a := attempt{status: resp.Status, in: in, out: out, health: served, grpc: grpc}
-	if grpc == "" && x.grpc && rerr == nil && werr == nil {
-		a.grpc = grpcStatusOfFields(s.Trailers())
-	}
-	switch {
-	case errors.Is(rerr, errClientGone):
-		a.status, a.health = 499, unjudged
-	case errors.Is(rerr, errCallDeadline):
-		// The call's deadline, as before the head: nobody's fault.
-		a.health = unjudged
-	case rerr != nil:
-		a.health, a.fault = faulted, "response body broken off: "+rerr.Error()
-	}
-	return a, false
+	return nil
 }
 
 // awaitHead waits for the next response head. The wait is bounded by
@@ -203,14 +161,15 @@ func (p *Pool) exchangeStream(b *backend.Backend, s *h2up.Stream, x *Exchange, i
 // request body is still being sent, and by the call's deadline; every watchInterval
 // it looks at whether the client is still there, and whether the body
 // sender failed on the client's side.
-func (p *Pool) awaitHead(s *h2up.Stream, x *Exchange, pm *pump) (h2up.Head, error) {
+func (h *h2Session) awaitHead(x *Exchange) (h2up.Head, error) {
+	s, pm := h.s, h.pm
 	for {
-		timeout := p.cfg().ResponseTimeout
+		timeout := h.p.cfg().ResponseTimeout
 		if pm.sending() {
 			// The backend may wait for more of the request before it
 			// answers (a bidirectional call): while the body is open
 			// the wait ends only when nothing moves.
-			timeout = p.core.streamIdle()
+			timeout = h.p.core.streamIdle()
 		}
 		limit := s.LastActive().Add(timeout)
 		if !x.deadline.IsZero() && x.deadline.Before(limit) {
@@ -219,9 +178,9 @@ func (p *Pool) awaitHead(s *h2up.Stream, x *Exchange, pm *pump) (h2up.Head, erro
 		// The stream reads the clock only if it must wait; the clock is
 		// read here only when a wait ran out.
 		s.SetReadLimit(limit, watchInterval)
-		h, err := s.ReadHead()
+		hd, err := s.ReadHead()
 		if !errors.Is(err, os.ErrDeadlineExceeded) {
-			return h, err
+			return hd, err
 		}
 		// LastActive and the deadline carry monotonic clock readings:
 		// whether the limit passed is read from that clock alone.
@@ -232,39 +191,60 @@ func (p *Pool) awaitHead(s *h2up.Stream, x *Exchange, pm *pump) (h2up.Head, erro
 			return h2up.Head{}, os.ErrDeadlineExceeded
 		}
 		if x.Door.Gone() {
-			return h, errClientGone
+			return hd, errClientGone
 		}
 		if pm.failedOnClient() {
-			return h, pm.err
+			return hd, pm.err
 		}
 	}
 }
 
-// streamFailed maps a failure to get a response head on a stream to an
-// attempt. interim says an informational response reached the client.
-func (p *Pool) streamFailed(x *Exchange, err error, in int64, interim bool) attempt {
-	a := attempt{verdict: failed, status: 502, msg: "backend sent no valid response", in: in,
-		health: faulted, fault: "no valid response: " + err.Error()}
-	switch {
-	case errors.Is(err, errClientGone):
-		return attempt{verdict: answered, status: 499, in: in}
-	case errors.Is(err, errCallDeadline):
-		// The client's deadline: the backend is not to blame.
-		a.status, a.msg, a.health, a.fault = 504, "the call's deadline passed", unjudged, ""
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		a.status, a.msg, a.fault = 504, "backend did not answer in time", "no response in time"
-	case errors.Is(err, h2up.ErrRefused):
-		// The backend did not process the request: another may, whatever
-		// the method. A GOAWAY or a refused stream is the backend
-		// shedding load or going away, not failing.
-		a.msg, a.health, a.fault = "backend refused the request", unjudged, ""
-		if x.replayable() && !interim {
-			a.verdict = retry
-		}
-	case x.Req.Idempotent() && x.replayable() && !interim:
-		a.verdict = retry
+// lost: a stream the backend did not process (refused, above its
+// GOAWAY's last stream id, or one whose head never went out) may go to
+// another backend whatever the method; any other failure is a lost
+// stream.
+func (h *h2Session) lost(err error) loss {
+	if errors.Is(err, h2up.ErrRefused) {
+		return lossRefused
 	}
-	return a
+	return lossConn
+}
+
+// reopen: a backend that lowered its stream limit after the stream was
+// opened took nothing; the request takes a stream again, on a
+// connection with room under the new limit, a bounded number of times.
+func (h *h2Session) reopen(err error) bool {
+	return errors.Is(err, h2up.ErrOverLimit) && h.opens < maxReopens
+}
+
+// tunnel is never asked for: upgrade turns protocol upgrades away, and
+// h2up takes no 101 head.
+func (h *h2Session) tunnel() (net.Conn, []byte) { return nil, nil }
+
+func (h *h2Session) body(x *Exchange, resp *h1.Response, drop []byte) {
+	x.respBody.resetStream(h.s, resp.Body, x.Door, h.p.core.streamIdle(), x.deadline, drop)
+}
+
+func (h *h2Session) finish(in int64) (int64, error) {
+	if h.pm == nil {
+		return in, nil
+	}
+	return h.pm.finish(in), h.pm.err
+}
+
+func (h *h2Session) trailerStatus(*Exchange) string {
+	return grpcStatusOfFields(h.s.Trailers())
+}
+
+// reusable: a stream carries one request; its connection is shared and
+// stays.
+func (h *h2Session) reusable(*Exchange, *h1.Response) bool { return false }
+
+// close recycles the stream: the attempt is done with it, its body's
+// sender too (finish).
+func (h *h2Session) close(bool) {
+	h.s.Recycle()
+	h.s, h.pm = nil, nil
 }
 
 // duplex returns the request body as one that can be read while the
