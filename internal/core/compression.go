@@ -12,8 +12,9 @@ import (
 // it comes back: a response that may be compressed gets Content-Encoding,
 // Vary: Accept-Encoding, chunked framing in place of its length, an ETag
 // of its own coding, and its body goes through a pooled encoder that
-// flushes at every read of the backend's bytes, so that a streamed
-// response streams. What is never compressed: a response with a
+// flushes whenever the backend's bytes so far have all been read, so
+// that a streamed response streams while a body that comes at once is
+// coded in whole blocks. What is never compressed: a response with a
 // Content-Encoding, Cache-Control: no-transform, an answer to a Range
 // request or a 206, HEAD, 1xx, 204 and 304, a length under min_length,
 // text/event-stream, types outside the list, and, unless with_cookies is
@@ -36,7 +37,9 @@ type compressState struct {
 	coding  compress.Encoding
 	ranged  bool
 	encoder *compress.Encoder
-	buf     []byte
+	// held says that the encoder was given bytes since its last flush.
+	held bool
+	buf  []byte
 }
 
 func (*Compression) FeatureName() string { return "compress" }
@@ -178,26 +181,32 @@ func (c *Compression) ResponseHead(x *Exchange, resp *h1.Response) {
 		etag.Value = st.buf[start:]
 	}
 	resp.Fields = append(resp.Fields, h1.Field{Name: contentEncodingField, Value: codingValues[st.coding]})
-	st.encoder = c.policy.Encoder(st.coding)
+	st.encoder, st.held = c.policy.Encoder(st.coding), false
 	x.respBody.SetFilter(st, resp)
 }
 
 // Filter compresses the backend's next bytes; the output of the call
-// before has been taken by then. Every call ends with a flush (or, at
-// the end, the coding's end), so what the backend sent leaves now.
-func (st *compressState) Filter(p []byte, end bool) ([]byte, error) {
+// before has been taken by then. A call with more of the body already
+// come leaves the encoder to fill its block; the others end with a flush
+// (or, at the end, the coding's end), so that what the backend sent
+// leaves before relay waits for it again. A flush per read would cost
+// CPU and ratio: a body of 100 KB read 16 KiB at a time was 7 flushes.
+func (st *compressState) Filter(p []byte, end, more bool) ([]byte, error) {
 	e := st.encoder
 	e.Consume(len(e.Output()))
 	if len(p) > 0 {
 		if _, err := e.Write(p); err != nil {
 			return nil, err
 		}
+		st.held = true
 	}
 	var err error
-	if end {
+	switch {
+	case end:
 		err = e.Close()
-	} else if len(p) > 0 {
+	case !more && st.held:
 		err = e.Flush()
+		st.held = false
 	}
 	return e.Output(), err
 }

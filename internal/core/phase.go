@@ -103,8 +103,13 @@ type Finisher interface {
 // BodyFilter changes a response body on its way to the client: each call
 // takes the next bytes the backend sent (end: they are the last) and
 // returns what the client gets in their place, valid until the next call.
+// more says that the backend has already sent more of the body, which the
+// next call brings without waiting: a filter may then hold back what it
+// would otherwise push out now (a compressor's flush), since nothing waits
+// on the backend. When more is false the client must get everything the
+// bytes so far stand for, or a streamed body would stall.
 type BodyFilter interface {
-	Filter(p []byte, end bool) ([]byte, error)
+	Filter(p []byte, end, more bool) ([]byte, error)
 	// Release ends the filter's work on the body, complete or not.
 	Release()
 }

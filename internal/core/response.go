@@ -149,7 +149,8 @@ const filterBytes = 16 << 10
 // readFiltered reads through the body's filter: the backend's next bytes,
 // as many as one read gives, go to the filter, and what it makes is
 // handed out until it is taken, so that a streamed body leaves as it
-// comes.
+// comes. The filter learns whether more of the body is there to read
+// at once, so it flushes only before relay would wait.
 func (r *ResponseBody) readFiltered(p []byte) (int, error) {
 	for len(r.pending) == 0 {
 		if r.fend {
@@ -163,7 +164,7 @@ func (r *ResponseBody) readFiltered(p []byte) (int, error) {
 			return 0, err
 		}
 		end := err == io.EOF || (n > 0 && r.rawDone())
-		out, ferr := r.filter.Filter(r.fbuf[:n], end)
+		out, ferr := r.filter.Filter(r.fbuf[:n], end, !end && r.moreReady())
 		if ferr != nil {
 			return 0, ferr
 		}
@@ -172,6 +173,17 @@ func (r *ResponseBody) readFiltered(p []byte) (int, error) {
 	k := copy(p, r.pending)
 	r.pending = r.pending[k:]
 	return k, nil
+}
+
+// moreReady reports whether the backend's next bytes can be read without
+// waiting: they are in the connection's buffer or its socket, or they
+// have come on the stream. A connection relay cannot look into (TLS to
+// the backend) says no, so its filter flushes at every read.
+func (r *ResponseBody) moreReady() bool {
+	if r.s != nil {
+		return r.s.Buffered() > 0
+	}
+	return r.u.br.Buffered() > 0 || r.u.conn.Readable()
 }
 
 // endFilter releases the body's filter, if any: the response is over,

@@ -50,6 +50,12 @@ type Conn struct {
 	lentN   int
 	lentErr syscall.Errno
 	lentFn  func(fd uintptr) bool
+
+	// State of Readable, bound the same way.
+	peekBuf [1]byte
+	peekN   int
+	peekErr error
+	peekFn  func(fd uintptr) bool
 }
 
 // NewConn wraps c. When c is a socket its reads and writes become raw
@@ -63,6 +69,7 @@ func NewConn(c net.Conn) *Conn {
 			s.writeFn = s.writeStep
 			s.wtrFn = s.writeThenReadStep
 			s.lentFn = s.lentStep
+			s.peekFn = s.peekStep
 		}
 	}
 	return s
@@ -309,4 +316,27 @@ func (s *Conn) lentStep(fd uintptr) bool {
 	}
 	s.lentN, s.lentErr = n, errno
 	return true
+}
+
+// Readable reports whether a read would return at once: bytes, the end
+// of the stream or an error wait on the socket. It is a non-blocking
+// one-byte MSG_PEEK, which consumes nothing and never waits, made
+// through the socket held since NewConn, so it allocates nothing. A
+// connection that is not a raw socket (TLS, an in-memory one) cannot be
+// looked at: false, "not known to be readable", so the caller does what
+// it would do before a wait. Like Read, it is for the reading goroutine.
+func (s *Conn) Readable() bool {
+	if s.raw == nil {
+		return false
+	}
+	s.peekN, s.peekErr = 0, nil
+	if s.raw.Read(s.peekFn) != nil {
+		return false
+	}
+	return s.peekErr != syscall.EAGAIN && s.peekErr != syscall.EINTR
+}
+
+func (s *Conn) peekStep(fd uintptr) bool {
+	s.peekN, _, s.peekErr = syscall.Recvfrom(int(fd), s.peekBuf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	return true // never wait
 }

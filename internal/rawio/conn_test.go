@@ -295,3 +295,52 @@ func TestWriteWaitAndTheCallersDeadline(t *testing.T) {
 		})
 	}
 }
+
+// TestConnReadable looks at a socket without reading it: nothing there,
+// bytes there (still there after the look), drained, the peer's end; and
+// a connection that is not a socket, which it cannot look at.
+func TestConnReadable(t *testing.T) {
+	s, peer := tcpPair(t)
+	s.SetDeadline(time.Now().Add(ioTimeout))
+	if s.Readable() {
+		t.Fatal("Readable before the peer sent anything")
+	}
+	if _, err := peer.Write([]byte("ab")); err != nil {
+		t.Fatal(err)
+	}
+	waitReadable(t, s)
+	if !s.Readable() {
+		t.Fatal("a second look must not have consumed the bytes")
+	}
+	buf := make([]byte, 8)
+	if n, err := s.Read(buf); err != nil || string(buf[:n]) != "ab" {
+		t.Fatalf("Read after Readable = %q, %v; want the bytes the peer sent", buf[:n], err)
+	}
+	if s.Readable() {
+		t.Fatal("Readable once everything was read")
+	}
+	if allocs := testing.AllocsPerRun(100, func() { s.Readable() }); allocs != 0 {
+		t.Errorf("Readable allocates %.0f times, want 0", allocs)
+	}
+	peer.Close()
+	waitReadable(t, s) // the end of the stream: a read returns at once
+
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	go b.Write([]byte("pipe"))
+	if NewConn(a).Readable() {
+		t.Fatal("a connection that is not a socket cannot be looked at: want false")
+	}
+}
+
+// waitReadable waits for loopback to deliver what the peer did.
+func waitReadable(t *testing.T, s *Conn) {
+	t.Helper()
+	for deadline := time.Now().Add(ioTimeout); !s.Readable(); {
+		if time.Now().After(deadline) {
+			t.Fatal("the socket never became readable")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
