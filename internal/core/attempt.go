@@ -247,26 +247,21 @@ func (p *Pool) headFailed(s session, x *Exchange, err error, in int64, interim b
 }
 
 // answerHead makes a backend's final response head the client's: the
-// response head phase of the request's chain (relay's request id among
-// them), the route's header changes, the sticky cookie.
+// response head phase of the request's chain (relay's request id, the
+// route's header changes among them), the sticky cookie.
 func (x *Exchange) answerHead(b *backend.Backend, resp *h1.Response) {
+	x.respHops = x.respHops[:0]
 	x.chain.responseHead(x, resp)
-	if x.respOps != nil {
-		resp.Fields = x.respOps.apply(resp.Fields)
-	}
 	x.stickyAnswer(b, resp)
 }
 
 // judgeAnswer judges a half-open probe by the response head and returns
 // what the body's relay needs of the head: the grpc-status it carries
-// (a trailers-only answer's) and the fields the route removes.
+// (a trailers-only answer's) and the fields kept out of its trailers.
 func (p *Pool) judgeAnswer(x *Exchange, resp *h1.Response) (grpc string, drop []byte) {
 	p.judgeHead(x, resp.Status)
 	if x.grpc {
 		grpc = grpcStatusOf(resp.Fields)
 	}
-	if x.respOps != nil {
-		drop = x.respOps.names
-	}
-	return grpc, drop
+	return grpc, x.respHops
 }

@@ -152,12 +152,21 @@ func New(cfg Config) *Core {
 	return c
 }
 
-// DefaultFeatures returns the core's own features in the order the data
-// plane gives them, without tracing: the loop check (and relay's Via
-// entry), the rate limits, request ids when Config.RequestID is set, the
-// access log when Config.AccessLog is.
-func DefaultFeatures(c *Core) []Feature {
-	return []Feature{LoopCheck(c), RateLimits(c), RequestIDs(c), AccessLog(c, nil)}
+// DefaultFeatures returns the core's own features without tracing
+// (CoreFeatures).
+func DefaultFeatures(c *Core) []Feature { return CoreFeatures(c, nil) }
+
+// CoreFeatures returns the core's own features, those of every request, in
+// their order: X-Forwarded-*, the loop check (and relay's Via entry), the
+// rate limits, request ids when Config.RequestID is set, tracing when t is
+// not nil, and the access log when Config.AccessLog is set, last so that
+// its line has what the others found.
+func CoreFeatures(c *Core, t *Tracing) []Feature {
+	fs := []Feature{ForwardedFields(c), LoopCheck(c), RateLimits(c), RequestIDs(c)}
+	if t != nil {
+		fs = append(fs, t)
+	}
+	return append(fs, AccessLog(c, t))
 }
 
 // LoopCheck is relay's Via entry and the 508 for a request that carries

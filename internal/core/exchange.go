@@ -59,11 +59,10 @@ type Exchange struct {
 	limited           limitedBody   // a chunked body under MaxBodyBytes
 	detached          []byte        // the request head's bytes while a body is held
 	// What routing found (routing.go): the route's match, its name for
-	// the access log ("" when none matched) and its header changes.
-	match           route.Match
-	routeName       string
-	routeCount      *stats.ByClass // the route's counter; nil when none matched
-	reqOps, respOps *fieldOps
+	// the access log ("" when none matched).
+	match      route.Match
+	routeName  string
+	routeCount *stats.ByClass // the route's counter; nil when none matched
 	// routeLimit is the route's rate limit, nil when none; limitedCount
 	// the counter of the route's refusals; limitBuf holds the values of
 	// a 429's fields (ratelimit.go).
@@ -72,8 +71,10 @@ type Exchange struct {
 	limitBuf     []byte
 	clientKey    [16]byte // the client's address as a rate limit's key
 	// trailHops names the fields kept out of a chunked request's
-	// trailers (prepare), comma-separated.
-	trailHops []byte
+	// trailers (prepare), respHops those kept out of the response's
+	// (answerHead), each name followed by a comma: the ones the
+	// features of the upstream request and response head phases remove.
+	trailHops, respHops []byte
 	// probe is the backend whose half-open breaker this attempt probes,
 	// until its response head judges the probe (breaker.go).
 	probe *backend.Backend

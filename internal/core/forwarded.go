@@ -18,6 +18,22 @@ func (c *Core) trusts(a netip.Addr) bool {
 	return false
 }
 
+// forwardedFields is the feature that tells a backend who the client is
+// and how it reached relay: X-Forwarded-For, -Proto and -Host in the
+// upstream request phase. It is on in every core.
+type forwardedFields struct{ c *Core }
+
+// ForwardedFields returns c's feature writing X-Forwarded-*.
+func ForwardedFields(c *Core) Feature { return forwardedFields{c} }
+
+// FeatureName names the feature for relay -explain.
+func (forwardedFields) FeatureName() string { return "forwarded fields" }
+
+// UpstreamHead writes the X-Forwarded-* fields (appendForwarded).
+func (f forwardedFields) UpstreamHead(x *Exchange, out []byte) []byte {
+	return x.appendForwarded(f.c, out)
+}
+
 // appendForwarded writes X-Forwarded-For, -Proto and -Host, and marks the
 // client's own copies Hop so they are not forwarded twice. It runs after
 // hop-by-hop fields were marked, so a client cannot make relay drop these

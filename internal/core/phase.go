@@ -22,7 +22,7 @@ import (
 //	done              the counters, the access log, the span
 //
 // A Feature acts at the phases whose method it has (Accepter, Admitter,
-// UpstreamWriter, HeadFilter, Finisher); a feature at the response head
+// UpstreamWriter and UpstreamAppender, HeadFilter, Finisher); a feature at the response head
 // may give the body a BodyFilter, which is the response body phase. The
 // route and attempt phases are the core's own.
 type Phase uint8
@@ -85,6 +85,14 @@ type UpstreamWriter interface {
 	UpstreamHead(x *Exchange, out []byte) []byte
 }
 
+// UpstreamAppender appends fields to the request head the backend gets
+// after the client's own (the upstream request phase, its end), where a
+// field that adds to a list the client began must go.
+type UpstreamAppender interface {
+	Feature
+	AppendUpstream(x *Exchange, out []byte) []byte
+}
+
 // HeadFilter changes the backend's final response head before the client
 // gets it (the response head phase), and may give the body a BodyFilter
 // (ResponseBody.SetFilter).
@@ -123,6 +131,7 @@ type Chain struct {
 	accept   []Accepter
 	admit    []Admitter
 	upstream []UpstreamWriter
+	appended []UpstreamAppender
 	head     []HeadFilter
 	done     []Finisher
 }
@@ -144,6 +153,9 @@ func NewChain(fs ...Feature) *Chain {
 		}
 		if w, ok := f.(UpstreamWriter); ok {
 			c.upstream = append(c.upstream, w)
+		}
+		if w, ok := f.(UpstreamAppender); ok {
+			c.appended = append(c.appended, w)
 		}
 		if h, ok := f.(HeadFilter); ok {
 			c.head = append(c.head, h)
@@ -172,7 +184,9 @@ func Phases(f Feature) []Phase {
 	if _, ok := f.(Admitter); ok {
 		ps = append(ps, PhaseAdmit)
 	}
-	if _, ok := f.(UpstreamWriter); ok {
+	_, w := f.(UpstreamWriter)
+	_, a := f.(UpstreamAppender)
+	if w || a {
 		ps = append(ps, PhaseUpstreamRequest)
 	}
 	if _, ok := f.(HeadFilter); ok {
@@ -227,6 +241,14 @@ func (c *Chain) admitted(x *Exchange, now time.Time) (o Outcome, done bool) {
 func (c *Chain) upstreamHead(x *Exchange, out []byte) []byte {
 	for _, w := range c.upstream {
 		out = w.UpstreamHead(x, out)
+	}
+	return out
+}
+
+// appendUpstream runs the end of the upstream request phase of c on x.
+func (c *Chain) appendUpstream(x *Exchange, out []byte) []byte {
+	for _, w := range c.appended {
+		out = w.AppendUpstream(x, out)
 	}
 	return out
 }

@@ -11,7 +11,9 @@ import (
 var errClientBody = errors.New("reading request body from client")
 
 // prepare builds the request as the backend will see it: request line,
-// Host, X-Forwarded-*, Via, the client's end-to-end fields, framing, and the
+// Host, the fields of the upstream request phase (X-Forwarded-*, Via and
+// the others the features write), the client's end-to-end fields, those
+// the features append, framing, and the
 // body bytes the front door already holds. The rest of the body is left for
 // send to stream. b supplies Host for HTTP/1.0 clients that sent none,
 // since HTTP/1.1 requires it.
@@ -24,11 +26,8 @@ func (x *Exchange) prepare(c *Core, b *backend.Backend) {
 	} else {
 		out = h1.AppendFieldString(out, "Host", b.URL.Host)
 	}
-	out = x.appendForwarded(c, out)
+	x.trailHops = x.trailHops[:0]
 	out = x.chain.upstreamHead(x, out)
-	if x.reqOps != nil {
-		x.reqOps.drop(req.Fields)
-	}
 	if t := x.stickyT; t != nil && t.indirect {
 		// The sticky cookie is written out of the request here, not
 		// cut from its fields: their bytes may be the HTTP/2 decoder's
@@ -37,11 +36,7 @@ func (x *Exchange) prepare(c *Core, b *backend.Backend) {
 	} else {
 		out = h1.AppendForwardFields(out, req.Fields)
 	}
-	if x.reqOps != nil {
-		for _, f := range x.reqOps.add {
-			out = h1.AppendField(out, f.Name, f.Value)
-		}
-	}
+	out = x.chain.appendUpstream(x, out)
 	if req.Upgrade {
 		out = append(out, "Connection: Upgrade\r\n"...)
 		out = h1.AppendField(out, upgradeField, req.UpgradeProto)
@@ -49,13 +44,10 @@ func (x *Exchange) prepare(c *Core, b *backend.Backend) {
 	switch {
 	case req.Chunked:
 		out = append(out, "Transfer-Encoding: chunked\r\n"...)
-		// The fields the head's Connection names and those the route
-		// removes stay out of the trailers as well. The names are
+		// The fields the head's Connection names stay out of the
+		// trailers as well as those the features removed. The names are
 		// copied now: the head's bytes may be overwritten by the body's.
-		x.trailHops = h1.AppendConnection(x.trailHops[:0], req.Fields)
-		if x.reqOps != nil {
-			x.trailHops = append(x.trailHops, x.reqOps.names...)
-		}
+		x.trailHops = h1.AppendConnection(x.trailHops, req.Fields)
 	case req.ContentLength > 0:
 		out = h1.AppendContentLength(out, req.ContentLength)
 	case needsLength(req.Method):

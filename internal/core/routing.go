@@ -1,7 +1,6 @@
 package core
 
 import (
-	"strings"
 	"sync/atomic"
 
 	"relay/internal/h1"
@@ -30,44 +29,14 @@ type Routing struct {
 	Features [][]Feature
 }
 
-// routing is a Routing as requests read it: the table with each route's
-// header changes ready to write.
+// routing is a Routing as requests read it: the table with what each
+// route's requests need of the core ready.
 type routing struct {
 	Routing
-	req, resp []fieldOps       // by route index
-	counts    []*stats.ByClass // by route index: the core's counter of each route's name
-	limits    []*limit         // by route index: the route's rate limit, nil when none
-	limited   []*atomic.Uint64 // by route index: the core's counter of its pool and name
-	chains    []*Chain         // by route index: the core's features, then the route's
-}
-
-// fieldOps are one route's changes to a message's header fields: names to
-// remove (set ones included) and fields to add (set ones included).
-type fieldOps struct {
-	remove []string // lower-case
-	add    []h1.Field
-	// names is remove as a comma-separated list, for the trailers: a
-	// field a route removes from the head is kept out of the trailers
-	// too, or a client (or a backend) would get it past the route by
-	// sending it after the body, to whoever reads trailers as header
-	// fields.
-	names []byte
-}
-
-func opsOf(ops route.HeaderOps) fieldOps {
-	var f fieldOps
-	for _, n := range ops.Remove {
-		f.remove = append(f.remove, strings.ToLower(n))
-	}
-	for _, kv := range ops.Set {
-		f.remove = append(f.remove, strings.ToLower(kv.Name))
-		f.add = append(f.add, h1.Field{Name: []byte(kv.Name), Value: []byte(kv.Value)})
-	}
-	for _, kv := range ops.Add {
-		f.add = append(f.add, h1.Field{Name: []byte(kv.Name), Value: []byte(kv.Value)})
-	}
-	f.names = []byte(strings.Join(f.remove, ","))
-	return f
+	counts  []*stats.ByClass // by route index: the core's counter of each route's name
+	limits  []*limit         // by route index: the route's rate limit, nil when none
+	limited []*atomic.Uint64 // by route index: the core's counter of its pool and name
+	chains  []*Chain         // by route index: the core's features, then the route's
 }
 
 // SetRouting makes r the core's routing from the next request on;
@@ -81,8 +50,6 @@ func (c *Core) SetRouting(r Routing) {
 		c.mu.Lock()
 		for i := range rt.Table.Len() {
 			s := rt.Table.Spec(i)
-			rt.req = append(rt.req, opsOf(s.RequestHeaders))
-			rt.resp = append(rt.resp, opsOf(s.ResponseHeaders))
 			n := c.routeCounts[s.Name]
 			if n == nil {
 				n = new(stats.ByClass)
@@ -114,12 +81,12 @@ func (c *Core) SetRouting(r Routing) {
 
 // route finds the pool that serves x. With routes, it matches x against
 // the table, gives x the target the backend gets (normalised, rewritten)
-// and the route's header changes; a request that must not go to any pool
+// and the route's chain of features; a request that must not go to any pool
 // (a path refused, a redirect, no route and no default pool) is answered
 // here, and then the pool is nil and done reports the outcome.
 func (c *Core) route(x *Exchange) (p *Pool, o Outcome, done bool) {
 	rt := c.routing.Load()
-	x.routeName, x.routeCount, x.reqOps, x.respOps = "", nil, nil, nil
+	x.routeName, x.routeCount = "", nil
 	x.routeLimit, x.limitedCount = nil, nil
 	if rt.Table == nil {
 		if rt.Default == nil {
@@ -148,7 +115,6 @@ func (c *Core) route(x *Exchange) (p *Pool, o Outcome, done bool) {
 		return nil, c.redirect(x, rt.Table), true
 	}
 	x.Req.Target = x.match.Target()
-	x.reqOps, x.respOps = &rt.req[i], &rt.resp[i]
 	x.routeLimit, x.limitedCount = rt.limits[i], rt.limited[i]
 	x.chain = rt.chains[i]
 	return rt.Pools[spec.Target], o, false
@@ -182,25 +148,6 @@ func (c *Core) redirect(x *Exchange, t *route.Table) Outcome {
 }
 
 var locationField = []byte("Location")
-
-// drop marks the fields a route removes (or sets) hop-by-hop, so that no
-// writer passes them on.
-func (f *fieldOps) drop(fields []h1.Field) {
-	for _, name := range f.remove {
-		for i := range fields {
-			if fl := &fields[i]; len(fl.Name) == len(name) && fl.Is(name) {
-				fl.Hop = true
-			}
-		}
-	}
-}
-
-// apply makes a route's changes to fields: the ones it removes are
-// dropped and the ones it adds appended.
-func (f *fieldOps) apply(fields []h1.Field) []h1.Field {
-	f.drop(fields)
-	return append(fields, f.add...)
-}
 
 // routeStats adds the count of every route the core has run to st.
 func (c *Core) routeStats(st *stats.Process) {

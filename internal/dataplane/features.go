@@ -6,21 +6,15 @@ import (
 	"relay/internal/core"
 )
 
-// The features of the request path (core/phase.go) and their order are
-// decided here, for the core and for each route and pool: the file says
-// which are on, and this is the one place that lists them.
+// The features of the request path (core/phase.go) are decided here, for
+// the core and for each route and pool: the file says which are on. The
+// core's own come in an order fixed by core.CoreFeatures; a route's and a
+// pool's are listed, in their order, by this file alone.
 
-// coreFeatures makes the core's own features, those of every request, in
-// their order: the loop check (and relay's Via entry), the rate limits,
-// request ids, tracing, the access log (last, so that its line has what
-// the others found).
+// coreFeatures makes the core's own features, those of every request:
+// core.CoreFeatures, with tracing when the file turns it on.
 func (pl *Plane) coreFeatures(c *core.Core) []core.Feature {
-	var fs []core.Feature
-	fs = append(fs, core.LoopCheck(c), core.RateLimits(c), core.RequestIDs(c))
-	if pl.tracing != nil {
-		fs = append(fs, pl.tracing)
-	}
-	return append(fs, core.AccessLog(c, pl.tracing))
+	return core.CoreFeatures(c, pl.tracing)
 }
 
 // poolFeatures are the features of the requests no route sends to pool p.
@@ -29,13 +23,19 @@ func poolFeatures(p *config.Pool) []core.Feature {
 }
 
 // routeFeatures are the features of the requests route r takes to pool
-// p: the route's compress section, else its pool's.
+// p: compression by the route's compress section, else its pool's; then
+// the route's header changes, last so that what a route sets in a
+// response is what the client gets.
 func routeFeatures(r *config.Route, p *config.Pool) []core.Feature {
 	c := r.Compress
 	if c == nil && p != nil {
 		c = p.Compress
 	}
-	return compression(c)
+	fs := compression(c)
+	if h := core.NewHeaderChanges(r.RequestHeaders, r.ResponseHeaders); h != nil {
+		fs = append(fs, h)
+	}
+	return fs
 }
 
 // compression is the compress feature of section c; none for nil. The

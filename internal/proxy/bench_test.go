@@ -86,6 +86,14 @@ func BenchmarkRequestPath(b *testing.B) {
 	})
 	b.Run("round-robin/3/routes/1", func(b *testing.B) { benchRequestPath(b, "round-robin", 3, "", withRoutes(b, 1)) })
 	b.Run("round-robin/3/routes/1000", func(b *testing.B) { benchRequestPath(b, "round-robin", 3, "", withRoutes(b, 1000)) })
+	b.Run("round-robin/3/routes/1/headers", func(b *testing.B) {
+		h := core.NewHeaderChanges(
+			route.HeaderOps{Set: []route.KV{{Name: "X-Env", Value: "bench"}}, Add: []route.KV{{Name: "X-Tag", Value: "a"}}, Remove: []string{"User-Agent"}},
+			route.HeaderOps{Set: []route.KV{{Name: "Server", Value: "relay"}}, Remove: []string{"Date"}})
+		benchRequestPath(b, "round-robin", 3, "", withRoutes(b, 1, h), func(c *Config) {
+			c.respExtra = len("Server: relay\r\n") - len("Server: nginx\r\n") - len("Date: Sun, 22 Nov 2026 03:00:00 GMT\r\n")
+		})
+	})
 	// A rate limit per client address that never refuses: the table
 	// lookup and the bucket on every request.
 	b.Run("round-robin/3/rate-limit", func(b *testing.B) {
@@ -136,8 +144,7 @@ const benchTraceparent = "Traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f06
 func withTracing(ratio float64) func(*Config) {
 	return func(c *Config) {
 		c.features = func(cr *core.Core) []core.Feature {
-			t := core.NewTracing(trace.Sampler{Ratio: ratio}, discardSpans{})
-			return []core.Feature{core.LoopCheck(cr), core.RateLimits(cr), core.RequestIDs(cr), t, core.AccessLog(cr, t)}
+			return core.CoreFeatures(cr, core.NewTracing(trace.Sampler{Ratio: ratio}, discardSpans{}))
 		}
 	}
 }
@@ -164,8 +171,9 @@ func withHashKey(factor int) func(*Config) {
 // withRoutes gives the benchmark's relay a route table of n rules, the
 // last of which takes its requests (Host example.com, path prefix
 // /index.html); the others are host and prefix rules for other services,
-// a few with two prefixes, a few wildcards.
-func withRoutes(b *testing.B, n int) func(*Config) {
+// a few with two prefixes, a few wildcards. fs are the last route's
+// features.
+func withRoutes(b *testing.B, n int, fs ...core.Feature) func(*Config) {
 	specs := make([]route.Spec, 0, n)
 	for i := 0; len(specs) < n-1; i++ {
 		host := "svc" + itoa(i) + ".example.com"
@@ -185,7 +193,9 @@ func withRoutes(b *testing.B, n int) func(*Config) {
 	return func(c *Config) {
 		c.routing = func(cr *core.Core) {
 			p := cr.Pool(testPool)
-			cr.SetRouting(core.Routing{Table: t, Pools: []*core.Pool{p}})
+			features := make([][]core.Feature, n)
+			features[n-1] = fs
+			cr.SetRouting(core.Routing{Table: t, Pools: []*core.Pool{p}, Features: features})
 		}
 	}
 }
