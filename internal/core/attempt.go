@@ -67,7 +67,19 @@ func (r *passage) attempt(b *backend.Backend, probe bool) (Outcome, bool) {
 		return Outcome{Status: a.status, Backend: b, In: a.in, Out: a.out, GRPCStatus: a.grpc, Retries: r.tries - 1}, true
 	}
 	r.last, r.lastB = a, b
+	if len(x.chain.failed) > 0 {
+		x.chain.attemptFailed(x, b, a.why(), time.Now())
+	}
 	return Outcome{}, false
+}
+
+// why says in a few words why an attempt that did not answer failed: how
+// the backend failed, else relay's answer.
+func (a *attempt) why() string {
+	if a.fault != "" {
+		return a.fault
+	}
+	return a.msg
 }
 
 // try sends x to b and relays the response, over the session of b's

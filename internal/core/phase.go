@@ -3,6 +3,7 @@ package core
 import (
 	"time"
 
+	"relay/internal/backend"
 	"relay/internal/h1"
 )
 
@@ -22,9 +23,11 @@ import (
 //	done              the counters, the access log, the span
 //
 // A Feature acts at the phases whose method it has (Accepter, Admitter,
-// UpstreamWriter and UpstreamAppender, HeadFilter, Finisher); a feature at the response head
+// AttemptWatcher, UpstreamWriter and UpstreamAppender, HeadFilter,
+// Finisher); a feature at the response head
 // may give the body a BodyFilter, which is the response body phase. The
-// route and attempt phases are the core's own.
+// route phase is the core's own, and so is the attempt's work: a feature
+// there only learns of the attempts that failed.
 type Phase uint8
 
 // The phases, in the order a request passes them.
@@ -74,6 +77,15 @@ type Accepter interface {
 type Admitter interface {
 	Feature
 	Admit(x *Exchange, now time.Time) (Outcome, bool)
+}
+
+// AttemptWatcher learns of each attempt on a backend that did not answer
+// the request (the attempt phase), as it ends: the backend, why it failed
+// in a few words, and when. A request that a backend answers at once
+// makes no call.
+type AttemptWatcher interface {
+	Feature
+	AttemptFailed(x *Exchange, b *backend.Backend, why string, at time.Time)
 }
 
 // UpstreamWriter takes part in writing the request head the backend
@@ -130,6 +142,7 @@ type Chain struct {
 	features []Feature
 	accept   []Accepter
 	admit    []Admitter
+	failed   []AttemptWatcher
 	upstream []UpstreamWriter
 	appended []UpstreamAppender
 	head     []HeadFilter
@@ -150,6 +163,9 @@ func NewChain(fs ...Feature) *Chain {
 		}
 		if a, ok := f.(Admitter); ok {
 			c.admit = append(c.admit, a)
+		}
+		if w, ok := f.(AttemptWatcher); ok {
+			c.failed = append(c.failed, w)
 		}
 		if w, ok := f.(UpstreamWriter); ok {
 			c.upstream = append(c.upstream, w)
@@ -183,6 +199,9 @@ func Phases(f Feature) []Phase {
 	}
 	if _, ok := f.(Admitter); ok {
 		ps = append(ps, PhaseAdmit)
+	}
+	if _, ok := f.(AttemptWatcher); ok {
+		ps = append(ps, PhaseAttempt)
 	}
 	_, w := f.(UpstreamWriter)
 	_, a := f.(UpstreamAppender)
@@ -235,6 +254,14 @@ func (c *Chain) admitted(x *Exchange, now time.Time) (o Outcome, done bool) {
 		}
 	}
 	return o, false
+}
+
+// attemptFailed runs the attempt phase of c on x, for an attempt on b
+// that failed.
+func (c *Chain) attemptFailed(x *Exchange, b *backend.Backend, why string, at time.Time) {
+	for _, w := range c.failed {
+		w.AttemptFailed(x, b, why, at)
+	}
 }
 
 // upstreamHead runs the upstream request phase of c on x.

@@ -3,6 +3,7 @@ package core
 import (
 	"time"
 
+	"relay/internal/backend"
 	"relay/internal/h1"
 	"relay/internal/stats"
 	"relay/internal/trace"
@@ -136,6 +137,17 @@ func (t *Tracing) UpstreamHead(x *Exchange, out []byte) []byte {
 }
 
 var traceStateField = []byte("tracestate")
+
+// AttemptFailed records an attempt that did not answer on a sampled
+// request's span, as a relay.attempt.failed event with the backend and
+// why; past trace.MaxEvents the exporter counts the rest as dropped
+// (config bounds a request's attempts to eight, MaxEvents).
+func (t *Tracing) AttemptFailed(x *Exchange, b *backend.Backend, why string, at time.Time) {
+	st := SlotState[traceState](x, traceSlot)
+	if st.sampled {
+		st.span.Events = append(st.span.Events, trace.Event{Time: at, Backend: b.Name, Reason: why})
+	}
+}
 
 // Done hands a sampled request's span to the exporter.
 func (t *Tracing) Done(x *Exchange, o Outcome, took time.Duration) {

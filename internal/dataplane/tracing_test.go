@@ -852,13 +852,33 @@ routes:
 				a["relay.request_id"] != rid || rid == "" || sp.Status != nil {
 				t.Errorf("flaky span %x: %v, status %v; want pool flaky, backend %s, 200, request id %q", sp.SpanId, a, sp.Status, live.url, rid)
 			}
-			if n, _ := a["relay.retries"].(int64); n > 0 {
+			n, _ := a["relay.retries"].(int64)
+			if n > 0 {
 				retried++
+			}
+			// Each retried attempt went to the refusing backend, and is
+			// an event on the span saying so.
+			if int64(len(sp.Events)) != n {
+				t.Errorf("flaky span %x: %d events for %d retries", sp.SpanId, len(sp.Events), n)
+			}
+			for _, ev := range sp.Events {
+				if ea := attrs(ev.Attributes); ev.Name != "relay.attempt.failed" || ea["relay.backend"] != dead ||
+					!strings.HasPrefix(fmt.Sprint(ea["error.type"]), "unreachable: ") || ev.TimeUnixNano < sp.StartTimeUnixNano || ev.TimeUnixNano > sp.EndTimeUnixNano {
+					t.Errorf("flaky span %x: event %s %v at %d, want relay.attempt.failed from %s, unreachable, within the span", sp.SpanId, ev.Name, ea, ev.TimeUnixNano, dead)
+				}
 			}
 		case "dead-route":
 			if a["relay.pool"] != "dead" || a["http.response.status_code"] != int64(503) || a["error.type"] != "503" ||
 				a["relay.request_id"] != deadRID || sp.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR {
 				t.Errorf("span of the refused request: %v, status %v; want pool dead, 503, error.type 503, request id %q, an error", a, sp.Status, deadRID)
+			}
+			if len(sp.Events) == 0 {
+				t.Error("span of the refused request has no event of its failed attempts")
+			}
+			for _, ev := range sp.Events {
+				if attrs(ev.Attributes)["relay.backend"] != deader {
+					t.Errorf("span of the refused request: event %v, want one from %s", attrs(ev.Attributes), deader)
+				}
 			}
 		case "grpc-route":
 			if a["rpc.system"] != "grpc" || a["relay.pool"] != "grpc" || a["relay.backend"] != g.URL ||

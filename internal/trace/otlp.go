@@ -212,7 +212,7 @@ func (m *spanMsg) fill(r *record) {
 		}
 		for i := range r.nEvents {
 			er, em := &r.events[i], &m.events[i]
-			em.ev.Name = "relay.retry"
+			em.ev.Name = "relay.attempt.failed"
 			em.ev.TimeUnixNano = uint64(max(er.time, 0))
 			k := 0
 			if er.backend.n > 0 {

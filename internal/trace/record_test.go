@@ -99,7 +99,7 @@ func TestEncodeSpan(t *testing.T) {
 	if got.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR {
 		t.Fatalf("status %v, want error", got.Status)
 	}
-	if len(got.Events) != 1 || got.Events[0].Name != "relay.retry" ||
+	if len(got.Events) != 1 || got.Events[0].Name != "relay.attempt.failed" ||
 		got.Events[0].TimeUnixNano != uint64(s.Events[0].Time.UnixNano()) ||
 		!maps.Equal(attrsOf(got.Events[0].Attributes), map[string]any{"relay.backend": "10.0.0.1:8080", "error.type": "connect refused"}) {
 		t.Fatalf("events %v", got.Events)

@@ -88,13 +88,15 @@ type Span struct {
 	// ClientAddr is the client's address, "IP" or "IP:PORT", after trusted
 	// proxies: client.address and client.port.
 	ClientAddr string
-	// Events are the attempts that failed and were retried, in order. The
-	// exporter keeps the first MaxEvents and counts the rest as dropped.
+	// Events are the attempts on backends that failed, in order: each but
+	// the last was retried, and the last too when a later attempt
+	// answered. The exporter keeps the first MaxEvents and counts the
+	// rest as dropped.
 	Events []Event
 }
 
-// Event is one failed attempt of a request that relay retried: an event
-// named "relay.retry" on the request's span.
+// Event is one failed attempt on a backend: an event named
+// "relay.attempt.failed" on the request's span.
 type Event struct {
 	// Time is when the attempt failed.
 	Time time.Time
