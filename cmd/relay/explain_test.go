@@ -40,7 +40,7 @@ routes:
 			[]string{"MATCH api: host api.example.com matches api.example.com; path /v1/users is under /v1", "route api -> pool api, backend gets /v2/users?id=3",
 				"rate limit of route api: 5 a second, burst 10, per value of X-Api-Key, in relay's memory\n  rate limit of pool api: 100 a second, burst 100, shared by all its requests"}, ""},
 		{"an earlier route that does not match says why", []string{"-explain", "GET /public/a", "-header", "Host: www.example.com"}, 0,
-			[]string{"no    api: host www.example.com does not match api.example.com; path /public/a is not under /v1", "route public -> pool public, backend gets /a"}, "rate limit"},
+			[]string{"no    api: host www.example.com does not match api.example.com; path /public/a is not under /v1", "route public -> pool public, backend gets /a"}, "rate limit of"},
 		{"a climbing path is matched where it lands", []string{"-explain", "GET /public/../v1/x", "-header", "Host: api.example.com"}, 0,
 			[]string{"normalised path: /v1/x", "pool api"}, "pool public"},
 		{"an encoded slash is refused", []string{"-explain", "GET /public/..%2Fv1/x"}, 1, []string{"refused with 400"}, ""},
@@ -61,5 +61,47 @@ routes:
 				t.Errorf("output has %q:\n%s", tt.notWant, stdout)
 			}
 		})
+	}
+}
+
+// relay -explain lists the features a request meets, in their order and
+// with their phases: the core's, then the route's (compression from the
+// pool, the route's header changes) or, for a request no route takes, the
+// default pool's.
+func TestExplainFeatures(t *testing.T) {
+	t.Parallel()
+	path := writeFile(t, t.TempDir(), "features.yml", `
+request_id: true
+access_log: false
+backends: [http://127.0.0.1:9000]
+pools:
+  api:
+    backends: [http://127.0.0.1:9001]
+    compress: true
+routes:
+  - name: api
+    match: {path_prefix: /api}
+    pool: api
+    response_headers: {remove: [Server]}
+`)
+	core := "  feature forwarded fields: upstream request\n" +
+		"  feature via and loop check: admit, upstream request\n" +
+		"  feature rate limits: admit\n" +
+		"  feature request id: accept, upstream request, response head\n"
+	for _, tt := range []struct {
+		target, want string
+	}{
+		{"GET /api/x", core + "  feature compress: upstream request, response head, response body\n" +
+			"  feature header changes: upstream request, response head\n"},
+		{"GET /other", core},
+	} {
+		code, stdout, stderr := runRelay(t, "-config", path, "-explain", tt.target)
+		if code != 0 {
+			t.Fatalf("%s: exit %d\nstdout: %s\nstderr: %s", tt.target, code, stdout, stderr)
+		}
+		_, features, _ := strings.Cut(stdout, "  feature ")
+		if got := "  feature " + features; got != tt.want {
+			t.Errorf("%s: features\n%s\nwant\n%s", tt.target, got, tt.want)
+		}
 	}
 }

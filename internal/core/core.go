@@ -194,6 +194,9 @@ func AccessLog(c *Core, t *Tracing) Feature {
 	return &accessLog{log: c.cfg.AccessLog, trace: t}
 }
 
+// Features returns the core's own features, in their order.
+func (c *Core) Features() []Feature { return c.features.Features() }
+
 // chainOf returns the chain of a route or pool whose own features are fs:
 // the core's features, then fs.
 func (c *Core) chainOf(fs []Feature) *Chain {

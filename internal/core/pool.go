@@ -316,6 +316,10 @@ func (p *Pool) Check(pc PoolConfig) error {
 // Name returns the pool's name.
 func (p *Pool) Name() string { return p.cfg().Name }
 
+// Features returns the pool's own features (PoolConfig.Features), which
+// the requests no route takes meet after the core's.
+func (p *Pool) Features() []Feature { return p.cfg().Features }
+
 // SetBackends makes bs the pool's members. Backends that stay keep their
 // runtime state and pooled connections; removed ones have their idle
 // connections closed. It is the one place a snapshot is built: reloads,

@@ -2,10 +2,12 @@ package dataplane
 
 import (
 	"fmt"
+	"io"
 	"strings"
 
 	"relay/internal/config"
 	"relay/internal/core"
+	"relay/internal/logging"
 	"relay/internal/ratelimit"
 )
 
@@ -17,7 +19,7 @@ import (
 // a request over TLS). served reports that a pool or a redirect takes the
 // request.
 func Explain(cfg *config.Config, method, target string, headers [][2]string) (text string, served bool, err error) {
-	c := core.New(core.Config{})
+	c := core.New(explainCore(cfg))
 	for _, np := range cfg.AllPools() {
 		if _, err := c.AddPool(poolConfigOf(np.Name, np.Pool, newStickyKey()), nil); err != nil {
 			return "", false, err
@@ -34,6 +36,7 @@ func Explain(cfg *config.Config, method, target string, headers [][2]string) (te
 		}
 		fmt.Fprintf(&b, "no routes: pool %s, backend gets %s unchanged\n", DefaultPool, target)
 		explainPool(&b, nil, cfg.LookupPool(DefaultPool), DefaultPool)
+		explainFeatures(&b, c, r.Default.Features())
 		return b.String(), true, nil
 	}
 	host := ""
@@ -65,10 +68,12 @@ func Explain(cfg *config.Config, method, target string, headers [][2]string) (te
 		pool := r.Pools[e.Pool].Name()
 		fmt.Fprintf(&b, "route %s -> pool %s, backend gets %s\n", e.Name, pool, e.Target)
 		explainPool(&b, &cfg.Routes[e.Route], cfg.LookupPool(pool), pool)
+		explainFeatures(&b, c, r.Features[e.Route])
 		served = true
 	case r.Default != nil:
 		fmt.Fprintf(&b, "no route matches -> pool %s, backend gets %s\n", DefaultPool, e.Target)
 		explainPool(&b, nil, cfg.LookupPool(DefaultPool), DefaultPool)
+		explainFeatures(&b, c, r.Default.Features())
 		served = true
 	default:
 		b.WriteString("no route matches and there is no default pool: 404\n")
@@ -119,4 +124,32 @@ func describeLimit(r *config.RateLimit) string {
 			ratelimit.FailLocal: "limiting by relay's own buckets"}[r.OnStoreError] + " while it is unreachable"
 	}
 	return fmt.Sprintf("%d a second, burst %d, %s, %s", r.Rate, r.Burst, by, where)
+}
+
+// explainCore is a core whose own features are those cfg turns on, for
+// naming them: its access log and spans go nowhere.
+func explainCore(cfg *config.Config) core.Config {
+	cc := core.Config{RequestID: cfg.RequestID}
+	if cfg.AccessLog {
+		cc.AccessLog = logging.NewAccessLog(io.Discard)
+	}
+	var t *core.Tracing
+	if cfg.Tracing != nil {
+		t = core.NewTracing(cfg.Tracing.Sampler(), nil)
+	}
+	cc.Features = func(c *core.Core) []core.Feature { return core.CoreFeatures(c, t) }
+	return cc
+}
+
+// explainFeatures lists the features a request meets, the core's and
+// then own, its route's or pool's, in their order with their phases.
+func explainFeatures(b *strings.Builder, c *core.Core, own []core.Feature) {
+	chain := core.NewChain(append(c.Features(), own...)...)
+	for _, f := range chain.Features() {
+		var ps []string
+		for _, p := range core.Phases(f) {
+			ps = append(ps, p.String())
+		}
+		fmt.Fprintf(b, "  feature %s: %s\n", f.FeatureName(), strings.Join(ps, ", "))
+	}
 }
