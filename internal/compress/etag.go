@@ -41,9 +41,13 @@ func AppendETag(dst, etag []byte, e Encoding) []byte {
 
 // StripETags appends to dst the list of entity-tags value (an
 // If-None-Match or If-Match field value: "*", or tags weak and strong
-// separated by commas) with relay's suffix (-gzip, -br, -zstd) taken off
-// every tag that ends in one, and reports whether it took any off, so
-// that the core rewrites the field only when it must. Weak tags are
+// separated by commas) with e's suffix (-gzip, -br or -zstd) taken off
+// every tag that ends in it, and reports whether it took any off, so
+// that the core rewrites the field only when it must. e is the coding
+// the response would have now: a tag another coding made stays as it
+// is, does not match the backend's, and the client gets the response in
+// full in the coding it now accepts, not a 304 for a copy it should no
+// longer use; with Identity nothing is taken off. Weak tags are
 // stripped too: relay never makes a weak tag with a suffix, but a cache
 // between relay and the client may weaken the strong one it got, as
 // nginx does when it compresses. Everything else in value, spacing and
@@ -53,7 +57,10 @@ func AppendETag(dst, etag []byte, e Encoding) []byte {
 // that ending in conditional requests; relay cannot tell it from its own
 // suffix. Such a backend sees a request that does not match and answers
 // in full, which costs bytes, never correctness.
-func StripETags(dst, value []byte) ([]byte, bool) {
+func StripETags(dst, value []byte, e Encoding) ([]byte, bool) {
+	if e.Token() == "" {
+		return append(dst, value...), false
+	}
 	changed := false
 	for {
 		open := bytes.IndexByte(value, '"')
@@ -66,7 +73,7 @@ func StripETags(dst, value []byte) ([]byte, bool) {
 		}
 		end += open + 1
 		opaque := value[open+1 : end]
-		if n := suffixLen(opaque); n > 0 {
+		if n := suffixLen(opaque, e); n > 0 {
 			dst = append(dst, value[:open+1]...)
 			dst = append(dst, opaque[:len(opaque)-n]...)
 			changed = true
@@ -78,16 +85,14 @@ func StripETags(dst, value []byte) ([]byte, bool) {
 	}
 }
 
-// suffixLen returns the length of relay's suffix at the end of an
+// suffixLen returns the length of e's suffix at the end of an
 // entity-tag's opaque part, 0 when there is none. "-gzip" alone is
 // one: AppendETag makes it of the empty tag "".
-func suffixLen(opaque []byte) int {
-	for e := Gzip; e < numEncodings; e++ {
-		tok := e.Token()
-		n := len(tok) + 1
-		if len(opaque) >= n && opaque[len(opaque)-n] == '-' && string(opaque[len(opaque)-len(tok):]) == tok {
-			return n
-		}
+func suffixLen(opaque []byte, e Encoding) int {
+	tok := e.Token()
+	n := len(tok) + 1
+	if len(opaque) >= n && opaque[len(opaque)-n] == '-' && string(opaque[len(opaque)-len(tok):]) == tok {
+		return n
 	}
 	return 0
 }

@@ -37,31 +37,34 @@ func TestStripETags(t *testing.T) {
 	tests := []struct {
 		name    string
 		value   string
+		e       Encoding
 		want    string
 		changed bool
 	}{
-		{name: "strong gzip", value: `"abc-gzip"`, want: `"abc"`, changed: true},
-		{name: "strong br", value: `"abc-br"`, want: `"abc"`, changed: true},
-		{name: "strong zstd", value: `"abc-zstd"`, want: `"abc"`, changed: true},
-		{name: "weak with suffix", value: `W/"abc-gzip"`, want: `W/"abc"`, changed: true},
-		{name: "list", value: `"a-gzip", W/"b-br" ,"c",  "d-zstd"`, want: `"a", W/"b" ,"c",  "d"`, changed: true},
-		{name: "no suffix", value: `"abc", W/"def"`, want: `"abc", W/"def"`},
-		{name: "star", value: `*`, want: `*`},
-		{name: "empty", value: ``, want: ``},
-		{name: "suffix not at the end", value: `"abc-gzip-x"`, want: `"abc-gzip-x"`},
-		{name: "suffix without dash", value: `"abcgzip"`, want: `"abcgzip"`},
-		{name: "other coding", value: `"abc-deflate"`, want: `"abc-deflate"`},
-		{name: "suffix of suffix once", value: `"abc-gzip-gzip"`, want: `"abc-gzip"`, changed: true},
-		{name: "empty tag with suffix", value: `"-br"`, want: `""`, changed: true},
-		{name: "upper case suffix is not relay's", value: `"abc-GZIP"`, want: `"abc-GZIP"`},
-		{name: "unterminated tag", value: `"a-gzip", "b-gzip`, want: `"a", "b-gzip`, changed: true},
-		{name: "unquoted garbage", value: `abc-gzip`, want: `abc-gzip`},
+		{name: "strong gzip", value: `"abc-gzip"`, e: Gzip, want: `"abc"`, changed: true},
+		{name: "strong br", value: `"abc-br"`, e: Brotli, want: `"abc"`, changed: true},
+		{name: "strong zstd", value: `"abc-zstd"`, e: Zstd, want: `"abc"`, changed: true},
+		{name: "weak with suffix", value: `W/"abc-gzip"`, e: Gzip, want: `W/"abc"`, changed: true},
+		{name: "list", value: `"a-gzip", W/"b-gzip" ,"c",  "d-zstd"`, e: Gzip, want: `"a", W/"b" ,"c",  "d-zstd"`, changed: true},
+		{name: "another coding's tag stays", value: `"abc-br"`, e: Gzip, want: `"abc-br"`},
+		{name: "identity takes nothing off", value: `"abc-gzip"`, e: Identity, want: `"abc-gzip"`},
+		{name: "no suffix", value: `"abc", W/"def"`, e: Gzip, want: `"abc", W/"def"`},
+		{name: "star", value: `*`, e: Gzip, want: `*`},
+		{name: "empty", value: ``, e: Gzip, want: ``},
+		{name: "suffix not at the end", value: `"abc-gzip-x"`, e: Gzip, want: `"abc-gzip-x"`},
+		{name: "suffix without dash", value: `"abcgzip"`, e: Gzip, want: `"abcgzip"`},
+		{name: "other coding", value: `"abc-deflate"`, e: Gzip, want: `"abc-deflate"`},
+		{name: "suffix of suffix once", value: `"abc-gzip-gzip"`, e: Gzip, want: `"abc-gzip"`, changed: true},
+		{name: "empty tag with suffix", value: `"-br"`, e: Brotli, want: `""`, changed: true},
+		{name: "upper case suffix is not relay's", value: `"abc-GZIP"`, e: Gzip, want: `"abc-GZIP"`},
+		{name: "unterminated tag", value: `"a-gzip", "b-gzip`, e: Gzip, want: `"a", "b-gzip`, changed: true},
+		{name: "unquoted garbage", value: `abc-gzip`, e: Gzip, want: `abc-gzip`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, changed := StripETags([]byte("x:"), []byte(tt.value))
+			got, changed := StripETags([]byte("x:"), []byte(tt.value), tt.e)
 			if string(got) != "x:"+tt.want || changed != tt.changed {
-				t.Errorf("StripETags(%q) = %q, %v; want %q, %v", tt.value, got[2:], changed, tt.want, tt.changed)
+				t.Errorf("StripETags(%q, %v) = %q, %v; want %q, %v", tt.value, tt.e, got[2:], changed, tt.want, tt.changed)
 			}
 		})
 	}
@@ -74,7 +77,7 @@ func TestETagRoundTrip(t *testing.T) {
 	for _, etag := range []string{`"abc"`, `""`, `"x-gzip"`, `"v1.2-br-cache"`} {
 		for _, e := range []Encoding{Gzip, Brotli, Zstd} {
 			sent := AppendETag(nil, []byte(etag), e)
-			back, changed := StripETags(nil, sent)
+			back, changed := StripETags(nil, sent, e)
 			if string(back) != etag || !changed {
 				t.Errorf("%s with %v: sent %s, stripped to %s (changed %v)", etag, e, sent, back, changed)
 			}
@@ -87,7 +90,7 @@ func TestETagAllocs(t *testing.T) {
 	tag, list := []byte(`"abc"`), []byte(`"a-gzip", W/"b-br", "c"`)
 	allocs := testing.AllocsPerRun(100, func() {
 		dst = AppendETag(dst[:0], tag, Brotli)
-		dst, _ = StripETags(dst[:0], list)
+		dst, _ = StripETags(dst[:0], list, Gzip)
 	})
 	if allocs != 0 {
 		t.Errorf("AppendETag and StripETags allocate %.1f times into a large enough dst, want 0", allocs)

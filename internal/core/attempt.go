@@ -100,6 +100,8 @@ func (p *Pool) try(snap *snapshot, b *backend.Backend, x *Exchange, now time.Tim
 		}
 		if !x.prepared {
 			x.prepare(p.core, b)
+		} else if x.Req.Host == nil {
+			x.rehost(b)
 		}
 		a, end := p.exchange(b, s, x)
 		s.close(end == reuseConn)
@@ -164,11 +166,7 @@ func (p *Pool) exchange(b *backend.Backend, s session, x *Exchange) (attempt, en
 		// 100 Continue was answered by relay itself; other informational
 		// responses (103 Early Hints) pass on.
 		if resp.Status != 100 {
-			if len(x.rid) > 0 {
-				// An interim response names the request by relay's id
-				// too, never by one the backend made up.
-				x.answerWithID(resp)
-			}
+			x.chain.interimHead(x, resp)
 			if x.Door.Interim(resp) != nil {
 				in, _ = s.finish(in)
 				return attempt{status: 499, in: in}, closeConn

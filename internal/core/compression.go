@@ -33,10 +33,13 @@ var compressSlot = NewSlot()
 // of the response being compressed, and the buffer of the fields it
 // rewrites (ETag, If-None-Match, If-Match).
 type compressState struct {
-	accept  compress.Accept
-	coding  compress.Encoding
-	ranged  bool
-	encoder *compress.Encoder
+	accept compress.Accept
+	coding compress.Encoding
+	ranged bool
+	// revalidated says that If-None-Match carried a tag of coding's,
+	// which the backend was sent without its suffix.
+	revalidated bool
+	encoder     *compress.Encoder
 	// held says that the encoder was given bytes since its last flush.
 	held bool
 	buf  []byte
@@ -47,13 +50,15 @@ func (*Compression) FeatureName() string { return "compress" }
 // FiltersBodies says that the feature acts in the response body phase.
 func (*Compression) FiltersBodies() {}
 
-// UpstreamHead negotiates the coding and takes relay's coding suffixes
-// out of the request's If-None-Match and If-Match, so that the backend,
-// which knows only its own tag, answers a revalidation with 304.
+// UpstreamHead negotiates the coding and takes its suffix out of the
+// tags of the request's If-None-Match and If-Match, so that the backend,
+// which knows only its own tag, answers a revalidation of the coded copy
+// with 304 (compress.StripETags).
 func (c *Compression) UpstreamHead(x *Exchange, out []byte) []byte {
 	st := SlotState[compressState](x, compressSlot)
 	st.accept.Reset()
-	st.coding, st.ranged, st.buf = compress.Identity, false, st.buf[:0]
+	st.coding, st.ranged, st.revalidated, st.buf = compress.Identity, false, false, st.buf[:0]
+	conditional := false
 	fields := x.Req.Fields
 	for i := range fields {
 		f := &fields[i]
@@ -69,34 +74,42 @@ func (c *Compression) UpstreamHead(x *Exchange, out []byte) []byte {
 			if f.Is("range") {
 				st.ranged = true
 			}
-		case len("if-none-match"):
-			if f.Is("if-none-match") {
-				out = st.stripTags(out, f)
-			}
-		case len("if-match"):
-			if f.Is("if-match") {
-				out = st.stripTags(out, f)
-			}
+		case len("if-none-match"), len("if-match"):
+			conditional = conditional || f.Is("if-none-match") || f.Is("if-match")
 		}
 	}
 	if !x.Req.IsMethod("HEAD") {
 		st.coding = c.policy.Choose(&st.accept)
 	}
+	if !conditional || st.coding == compress.Identity {
+		return out
+	}
+	for i := range fields {
+		f := &fields[i]
+		if f.Hop {
+			continue
+		}
+		if none := f.Is("if-none-match"); none || f.Is("if-match") {
+			var changed bool
+			out, changed = st.stripTags(out, f)
+			st.revalidated = st.revalidated || none && changed
+		}
+	}
 	return out
 }
 
-// stripTags writes f without relay's coding suffixes in place of f when
-// it carries any.
-func (st *compressState) stripTags(out []byte, f *h1.Field) []byte {
+// stripTags writes f without the coding's suffixes in place of f when it
+// carries any, and reports whether it did.
+func (st *compressState) stripTags(out []byte, f *h1.Field) ([]byte, bool) {
 	start := len(st.buf)
 	var changed bool
-	st.buf, changed = compress.StripETags(st.buf, f.Value)
+	st.buf, changed = compress.StripETags(st.buf, f.Value, st.coding)
 	if !changed {
 		st.buf = st.buf[:start]
-		return out
+		return out, false
 	}
 	f.Hop = true
-	return h1.AppendField(out, f.Name, st.buf[start:])
+	return h1.AppendField(out, f.Name, st.buf[start:]), true
 }
 
 // ResponseHead decides whether the response is compressed, and makes its
@@ -145,6 +158,11 @@ func (c *Compression) ResponseHead(x *Exchange, resp *h1.Response) {
 		if !vary {
 			resp.Fields = append(resp.Fields, varyField)
 		}
+		if st.revalidated && etag != nil && !isWeakTag(etag.Value) {
+			// The client revalidated its coded copy: the 304 carries
+			// the tag the 200 would have (RFC 9110 15.4.5).
+			st.codedTag(etag)
+		}
 		return
 	}
 	length := int64(-1)
@@ -176,13 +194,18 @@ func (c *Compression) ResponseHead(x *Exchange, resp *h1.Response) {
 		}
 	}
 	if etag != nil && !isWeakTag(etag.Value) {
-		start := len(st.buf)
-		st.buf = compress.AppendETag(st.buf, etag.Value, st.coding)
-		etag.Value = st.buf[start:]
+		st.codedTag(etag)
 	}
 	resp.Fields = append(resp.Fields, h1.Field{Name: contentEncodingField, Value: codingValues[st.coding]})
 	st.encoder, st.held = c.policy.Encoder(st.coding), false
 	x.respBody.SetFilter(st, resp)
+}
+
+// codedTag gives the ETag field etag the coding's suffix.
+func (st *compressState) codedTag(etag *h1.Field) {
+	start := len(st.buf)
+	st.buf = compress.AppendETag(st.buf, etag.Value, st.coding)
+	etag.Value = st.buf[start:]
 }
 
 // Filter compresses the backend's next bytes; the output of the call

@@ -31,8 +31,14 @@ func (forwardedFields) FeatureName() string { return "forwarded fields" }
 
 // UpstreamHead writes the X-Forwarded-* fields (appendForwarded).
 func (f forwardedFields) UpstreamHead(x *Exchange, out []byte) []byte {
+	x.keepOutOfTrailers(forwardedNames)
 	return x.appendForwarded(f.c, out)
 }
+
+// forwardedNames are the fields that claim who the client is, kept out of
+// a request's trailers: from the client a forgery, and relay writes its
+// own in the head.
+const forwardedNames = "x-forwarded-for,x-forwarded-proto,x-forwarded-host,forwarded,x-real-ip,"
 
 // appendForwarded writes X-Forwarded-For, -Proto and -Host, and marks the
 // client's own copies Hop so they are not forwarded twice. It runs after

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"strings"
 
 	"relay/internal/h1"
@@ -24,7 +25,7 @@ type fieldOps struct {
 	add    []h1.Field
 	// names is remove as a list for the trailers, each name followed
 	// by a comma (h1.AppendConnection's form).
-	names []byte
+	names string
 }
 
 // NewHeaderChanges returns the feature making the changes req to the
@@ -50,7 +51,7 @@ func opsOf(ops route.HeaderOps) fieldOps {
 		f.add = append(f.add, h1.Field{Name: []byte(kv.Name), Value: []byte(kv.Value)})
 	}
 	for _, n := range f.remove {
-		f.names = append(append(f.names, n...), ',')
+		f.names += n + ","
 	}
 	return f
 }
@@ -59,11 +60,56 @@ func opsOf(ops route.HeaderOps) fieldOps {
 func (*HeaderChanges) FeatureName() string { return "header changes" }
 
 // UpstreamHead keeps the fields the route removes or sets from the
-// backend, in the head and in the trailers.
+// backend: the client's, in the head and in the trailers, and those relay
+// wrote before it (X-Forwarded-*, Via, X-Request-Id, traceparent), so that
+// a route's set replaces relay's value as it replaces the client's.
 func (h *HeaderChanges) UpstreamHead(x *Exchange, out []byte) []byte {
 	h.req.drop(x.Req.Fields)
-	x.trailHops = append(x.trailHops, h.req.names...)
+	x.keepOutOfTrailers(h.req.names)
+	if len(h.req.remove) > 0 {
+		out = dropFieldLines(out, h.req.remove)
+	}
 	return out
+}
+
+// dropFieldLines removes from head, a request line and field lines each
+// ending in CRLF as prepare writes them, the fields named in names
+// (lower-case), and returns what is left.
+func dropFieldLines(head []byte, names []string) []byte {
+	i := bytes.Index(head, crlf)
+	if i < 0 {
+		return head
+	}
+	w := i + 2
+	for r := w; r < len(head); {
+		end := bytes.Index(head[r:], crlf)
+		if end < 0 {
+			end = len(head) - r
+		} else {
+			end += 2
+		}
+		line := head[r : r+end]
+		if !namedIn(line, names) {
+			w += copy(head[w:], line)
+		}
+		r += end
+	}
+	return head[:w]
+}
+
+// namedIn reports whether field line's name is one of names (lower-case).
+func namedIn(line []byte, names []string) bool {
+	colon := bytes.IndexByte(line, ':')
+	if colon < 0 {
+		return false
+	}
+	f := h1.Field{Name: line[:colon]}
+	for _, n := range names {
+		if len(n) == len(f.Name) && f.Is(n) {
+			return true
+		}
+	}
+	return false
 }
 
 // AppendUpstream writes the fields the route adds or sets, after the
@@ -81,6 +127,13 @@ func (h *HeaderChanges) ResponseHead(x *Exchange, resp *h1.Response) {
 	h.resp.drop(resp.Fields)
 	resp.Fields = append(resp.Fields, h.resp.add...)
 	x.respHops = append(x.respHops, h.resp.names...)
+}
+
+// InterimHead keeps the fields the route removes or sets from an
+// informational response too; what it adds goes on the final response
+// alone.
+func (h *HeaderChanges) InterimHead(x *Exchange, resp *h1.Response) {
+	h.resp.drop(resp.Fields)
 }
 
 // drop marks the fields removed (or set) Hop, so that no writer passes

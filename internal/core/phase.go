@@ -23,8 +23,8 @@ import (
 //	done              the counters, the access log, the span
 //
 // A Feature acts at the phases whose method it has (Accepter, Admitter,
-// AttemptWatcher, UpstreamWriter and UpstreamAppender, HeadFilter,
-// Finisher); a feature at the response head
+// AttemptWatcher, UpstreamWriter and UpstreamAppender, HeadFilter and
+// InterimFilter, Finisher); a feature at the response head
 // may give the body a BodyFilter, which is the response body phase. The
 // route phase is the core's own, and so is the attempt's work: a feature
 // there only learns of the attempts that failed.
@@ -113,6 +113,14 @@ type HeadFilter interface {
 	ResponseHead(x *Exchange, resp *h1.Response)
 }
 
+// InterimFilter changes an informational response (103 Early Hints, say)
+// before the client gets it, which a door passes on ahead of the final
+// one: the response head phase, for the heads that come first.
+type InterimFilter interface {
+	Feature
+	InterimHead(x *Exchange, resp *h1.Response)
+}
+
 // Finisher learns how a request ended (the done phase): its outcome and
 // how long it took from its arrival at the core.
 type Finisher interface {
@@ -146,6 +154,7 @@ type Chain struct {
 	upstream []UpstreamWriter
 	appended []UpstreamAppender
 	head     []HeadFilter
+	interim  []InterimFilter
 	done     []Finisher
 }
 
@@ -175,6 +184,9 @@ func NewChain(fs ...Feature) *Chain {
 		}
 		if h, ok := f.(HeadFilter); ok {
 			c.head = append(c.head, h)
+		}
+		if h, ok := f.(InterimFilter); ok {
+			c.interim = append(c.interim, h)
 		}
 		if d, ok := f.(Finisher); ok {
 			c.done = append(c.done, d)
@@ -208,7 +220,9 @@ func Phases(f Feature) []Phase {
 	if w || a {
 		ps = append(ps, PhaseUpstreamRequest)
 	}
-	if _, ok := f.(HeadFilter); ok {
+	_, h := f.(HeadFilter)
+	_, i := f.(InterimFilter)
+	if h || i {
 		ps = append(ps, PhaseResponseHead)
 	}
 	if _, ok := f.(BodyFiltering); ok {
@@ -284,6 +298,14 @@ func (c *Chain) appendUpstream(x *Exchange, out []byte) []byte {
 func (c *Chain) responseHead(x *Exchange, resp *h1.Response) {
 	for _, h := range c.head {
 		h.ResponseHead(x, resp)
+	}
+}
+
+// interimHead runs the response head phase of c on an informational
+// response to x.
+func (c *Chain) interimHead(x *Exchange, resp *h1.Response) {
+	for _, h := range c.interim {
+		h.InterimHead(x, resp)
 	}
 }
 

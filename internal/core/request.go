@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"errors"
 
 	"relay/internal/backend"
@@ -65,6 +66,32 @@ func (x *Exchange) prepare(c *Core, b *backend.Backend) {
 	}
 	x.head = out
 	x.prepared = true
+}
+
+// rehost gives the prepared head of a request that came without Host
+// (HTTP/1.0) the Host of b, the backend of a retry: prepare wrote the
+// first attempt's backend's, the line after the request line.
+func (x *Exchange) rehost(b *backend.Backend) {
+	h := x.head
+	i := bytes.Index(h, crlf) + 2
+	j := i + bytes.Index(h[i:], crlf) + 2
+	line, host := h[i:j], b.URL.Host
+	if len(line) == len("Host: ")+len(host)+2 && string(line[len("Host: "):len(line)-2]) == host {
+		return
+	}
+	rest := append([]byte(nil), h[j:]...)
+	x.head = append(h1.AppendFieldString(h[:i], "Host", host), rest...)
+}
+
+// keepOutOfTrailers adds names, each followed by a comma, to the fields
+// kept out of the request's trailers: a feature of the upstream request
+// phase names the fields it writes or removes in the head, or a client
+// would get its own past the feature by sending it after the body. A
+// request without a body has no trailers.
+func (x *Exchange) keepOutOfTrailers(names string) {
+	if x.Body != nil {
+		x.trailHops = append(x.trailHops, names...)
+	}
 }
 
 var (

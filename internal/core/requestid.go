@@ -103,12 +103,20 @@ func (f requestIDFeature) Accept(x *Exchange) {
 
 // UpstreamHead sends the backend the request's id.
 func (requestIDFeature) UpstreamHead(x *Exchange, out []byte) []byte {
+	x.keepOutOfTrailers("x-request-id,")
 	return h1.AppendField(out, RequestIDField, x.rid)
 }
 
+// InterimHead names an informational response by relay's id too, never
+// by one the backend made up.
+func (requestIDFeature) InterimHead(x *Exchange, resp *h1.Response) { x.answerWithID(resp) }
+
 // ResponseHead names the response by relay's id, never by one the backend
-// made up.
-func (requestIDFeature) ResponseHead(x *Exchange, resp *h1.Response) { x.answerWithID(resp) }
+// made up, in the head or in the trailers.
+func (requestIDFeature) ResponseHead(x *Exchange, resp *h1.Response) {
+	x.answerWithID(resp)
+	x.respHops = append(x.respHops, "x-request-id,"...)
+}
 
 // RequestID returns the id of the request being forwarded, which a front
 // door's own error response carries as X-Request-Id; nil when request ids

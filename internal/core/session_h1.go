@@ -107,7 +107,7 @@ func (h *h1Session) send(x *Exchange) (in int64, sent time.Time, err error) {
 // from the client. in counts body bytes sent. A client-side failure is
 // wrapped in errClientBody.
 func (x *Exchange) send(u *upstream) (in int64, err error) {
-	if x.bodySent() {
+	if x.bodySent() && len(x.sent) == 0 {
 		// Head and body are complete in x.head: write them inside the
 		// wait for the response (see upstream.Read).
 		u.send(x.head)
@@ -116,18 +116,41 @@ func (x *Exchange) send(u *upstream) (in int64, err error) {
 	if _, err := u.conn.Write(x.head); err != nil {
 		return 0, err
 	}
-	if x.Req.Expect100 && !x.streamed {
+	in = x.inline
+	if len(x.sent) > 0 {
+		// An attempt over HTTP/2 that the backend refused read these
+		// from the client (sendStream), which was asked to continue
+		// then: they go first, framed as the head says.
+		if err := x.writeKept(u); err != nil {
+			return in, err
+		}
+		in += int64(len(x.sent))
+	} else if x.Req.Expect100 && !x.streamed {
 		if err := x.Door.Continue(); err != nil {
 			return 0, errors.Join(errClientBody, err)
 		}
 	}
-	x.streamed = true
+	if !x.bodySent() {
+		x.streamed = true
+	}
 	n, rerr, werr := h1.CopyBody(u.conn, x.Body, x.Req.Chunked, x.trailHops)
-	in = x.inline + n
+	in += n
 	if rerr != nil {
 		return in, errors.Join(errClientBody, rerr)
 	}
 	return in, werr
+}
+
+// writeKept writes the body bytes kept in x.sent to u: as one chunk when
+// the request is chunked, as they are under a Content-Length.
+func (x *Exchange) writeKept(u *upstream) error {
+	p := x.sent
+	if x.Req.Chunked {
+		p = h1.AppendChunkHeader(make([]byte, 0, len(x.sent)+24), len(x.sent))
+		p = append(append(p, x.sent...), '\r', '\n')
+	}
+	_, err := u.conn.Write(p)
+	return err
 }
 
 func (h *h1Session) readHead(x *Exchange, resp *h1.Response) error {

@@ -126,6 +126,7 @@ func (t *Tracing) Accept(x *Exchange) {
 
 // UpstreamHead sends the backend relay's span as its parent.
 func (t *Tracing) UpstreamHead(x *Exchange, out []byte) []byte {
+	x.keepOutOfTrailers("traceparent,tracestate,")
 	st := SlotState[traceState](x, traceSlot)
 	out = append(out, "traceparent: "...)
 	out = trace.AppendTraceparent(out, st.trace, st.id, st.flags)

@@ -108,6 +108,7 @@ func (l loopCheck) Admit(x *Exchange, _ time.Time) (Outcome, bool) {
 // hop-by-hop), then relay's. The client's fields are marked Hop so they
 // are not written again.
 func (l loopCheck) UpstreamHead(x *Exchange, out []byte) []byte {
+	x.keepOutOfTrailers("via,")
 	out = append(out, "Via: "...)
 	if *SlotState[bool](x, viaSlot) {
 		fields := x.Req.Fields

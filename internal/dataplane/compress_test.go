@@ -398,3 +398,25 @@ func TestCompressionCurl(t *testing.T) {
 		}
 	}
 }
+
+// A 304 carries the ETag a 200 to the same request would have (RFC 9110
+// 15.4.5): relay's 200 carries "v1-gzip", the backend answers the
+// revalidation (If-None-Match taken back to "v1") with a 304 of "v1", and
+// the client gets "v1-gzip" again, not the identity representation's tag.
+func TestCompression304CarriesTheCodedETag(t *testing.T) {
+	r := startCompressRelay(t)
+	for door, c := range clients(r) {
+		resp, _ := cget(t, c, r, "GET", "/html", "gzip")
+		etag := resp.Header.Get("ETag")
+		if etag != `"v1-gzip"` {
+			t.Fatalf("%s: 200 ETag %q", door, etag)
+		}
+		resp, _ = cget(t, c, r, "GET", "/html", "gzip", "If-None-Match", etag)
+		if resp.StatusCode != 304 {
+			t.Fatalf("%s: revalidation status %d", door, resp.StatusCode)
+		}
+		if got := resp.Header.Get("ETag"); got != etag {
+			t.Errorf("%s: 304 ETag %q, want %q as the 200 had", door, got, etag)
+		}
+	}
+}
