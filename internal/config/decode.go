@@ -154,3 +154,30 @@ func (d *decoder) strList(n *yaml.Node, key string) ([]listItem, bool) {
 	}
 	return items, true
 }
+
+// settingLine is the line of the setting key names in the mapping v, a path
+// such as "exporter.batch_size" or "resource_attributes.service.name" (a
+// key may hold dots): the line of its deepest part the file has, else v's
+// own line. A component's Check (tracing's, compress's) names keys, not
+// nodes: a problem is shown where its key is written.
+func settingLine(v *yaml.Node, key string) int {
+	line := v.Line
+	parts := strings.Split(key, ".")
+	for len(parts) > 0 && v.Kind == yaml.MappingNode {
+		found := false
+		// The longest run of parts that is one key first.
+		for n := len(parts); n > 0 && !found; n-- {
+			name := strings.Join(parts[:n], ".")
+			for i := 0; i+1 < len(v.Content); i += 2 {
+				if v.Content[i].Value == name {
+					line, v, parts, found = v.Content[i].Line, v.Content[i+1], parts[n:], true
+					break
+				}
+			}
+		}
+		if !found {
+			break
+		}
+	}
+	return line
+}

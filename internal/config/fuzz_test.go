@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
@@ -29,6 +30,8 @@ func FuzzParse(f *testing.F) {
 		"trusted_proxies: [10.0.0.1/8, '::ffff:1.2.3.4']\nbackends: [http://x:80]\n",
 		"a: &x {url: http://h}\nbackends: [*x, *x]\n",
 		"port: 0x1F90\nbackends: ['http://[fe80::1%25eth0]:8080']\n",
+		"backends: [http://x]\ncompress:\n  encodings: [zstd, br, gzip]\n  gzip_level: 6\n  zstd_level: best\n  min_length: 1\n  types: [text/*, 'application/*+json']\n  exclude_types: [text/csv]\n  with_cookies: true\n",
+		"backends: [http://x]\ncompress: {encodings: [lz4, 7], gzip_level: often, min_length: -1, types: [text], with_cookies: yes}\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -97,6 +100,19 @@ func render(t *testing.T, c *Config) []byte {
 		"processes":        c.Processes,
 		"cpu_affinity":     c.CPUAffinity,
 		"max_header_bytes": c.MaxHeaderBytes,
+	}
+	if c.Compress != nil {
+		// The fields the section set, under their keys: a zero field is
+		// the default, and an empty list would not parse back.
+		cm := map[string]any{}
+		v := reflect.ValueOf(*c.Compress)
+		for i := range v.NumField() {
+			if !v.Field(i).IsZero() {
+				key, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("yaml"), ",")
+				cm[key] = v.Field(i).Interface()
+			}
+		}
+		m["compress"] = cm
 	}
 	out, err := yaml.Marshal(m)
 	if err != nil {

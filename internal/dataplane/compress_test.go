@@ -4,11 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
-	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -132,18 +129,8 @@ const streamGap = 300 * time.Millisecond
 func startCompressRelay(t *testing.T) *testRelay {
 	t.Helper()
 	h := compressBackend()
-	serve := func(h http.Handler) string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: ioTimeout}
-		go srv.Serve(ln)
-		t.Cleanup(func() { srv.Close() })
-		return "http://" + ln.Addr().String()
-	}
-	h1 := serve(h)
-	h2 := serve(h2c.NewHandler(h, &http2.Server{}))
+	h1 := serveBackend(t, h)
+	h2 := serveBackend(t, h2c.NewHandler(h, &http2.Server{}))
 	yml := strings.NewReplacer("$h1", h1, "$h2c", h2).Replace(compressYAML)
 	return startRelay(t, yml, Options{})
 }
@@ -151,12 +138,11 @@ func startCompressRelay(t *testing.T) *testRelay {
 // clients returns an HTTP/1.1 and an h2c client of the relay that leave
 // Accept-Encoding and the body's coding to the test.
 func clients(r *testRelay) map[string]*http.Client {
+	h2 := h2cTransport()
+	h2.DisableCompression = true
 	return map[string]*http.Client{
 		"http1": {Timeout: ioTimeout, Transport: &http.Transport{DisableCompression: true}},
-		"h2c": {Timeout: ioTimeout, Transport: &http2.Transport{AllowHTTP: true, DisableCompression: true,
-			DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-				return (&net.Dialer{}).DialContext(ctx, network, addr)
-			}}},
+		"h2c":   {Timeout: ioTimeout, Transport: h2},
 	}
 }
 

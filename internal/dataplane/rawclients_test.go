@@ -155,11 +155,21 @@ func sendH2On(t testing.TB, nc net.Conn, scheme string, rq rawReq) reply {
 	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
 		t.Fatal(err)
 	}
+	return readH2Reply(t, fr, fmt.Sprintf("%s %q over HTTP/2", method, rq.target))
+}
+
+// readH2Reply reads the answer on stream 1 from fr, acknowledging the
+// SETTINGS and PINGs that come meanwhile: its status, the fields of its
+// head and trailers, and its body. A RST_STREAM of stream 1 is a reply of
+// status -1 whose body names the error code. what names the request in a
+// failure.
+func readH2Reply(t testing.TB, fr *http2.Framer, what string) reply {
+	t.Helper()
 	r := reply{header: http.Header{}}
 	for {
 		f, err := fr.ReadFrame()
 		if err != nil {
-			t.Fatalf("%s %q over HTTP/2: %v (so far: %v)", method, rq.target, err, &r)
+			t.Fatalf("%s: %v (so far: %v)", what, err, &r)
 		}
 		end := false
 		switch f := f.(type) {
@@ -193,7 +203,7 @@ func sendH2On(t testing.TB, nc net.Conn, scheme string, rq rawReq) reply {
 				return reply{status: -1, header: http.Header{}, body: []byte("RST_STREAM " + f.ErrCode.String())}
 			}
 		case *http2.GoAwayFrame:
-			t.Fatalf("%s %q over HTTP/2: GOAWAY %v %q before the answer", method, rq.target, f.ErrCode, f.DebugData())
+			t.Fatalf("%s: GOAWAY %v %q before the answer", what, f.ErrCode, f.DebugData())
 		}
 		if err != nil {
 			t.Fatal(err)

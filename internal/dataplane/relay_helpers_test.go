@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
+
 	"relay/internal/h2"
 	"relay/internal/proxy"
 	"relay/internal/testcert"
@@ -37,20 +39,41 @@ type echo struct {
 
 func startEcho(t testing.TB, name string) *echo {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return &echo{name: name, url: serveBackend(t, echoHandler(name))}
+}
+
+// echoHandler answers as an echo backend does.
+func echoHandler(name string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Who", name)
 		w.Header().Set("X-Resp-Set", "backend")
 		w.Header().Set("X-Resp-Drop", "backend")
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(seen{Who: name, Method: r.Method, Target: r.RequestURI, Host: r.Host, Headers: r.Header})
-	}), ReadHeaderTimeout: ioTimeout}
+	})
+}
+
+// serveBackend serves h over HTTP/1.1 on a new port of 127.0.0.1 until
+// the end of the test and returns its URL.
+func serveBackend(t testing.TB, h http.Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: ioTimeout}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	return &echo{name: name, url: "http://" + ln.Addr().String()}
+	return "http://" + ln.Addr().String()
+}
+
+// h2cTransport is a client transport that speaks HTTP/2 without TLS, with
+// prior knowledge (h2c).
+func h2cTransport() *http2.Transport {
+	return &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}}
 }
 
 // echoes starts one echo backend per name and returns a replacer that turns

@@ -1,20 +1,15 @@
 package dataplane
 
 import (
-	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"golang.org/x/net/http2"
 
 	"relay/internal/config"
 	"relay/internal/supervisor"
@@ -131,10 +126,7 @@ func TestReloadUnderLoad(t *testing.T) {
 		client := &http.Client{Transport: h1, Timeout: ioTimeout}
 		proto := "HTTP/1.1"
 		if i < h2clients {
-			tr := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-				var d net.Dialer
-				return d.DialContext(ctx, network, addr)
-			}}
+			tr := h2cTransport()
 			defer tr.CloseIdleConnections()
 			client, proto = &http.Client{Transport: tr, Timeout: ioTimeout}, "HTTP/2"
 		}

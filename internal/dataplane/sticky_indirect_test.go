@@ -128,19 +128,12 @@ func TestStickyDirectPassesTheCookieOn(t *testing.T) {
 // fields its request's X-Cache-Control fields ask for, one for each.
 func startCacheBackend(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return serveBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Who", "cache")
 		if cc := r.Header.Values("X-Cache-Control"); len(cc) > 0 {
 			w.Header()["Cache-Control"] = cc
 		}
-	}), ReadHeaderTimeout: ioTimeout}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return "http://" + ln.Addr().String()
+	}))
 }
 
 // With nocache, a response that sets the sticky cookie is private:

@@ -3,7 +3,6 @@ package dataplane
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -16,7 +15,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -33,6 +31,7 @@ import (
 	"relay/internal/grpctest"
 	"relay/internal/h2test"
 	"relay/internal/logging"
+	"relay/internal/testaddr"
 	"relay/internal/trace"
 )
 
@@ -116,39 +115,10 @@ func tracingYAML(addr string, sample float64, honourParent bool) string {
 		sample, honourParent, addr)
 }
 
-// echoHandler answers as startEcho's backends do: who it is and the
-// request it got.
-func echoHandler(name string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("X-Who", name)
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(seen{Who: name, Method: r.Method, Target: r.RequestURI, Host: r.Host, Headers: r.Header})
-	})
-}
-
 // startH2CEcho is an echo backend over h2c (prior knowledge).
 func startH2CEcho(t testing.TB, name string) string {
 	t.Helper()
 	return h2test.ServeH2C(t, &http2.Server{}, echoHandler(name)).URL
-}
-
-// refusingURL is a loopback address that refuses connections: its port
-// is held by a socket bound but never listening, so nothing else takes it.
-func refusingURL(t testing.TB) string {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Close(fd) })
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return "http://127.0.0.1:" + strconv.Itoa(sa.(*syscall.SockaddrInet4).Port)
 }
 
 // clientContext is a client's traceparent: a new trace and span, sampled.
@@ -460,22 +430,37 @@ type loadClient struct {
 }
 
 // loadClients makes n clients, every other one over h2c, each with
-// connections of its own that it keeps alive.
-func loadClients(n int) []loadClient {
+// connections of its own that it keeps alive until the end of the test.
+func loadClients(t testing.TB, n int) []loadClient {
 	var cs []loadClient
 	for i := range n {
+		var c loadClient
 		if i%2 == 1 {
-			tr := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-				var d net.Dialer
-				return d.DialContext(ctx, network, addr)
-			}}
-			cs = append(cs, loadClient{"HTTP/2", &http.Client{Transport: tr, Timeout: ioTimeout}, tr.CloseIdleConnections})
-			continue
+			tr := h2cTransport()
+			c = loadClient{"HTTP/2", &http.Client{Transport: tr, Timeout: ioTimeout}, tr.CloseIdleConnections}
+		} else {
+			tr := &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}
+			c = loadClient{"HTTP/1.1", &http.Client{Transport: tr, Timeout: ioTimeout}, tr.CloseIdleConnections}
 		}
-		tr := &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}
-		cs = append(cs, loadClient{"HTTP/1.1", &http.Client{Transport: tr, Timeout: ioTimeout}, tr.CloseIdleConnections})
+		t.Cleanup(c.close)
+		cs = append(cs, c)
 	}
 	return cs
+}
+
+// eachClient calls send on a goroutine of each client's, again and again
+// until it returns false, and returns once every one has stopped.
+func eachClient(clients []loadClient, send func(c loadClient) bool) {
+	var wg sync.WaitGroup
+	for _, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for send(c) {
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // getWith sends GET url with the traceparent tp and reads the answer
@@ -508,11 +493,7 @@ type parentsBackend struct {
 func startParentsBackend(t testing.TB) *parentsBackend {
 	t.Helper()
 	b := &parentsBackend{parents: map[trace.TraceID]trace.SpanID{}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	b.url = serveBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		vs := r.Header.Values("Traceparent")
 		io.WriteString(w, strings.Join(vs, "|"))
 		p := trace.ParseTraceparent([]byte(strings.Join(vs, "|")))
@@ -523,11 +504,18 @@ func startParentsBackend(t testing.TB) *parentsBackend {
 		b.mu.Lock()
 		b.parents[p.Trace] = p.Span
 		b.mu.Unlock()
-	}), ReadHeaderTimeout: ioTimeout}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	b.url = "http://" + ln.Addr().String()
+	}))
 	return b
+}
+
+// startLoadRelay serves a relay in front of a parentsBackend that sends
+// its spans, sampled as sample and honourParent say, to a new collector.
+func startLoadRelay(t *testing.T, sample float64, honourParent bool) (*collector, *parentsBackend, *testRelay) {
+	t.Helper()
+	col := startCollector(t, "")
+	b := startParentsBackend(t)
+	r := startRelay(t, "backends: ["+b.url+"]\n"+tracingYAML(col.addr, sample, honourParent), Options{})
+	return col, b, r
 }
 
 // runLoad sends n requests from len(clients) clients at once, each with
@@ -538,25 +526,18 @@ func runLoad(t *testing.T, addr string, clients []loadClient, ctxs []clientConte
 	var next atomic.Int64
 	var failures atomic.Int64
 	var firstErr sync.Once
-	var wg sync.WaitGroup
-	for _, c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(ctxs) {
-					return
-				}
-				st, _, err := getWith(c.client, "http://"+addr+"/load", ctxs[i].traceparent(flags))
-				if err != nil || st != 200 {
-					failures.Add(1)
-					firstErr.Do(func() { t.Errorf("%s request %d: status %d, %v", c.proto, i, st, err) })
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	eachClient(clients, func(c loadClient) bool {
+		i := int(next.Add(1) - 1)
+		if i >= len(ctxs) {
+			return false
+		}
+		st, _, err := getWith(c.client, "http://"+addr+"/load", ctxs[i].traceparent(flags))
+		if err != nil || st != 200 {
+			failures.Add(1)
+			firstErr.Do(func() { t.Errorf("%s request %d: status %d, %v", c.proto, i, st, err) })
+		}
+		return true
+	})
 	if n := failures.Load(); n > 0 {
 		t.Fatalf("%d of %d requests failed", n, len(ctxs))
 	}
@@ -569,21 +550,15 @@ func runLoad(t *testing.T, addr string, clients []loadClient, ctxs []clientConte
 // backend got as its parent id; the exporter dropped and lost none.
 func TestTracingTenThousandSpans(t *testing.T) {
 	const n = 10000
-	col := startCollector(t, "")
-	b := startParentsBackend(t)
-	r := startRelay(t, "backends: ["+b.url+"]\n"+tracingYAML(col.addr, 1, true), Options{})
+	col, b, r := startLoadRelay(t, 1, true)
 	ctxs := make([]clientContext, n)
 	byTrace := make(map[trace.TraceID]trace.SpanID, n)
 	for i := range ctxs {
 		ctxs[i] = newClientContext()
 		byTrace[ctxs[i].trace] = ctxs[i].span
 	}
-	clients := loadClients(4)
-	for _, c := range clients {
-		defer c.close()
-	}
 	start := time.Now()
-	runLoad(t, r.addr, clients, ctxs, trace.FlagSampled)
+	runLoad(t, r.addr, loadClients(t, 4), ctxs, trace.FlagSampled)
 	took := time.Since(start)
 	waitSpans(t, col.sink, n, 30*time.Second)
 	// Anything more would come within a few batch timeouts.
@@ -632,9 +607,7 @@ func TestTracingTenThousandSpans(t *testing.T) {
 // seeded generator, so the count is the same from run to run.
 func TestTracingSampleRatio(t *testing.T) {
 	const n = 10000
-	col := startCollector(t, "")
-	b := startParentsBackend(t)
-	r := startRelay(t, "backends: ["+b.url+"]\n"+tracingYAML(col.addr, 0.01, false), Options{})
+	col, _, r := startLoadRelay(t, 0.01, false)
 	rng := rand.New(rand.NewPCG(20260101, 42))
 	ctxs := make([]clientContext, n)
 	admitted := map[trace.TraceID]bool{}
@@ -650,11 +623,7 @@ func TestTracingSampleRatio(t *testing.T) {
 			admitted[c.trace] = true
 		}
 	}
-	clients := loadClients(4)
-	for _, c := range clients {
-		defer c.close()
-	}
-	runLoad(t, r.addr, clients, ctxs, trace.FlagSampled)
+	runLoad(t, r.addr, loadClients(t, 4), ctxs, trace.FlagSampled)
 	e := r.plane.Exporter()
 	waitFor(t, "the exporter to send every span", func() bool { return e.Exported()+e.Dropped()+e.Failed() == uint64(len(admitted)) })
 	waitSpans(t, col.sink, len(admitted), ioTimeout)
@@ -693,9 +662,7 @@ func TestTracingSampleRatio(t *testing.T) {
 // on the exporter), and spans of requests sent after the restart reach
 // the new collector: 1,000 of them, two batches at least, within 15 s.
 func TestTracingSurvivesCollectorRestart(t *testing.T) {
-	first := startCollector(t, "")
-	b := startParentsBackend(t)
-	r := startRelay(t, "backends: ["+b.url+"]\n"+tracingYAML(first.addr, 1, true), Options{})
+	first, _, r := startLoadRelay(t, 1, true)
 
 	var phase atomic.Int32 // 0 collector up, 1 down, 2 restarted
 	var mu sync.Mutex
@@ -703,47 +670,41 @@ func TestTracingSurvivesCollectorRestart(t *testing.T) {
 	var sent [3]atomic.Int64
 	var failures atomic.Int64
 	var slowest atomic.Int64
-	stop := make(chan struct{})
-	clients := loadClients(3)
-	var wg sync.WaitGroup
-	for _, c := range clients {
-		defer c.close()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				cc := newClientContext()
-				ph := phase.Load()
-				mu.Lock()
-				phaseOf[cc.trace] = ph
-				mu.Unlock()
-				start := time.Now()
-				st, _, err := getWith(c.client, "http://"+r.addr+"/x", cc.traceparent(trace.FlagSampled))
-				if d := int64(time.Since(start)); d > slowest.Load() {
-					slowest.Store(d)
-				}
-				sent[ph].Add(1)
-				if err != nil || st != 200 {
-					if failures.Add(1) == 1 {
-						t.Errorf("%s: status %d, %v", c.proto, st, err)
-					}
+	clients := loadClients(t, 3)
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		eachClient(clients, func(c loadClient) bool {
+			select {
+			case <-stop:
+				return false
+			default:
+			}
+			cc := newClientContext()
+			ph := phase.Load()
+			mu.Lock()
+			phaseOf[cc.trace] = ph
+			mu.Unlock()
+			start := time.Now()
+			st, _, err := getWith(c.client, "http://"+r.addr+"/x", cc.traceparent(trace.FlagSampled))
+			if d := int64(time.Since(start)); d > slowest.Load() {
+				slowest.Store(d)
+			}
+			sent[ph].Add(1)
+			if err != nil || st != 200 {
+				if failures.Add(1) == 1 {
+					t.Errorf("%s: status %d, %v", c.proto, st, err)
 				}
 			}
-		}()
-	}
-	defer func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		wg.Wait()
+			return true
+		})
 	}()
+	var stopOnce sync.Once
+	stopLoad := func() {
+		stopOnce.Do(func() { close(stop) })
+		<-stopped
+	}
+	defer stopLoad()
 
 	waitSpans(t, first.sink, 200, 10*time.Second)
 	first.stop()
@@ -768,8 +729,7 @@ func TestTracingSurvivesCollectorRestart(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	resumed := time.Since(restarted)
-	close(stop)
-	wg.Wait()
+	stopLoad()
 	e := r.plane.Exporter()
 	t.Logf("requests sent: %d before the stop, %d while the collector was down, %d after the restart; failures %d, slowest %v",
 		sent[0].Load(), sent[1].Load(), sent[2].Load(), failures.Load(), time.Duration(slowest.Load()).Round(time.Millisecond))
@@ -794,7 +754,7 @@ func TestTracingSurvivesCollectorRestart(t *testing.T) {
 func TestTracingSpanAttributes(t *testing.T) {
 	col := startCollector(t, "")
 	live := startEcho(t, "live")
-	dead, deader := refusingURL(t), refusingURL(t)
+	dead, deader := "http://"+testaddr.Refused(t), "http://"+testaddr.Refused(t)
 	g := grpctest.Start(t)
 	r := startRelay(t, `
 pools:

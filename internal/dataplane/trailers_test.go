@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -37,11 +36,7 @@ routes:
 // trailers X-Resp-Drop, X-Resp-Set and X-Resp-Keep after its body.
 func startTrailerBackend(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return serveBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Trailer", "X-Resp-Drop, X-Resp-Set, X-Resp-Keep")
 		w.Header().Set("X-Who", "trailers")
@@ -50,10 +45,7 @@ func startTrailerBackend(t *testing.T) string {
 		w.Header().Set("X-Resp-Drop", "backend")
 		w.Header().Set("X-Resp-Set", "backend")
 		w.Header().Set("X-Resp-Keep", "backend")
-	}), ReadHeaderTimeout: ioTimeout}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return "http://" + ln.Addr().String()
+	}))
 }
 
 // A field a route removes (or sets) from a message's head must not reach
@@ -165,42 +157,11 @@ func postH2WithTrailers(t *testing.T, addr string, trailers [][2]string) reply {
 			t.Fatal(err)
 		}
 	}
-	r := reply{header: http.Header{}}
-	for {
-		f, err := fr.ReadFrame()
-		if err != nil {
-			t.Fatalf("reading the answer: %v (so far: %v)", err, &r)
-		}
-		end := false
-		switch f := f.(type) {
-		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				err = fr.WriteSettingsAck()
-			}
-		case *http2.MetaHeadersFrame:
-			for _, hf := range f.Fields {
-				if hf.Name == ":status" {
-					fmt.Sscan(hf.Value, &r.status)
-				} else if !hf.IsPseudo() {
-					r.header.Add(hf.Name, hf.Value)
-				}
-			}
-			end = f.StreamEnded()
-		case *http2.DataFrame:
-			r.body = append(r.body, f.Data()...)
-			end = f.StreamEnded()
-		case *http2.RSTStreamFrame:
-			t.Fatalf("RST_STREAM %v (so far: %v)", f.ErrCode, &r)
-		case *http2.GoAwayFrame:
-			t.Fatalf("GOAWAY %v (so far: %v)", f.ErrCode, &r)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if end {
-			return r
-		}
+	r := readH2Reply(t, fr, "POST with trailers over HTTP/2")
+	if r.status == -1 {
+		t.Fatalf("POST with trailers over HTTP/2: %s", r.body)
 	}
+	return r
 }
 
 // The forwarded fields feature replaces an untrusted client's

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -25,6 +26,18 @@ func TestRunnersAreBoundedAndEndWithTheConnection(t *testing.T) {
 		}
 		io.WriteString(w, "ok")
 	}))
+	// Whatever way the test ends, the held handlers go on and the held
+	// requests end before the front and the backend close (cleanups run
+	// last registered first), which would otherwise wait on them.
+	var wg sync.WaitGroup
+	var releaseOnce sync.Once
+	letGo := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(func() {
+		letGo()
+		if !waitGroup(&wg, ioTimeout) {
+			t.Error("the held requests did not end")
+		}
+	})
 	client := h2Client(t)
 	get := func(path string) error {
 		resp, err := client.Get(f.url + path)
@@ -39,8 +52,15 @@ func TestRunnersAreBoundedAndEndWithTheConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.core.CloseIdle()
+	// The runner of that stream counts itself idle and then waits for the
+	// next stream, a moment after the client has the answer; a stream that
+	// comes before it waits starts a runner of its own, and it would stay
+	// idle while every held stream runs. Wait for it so that the first held
+	// stream runs on it.
+	waitUntil(t, "the runner of the first stream waiting for the next", func() bool {
+		return runnersWaiting() == 1
+	})
 	base := runtime.NumGoroutine()
-	var wg sync.WaitGroup
 	for range n {
 		wg.Add(1)
 		go func() {
@@ -56,7 +76,7 @@ func TestRunnersAreBoundedAndEndWithTheConnection(t *testing.T) {
 	if c := serverConn(t, f); c.idle.Load() != 0 {
 		t.Fatalf("%d runners idle while every stream runs", c.idle.Load())
 	}
-	close(release)
+	letGo()
 	if !waitGroup(&wg, ioTimeout) {
 		t.Fatal("the held requests did not end")
 	}
@@ -84,4 +104,39 @@ func TestRunnersAreBoundedAndEndWithTheConnection(t *testing.T) {
 	waitUntil(t, "the connection's runners ended with it", func() bool {
 		return runtime.NumGoroutine() <= base
 	})
+}
+
+// runnersWaiting counts the runners, of every connection, that wait at
+// their connection's queue for a stream. Goroutine dumps are the one
+// place this shows: a runner has counted itself idle (conn.idle) a
+// moment before it waits.
+func runnersWaiting() int {
+	buf := make([]byte, 1<<16)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	waiting := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		header, frames, _ := strings.Cut(g, "\n")
+		if !strings.Contains(header, "[chan receive") {
+			continue
+		}
+		// The first frame outside the runtime (whose frames show with
+		// GOTRACEBACK=system) is where the goroutine waits.
+		for _, line := range strings.Split(frames, "\n") {
+			if strings.HasPrefix(line, "\t") || strings.HasPrefix(line, "runtime.") {
+				continue
+			}
+			if strings.HasPrefix(line, "relay/internal/h2.(*conn).runner(") {
+				waiting++
+			}
+			break
+		}
+	}
+	return waiting
 }
