@@ -25,7 +25,9 @@ type Routing struct {
 	// route index; a missing or nil entry: none. A route's chain is the
 	// core's features, then these: the pool's own (PoolConfig.Features)
 	// serve only the requests no route sends, so the data plane puts in
-	// a route's list what its pool contributes.
+	// a route's list what its pool contributes. A route's header changes
+	// (its spec's RequestHeaders and ResponseHeaders) are one of them,
+	// NewHeaderChanges: the core does not read them from the table.
 	Features [][]Feature
 }
 

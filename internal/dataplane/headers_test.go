@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -38,21 +37,15 @@ routes:
 // A route's response_headers remove keeps a field from the client in an
 // informational response (103 Early Hints) the backend sends first too.
 func TestRouteRemoveReachesInterimResponses(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	be := serveBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Secret", "internal")
 		w.Header().Set("Link", "</a.css>; rel=preload")
 		w.WriteHeader(103)
 		w.Header().Del("Link")
 		w.Write([]byte("ok"))
-	})}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
+	}))
 	r := startRelay(t, `
-backends: [http://`+ln.Addr().String()+`]
+backends: [`+be+`]
 routes:
   - name: strip
     match: {path_prefix: /}

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"relay/internal/h2test"
 	"testing"
@@ -23,23 +22,17 @@ func TestMixedPoolRetryKeepsTheBody(t *testing.T) {
 			c.Write(func(fr *http2.Framer) { fr.WriteRSTStream(f.StreamID, http2.ErrCodeRefusedStream) })
 		}
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	be := serveBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, err := io.ReadAll(r.Body)
 		w.Header().Set("X-Who", "h1")
 		fmt.Fprintf(w, "%s|%v", b, err)
-	})}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
+	}))
 	r := startRelay(t, `
 response_timeout: 2s
 backends:
   - url: `+hostile.URL+`
     protocol: h2c
-  - http://`+ln.Addr().String()+`
+  - `+be+`
 `, Options{})
 	tried := false
 	for i := 0; i < 4; i++ {

@@ -168,17 +168,11 @@ func postH2WithTrailers(t *testing.T, addr string, trailers [][2]string) reply {
 // X-Forwarded-For in the head, and the same field in a chunked body's
 // trailers never reaches the backend either.
 func TestForwardedForInTrailersNeverReachesBackend(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	be := serveBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.ReadAll(r.Body)
 		fmt.Fprint(w, r.Trailer.Get("X-Forwarded-For"))
-	})}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	r := startRelay(t, "backends: [http://"+ln.Addr().String()+"]\n", Options{})
+	}))
+	r := startRelay(t, "backends: ["+be+"]\n", Options{})
 	nc := dialTCP(t, r.addr)
 	defer nc.Close()
 	io.WriteString(nc, "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTrailer: X-Forwarded-For\r\nConnection: close\r\n\r\n2\r\nhi\r\n0\r\nX-Forwarded-For: 6.6.6.6\r\n\r\n")

@@ -85,3 +85,71 @@ func TestAccessLogHasOneLinePerRequest(t *testing.T) {
 		}
 	}
 }
+
+// TestAccessLogNewFields: the line holds the client's User-Agent and
+// Referer (bounded), the request id the client got, the time to get an
+// upstream connection (a dial first, 0 for the pooled one after) and the
+// backend's time to answer.
+func TestAccessLogNewFields(t *testing.T) {
+	rb, reqs := recordingBackend(t, okResponse("ok"))
+	var buf bytes.Buffer
+	log := logging.NewAccessLog(&buf)
+	r := startRelay(t, Config{RequestID: true, AccessLog: log}, rb.b)
+	c, br := dialRelay(t, r)
+	long := strings.Repeat("u", 3000)
+	heads := []string{
+		"GET /first HTTP/1.1\r\nHost: example.test\r\nUser-Agent: test-agent/1.0\r\nReferer: https://example.test/from\r\n\r\n",
+		"GET /second HTTP/1.1\r\nHost: example.test\r\nUser-Agent: " + long + "\r\n\r\n",
+	}
+	var ids []string
+	for _, head := range heads {
+		write(t, c, head)
+		resp, _ := readResponse(t, br, "GET")
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		ids = append(ids, resp.Header.Get("X-Request-Id"))
+		<-reqs
+	}
+	c.Close()
+	if err := r.p.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Close(); err != nil {
+		t.Fatal(err)
+	}
+	type line struct {
+		Path       string   `json:"path"`
+		UserAgent  string   `json:"user_agent"`
+		Referer    string   `json:"referer"`
+		RequestID  string   `json:"request_id"`
+		ConnectMS  *float64 `json:"upstream_connect_ms"`
+		ResponseMS *float64 `json:"upstream_response_ms"`
+		DurationMS float64  `json:"duration_ms"`
+	}
+	var got []line
+	for _, raw := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var l line
+		if err := json.Unmarshal([]byte(raw), &l); err != nil {
+			t.Fatalf("%v: %s", err, raw)
+		}
+		got = append(got, l)
+	}
+	if len(got) != 2 {
+		t.Fatalf("%d lines, want 2:\n%s", len(got), buf.String())
+	}
+	first, second := got[0], got[1]
+	if first.UserAgent != "test-agent/1.0" || first.Referer != "https://example.test/from" || first.RequestID != ids[0] || !madeID.MatchString(ids[0]) {
+		t.Errorf("first line %+v, want its user agent, referer and request id %q", first, ids[0])
+	}
+	if want := long[:logging.MaxValueBytes] + logging.TruncatedMark; second.UserAgent != want || second.Referer != "" || second.RequestID != ids[1] {
+		t.Errorf("second line: user agent of %d bytes, referer %q, id %q; want the agent cut at %d and marked, no referer, id %q",
+			len(second.UserAgent), second.Referer, second.RequestID, logging.MaxValueBytes, ids[1])
+	}
+	if first.ConnectMS == nil || first.ResponseMS == nil || *first.ResponseMS > first.DurationMS || *first.ConnectMS > first.DurationMS {
+		t.Errorf("first line: connect %v ms, response %v ms, whole %v ms; want both, within the whole", first.ConnectMS, first.ResponseMS, first.DurationMS)
+	}
+	if second.ConnectMS == nil || *second.ConnectMS != 0 || second.ResponseMS == nil {
+		t.Errorf("second line: connect %v ms, response %v ms; want 0 for the pooled connection, and a response time", second.ConnectMS, second.ResponseMS)
+	}
+}
