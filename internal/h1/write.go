@@ -89,10 +89,22 @@ func StatusText(code int) string {
 		return "Method Not Allowed"
 	case 408:
 		return "Request Timeout"
+	case 411:
+		return "Length Required"
+	case 412:
+		return "Precondition Failed"
 	case 413:
 		return "Content Too Large"
 	case 414:
 		return "URI Too Long"
+	case 417:
+		return "Expectation Failed"
+	case 421:
+		return "Misdirected Request"
+	case 425:
+		return "Too Early"
+	case 429:
+		return "Too Many Requests"
 	case 431:
 		return "Request Header Fields Too Large"
 	case 500:

@@ -43,7 +43,7 @@ func TestAppendForwardFields(t *testing.T) {
 }
 
 func TestStatusText(t *testing.T) {
-	for _, code := range []int{100, 101, 200, 204, 304, 400, 404, 405, 408, 413, 414, 431, 500, 501, 502, 503, 504, 505} {
+	for _, code := range []int{100, 101, 200, 204, 301, 302, 303, 304, 307, 308, 400, 404, 405, 408, 411, 412, 413, 414, 417, 421, 425, 429, 431, 500, 501, 502, 503, 504, 505, 508} {
 		if s := StatusText(code); s == "" || strings.HasPrefix(s, "Status ") {
 			t.Errorf("StatusText(%d) = %q", code, s)
 		}
