@@ -100,6 +100,7 @@ func render(t *testing.T, c *Config) []byte {
 		"processes":        c.Processes,
 		"cpu_affinity":     c.CPUAffinity,
 		"max_header_bytes": c.MaxHeaderBytes,
+		"admin_listen":     c.AdminListen,
 	}
 	if c.Compress != nil {
 		// The fields the section set, under their keys: a zero field is
