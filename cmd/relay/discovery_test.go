@@ -456,6 +456,16 @@ func TestInstancesAgreeOnIPHash(t *testing.T) {
 	for _, a := range admins {
 		awaitMembers(t, a, 10*time.Second, all(rest)...)
 	}
+	// The admin API lists what an instance's control knows; its serving
+	// processes apply it a moment later. Wait until none still sends the
+	// removed backend's addresses to it.
+	var its []int
+	for i := range keys {
+		if before[i] == gone.hello && len(its) < 50 {
+			its = append(its, i)
+		}
+	}
+	awaitLeft(t, relays, its, gone.hello, 10*time.Second)
 	after := mapAddresses(t, relays, keys)
 	moved := 0
 	for i := range keys {
@@ -470,6 +480,36 @@ func TestInstancesAgreeOnIPHash(t *testing.T) {
 		}
 	}
 	t.Logf("after removing one backend, %d addresses moved (all of its own), the same way on all three", moved)
+}
+
+// awaitLeft waits until no relay answers the client addresses numbered
+// its (as mapAddresses numbers them) with the greeting of a backend that
+// left, and fails t when one still does after within.
+func awaitLeft(t *testing.T, relays []*relay, its []int, greeting string, within time.Duration) {
+	t.Helper()
+	c := &http.Client{Timeout: 10 * time.Second}
+	deadline := time.Now().Add(within)
+	for _, r := range relays {
+		for _, i := range its {
+			for {
+				req, _ := http.NewRequest("GET", r.url("/"), nil)
+				req.Header.Set("X-Forwarded-For", fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255))
+				resp, err := c.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if string(body) != greeting {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%v after the backend left, a relay still sends address %d to it", within, i)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}
 }
 
 // mapAddresses sends one request per client address (10.a.b.c, given in

@@ -256,13 +256,12 @@ func (p *Pool) headFailed(s session, x *Exchange, err error, in int64, interim b
 	return a, closeConn
 }
 
-// answerHead makes a backend's final response head the client's: the
-// response head phase of the request's chain (relay's request id, the
-// route's header changes among them), the sticky cookie.
+// answerHead makes b's final response head the client's: the response
+// head phase of the request's chain (relay's request id, the sticky
+// cookie, the route's header changes among them).
 func (x *Exchange) answerHead(b *backend.Backend, resp *h1.Response) {
-	x.respHops = x.respHops[:0]
+	x.respHops, x.answering = x.respHops[:0], b
 	x.chain.responseHead(x, resp)
-	x.stickyAnswer(b, resp)
 }
 
 // judgeAnswer judges a half-open probe by the response head and returns

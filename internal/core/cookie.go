@@ -6,28 +6,10 @@ import (
 	"relay/internal/h1"
 )
 
-// What a sticky pool's options change on the way: the cookie taken out of
-// the request (indirect) and the response that sets it marked private
-// (nocache). Both write into buffers the exchange keeps, so the request
-// path allocates nothing.
-
-// appendForwardFields appends the request's fields as
-// h1.AppendForwardFields does, with the sticky cookie taken out of every
-// Cookie field (an HTTP/1.1 client should send one, an HTTP/2 client's
-// split fields arrive joined in one, and a client may send more).
-func (t *stickyTable) appendForwardFields(dst []byte, fields []h1.Field) []byte {
-	for i := range fields {
-		f := &fields[i]
-		switch {
-		case f.Hop:
-		case f.Is("cookie"):
-			dst = appendCookieWithout(dst, f, t.name)
-		default:
-			dst = h1.AppendField(dst, f.Name, f.Value)
-		}
-	}
-	return dst
-}
+// What a sticky pool's options change on the way (StickyCookies): the
+// cookie taken out of the request (indirect) and the response that sets
+// it marked private (nocache). Both write into buffers the exchange
+// keeps, so the request path allocates nothing.
 
 var semicolon = []byte{';'}
 
@@ -87,8 +69,9 @@ var (
 // markPrivate makes resp private to the client (Cache-Control: private),
 // so no shared cache stores it: it adds private to the first
 // Cache-Control field, or adds the field, unless the response already
-// says private or no-store.
-func (x *Exchange) markPrivate(resp *h1.Response) {
+// says private or no-store. A merged value is written into buf, which it
+// returns for the next response.
+func markPrivate(resp *h1.Response, buf []byte) []byte {
 	first := -1
 	for i := range resp.Fields {
 		f := &resp.Fields[i]
@@ -96,7 +79,7 @@ func (x *Exchange) markPrivate(resp *h1.Response) {
 			continue
 		}
 		if hasDirective(f.Value, "private") || hasDirective(f.Value, "no-store") {
-			return
+			return buf
 		}
 		if first < 0 {
 			first = i
@@ -104,17 +87,18 @@ func (x *Exchange) markPrivate(resp *h1.Response) {
 	}
 	if first < 0 {
 		resp.Fields = append(resp.Fields, h1.Field{Name: cacheControlField, Value: privateValue})
-		return
+		return buf
 	}
 	// The field's bytes are the backend's response buffer or a route's
-	// setting: the merged value is written into the exchange's own.
+	// setting: the merged value is written into buf.
 	f := &resp.Fields[first]
-	v := append(x.cacheControl[:0], f.Value...)
+	v := append(buf[:0], f.Value...)
 	if len(bytes.Trim(v, " \t,")) > 0 {
 		v = append(v, ", "...)
 	}
 	v = append(v, privateValue...)
-	x.cacheControl, f.Value = v, v
+	f.Value = v
+	return v
 }
 
 // hasDirective reports whether the Cache-Control list holds directive

@@ -312,6 +312,7 @@ func (c *Core) Forward(x *Exchange) Outcome {
 	start := time.Now()
 	method := stats.MethodIndex(x.Req.Method)
 	x.start, x.pool, x.chain = start, nil, c.features
+	x.affinity, x.answering = nil, nil
 	// The upstream times are measured only for the access log.
 	x.timed, x.connect, x.response = c.cfg.AccessLog != nil, -1, -1
 	c.features.accepted(x)

@@ -78,11 +78,12 @@ type Exchange struct {
 	// probe is the backend whose half-open breaker this attempt probes,
 	// until its response head judges the probe (breaker.go).
 	probe *backend.Backend
-	// stickyT is the sticky cookies of the pool's snapshot the request
-	// picked from (nil: sticky sessions off), stickyB the member its
-	// cookie names (nil: none, or none valid) (sticky.go).
-	stickyT *stickyTable
-	stickyB *backend.Backend
+	// affinity is the sticky value the request carries, which names the
+	// member its pool tries first (sticky.go); StickyCookies reads it
+	// from the request's cookie. answering is the backend whose response
+	// head the response head phase is making the client's.
+	affinity  []byte
+	answering *backend.Backend
 	// grpc says the request is a gRPC call (grpc.go); deadline is when
 	// it must end (its grpc-timeout), zero for none.
 	grpc     bool
@@ -96,9 +97,6 @@ type Exchange struct {
 	names      []byte
 	trailerBuf []byte
 	sent       []byte
-	// cacheControl holds a response's Cache-Control value with private
-	// added (nocache, cookie.go).
-	cacheControl []byte
 	// The sessions an attempt reaches its backend through (session.go),
 	// readied for each attempt: kept here, taking one allocates nothing.
 	h1s h1Session

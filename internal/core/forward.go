@@ -134,7 +134,6 @@ func (r *passage) start(p *Pool, x *Exchange, now time.Time) {
 	r.p, r.x, r.now = p, x, now
 	r.snap, r.cfg = p.state.Load(), p.cfg()
 	x.prepared, x.streamed, x.probe = false, false, nil
-	x.stickyT, x.stickyB = nil, nil
 	x.grpc, x.deadline, x.sent = x.grpcRequest(), time.Time{}, x.sent[:0]
 	if x.grpc {
 		x.deadline = x.callDeadline(now, r.cfg.MaxGRPCTimeout)

@@ -29,14 +29,7 @@ func (x *Exchange) prepare(c *Core, b *backend.Backend) {
 	}
 	x.trailHops = x.trailHops[:0]
 	out = x.chain.upstreamHead(x, out)
-	if t := x.stickyT; t != nil && t.indirect {
-		// The sticky cookie is written out of the request here, not
-		// cut from its fields: their bytes may be the HTTP/2 decoder's
-		// strings, and the hash key and lookups read them as sent.
-		out = t.appendForwardFields(out, req.Fields)
-	} else {
-		out = h1.AppendForwardFields(out, req.Fields)
-	}
+	out = h1.AppendForwardFields(out, req.Fields)
 	out = x.chain.appendUpstream(x, out)
 	if req.Upgrade {
 		out = append(out, "Connection: Upgrade\r\n"...)

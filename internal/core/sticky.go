@@ -1,16 +1,13 @@
 package core
 
 import (
-	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
-	"strconv"
 	"time"
 
 	"relay/internal/backend"
-	"relay/internal/h1"
 )
 
 // Sticky sessions bind a client to the backend that answered it, by a
@@ -29,9 +26,17 @@ import (
 // it is draining, as HAProxy's drain keeps its persistent clients) and
 // has a place under its cap; otherwise the algorithm picks as it would.
 // The response carries Set-Cookie whenever the backend that answered is
-// not the one the cookie named. The values and the whole Set-Cookie
-// field values are made when a snapshot is built, so the request path
-// only looks them up.
+// not the one the cookie named. The values are made when a snapshot is
+// built, so the request path only looks them up.
+//
+// The work is split in two. The pool owns the affinity: which member a
+// value names, made with the snapshot, and the pick that tries it first
+// (this file). The cookie on the messages is a feature, StickyCookies
+// (stickycookie.go): it reads the value from the request at the admit
+// phase (Exchange.affinity), takes the cookie out of what the backend
+// gets with indirect, and sets it on the response with nocache. The data
+// plane puts the feature in the lists of the pool and of every route to
+// it, from the same sticky section.
 //
 // Two options follow HAProxy's cookie options of the same names.
 // Indirect keeps the cookie from the backends: the request is forwarded
@@ -110,115 +115,48 @@ func StickyValue(key []byte, pool, name string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:stickyValueBytes])
 }
 
-// stickyTable is one snapshot's sticky cookies: the member each value
-// names, and each member's Set-Cookie field values, without and with
-// Secure.
+// stickyTable is one snapshot's sticky values: the member each names,
+// and each member's.
 type stickyTable struct {
-	name     []byte // the cookie's name
-	members  map[string]*backend.Backend
-	set      map[*backend.Backend]*[2][]byte
-	secure   StickySecure
-	indirect bool // the cookie is kept from the backends
-	nocache  bool // a response that sets it is marked private
+	members map[string]*backend.Backend
+	values  map[*backend.Backend]string
 }
 
-// newStickyTable makes the cookies of members of pool under s; nil when
+// newStickyTable makes the values of members of pool under s; nil when
 // sticky sessions are off.
 func newStickyTable(s *Sticky, pool string, members []*backend.Backend) *stickyTable {
 	if s.Cookie == "" {
 		return nil
 	}
-	t := &stickyTable{name: []byte(s.Cookie), secure: s.Secure, indirect: s.Indirect, nocache: s.NoCache,
-		members: make(map[string]*backend.Backend, len(members)),
-		set:     make(map[*backend.Backend]*[2][]byte, len(members))}
-	var attrs []byte
-	if s.Path != "" {
-		attrs = append(append(attrs, "; Path="...), s.Path...)
-	}
-	if secs := int64(s.MaxAge / time.Second); secs > 0 {
-		attrs = strconv.AppendInt(append(attrs, "; Max-Age="...), secs, 10)
-	}
-	if s.HTTPOnly {
-		attrs = append(attrs, "; HttpOnly"...)
-	}
-	if s.SameSite != "" {
-		attrs = append(append(attrs, "; SameSite="...), s.SameSite...)
-	}
+	t := &stickyTable{members: make(map[string]*backend.Backend, len(members)),
+		values: make(map[*backend.Backend]string, len(members))}
 	for _, b := range members {
 		v := StickyValue(s.Key, pool, b.Name)
-		t.members[v] = b
-		plain := append(append(append([]byte(s.Cookie), '='), v...), attrs...)
-		t.set[b] = &[2][]byte{plain, append(append([]byte(nil), plain...), "; Secure"...)}
+		t.members[v], t.values[b] = b, v
 	}
 	return t
 }
 
-// lookup returns the member the request's cookie names, or nil when it
-// carries none, or one that names no member. It reads every Cookie field
-// (HTTP/2 clients may send several, HTTP/1.1 ones should not) and takes
-// the first pair of the cookie's name.
-func (t *stickyTable) lookup(req *h1.Request) *backend.Backend {
-	for i := range req.Fields {
-		f := &req.Fields[i]
-		if !f.Is("cookie") {
-			continue
-		}
-		if v, ok := cookieValue(f.Value, t.name); ok {
-			return t.members[string(v)]
-		}
+// stickyValue is the sticky value that names b in the pool as it is now,
+// "" when sticky sessions are off or b is no longer a member.
+func (p *Pool) stickyValue(b *backend.Backend) string {
+	if t := p.state.Load().sticky; t != nil {
+		return t.values[b]
 	}
-	return nil
+	return ""
 }
 
-// cookieValue finds the value of the cookie called name in a Cookie
-// field's value ("a=1; b=2").
-func cookieValue(list, name []byte) ([]byte, bool) {
-	for len(list) > 0 {
-		var pair []byte
-		if i := bytes.IndexByte(list, ';'); i >= 0 {
-			pair, list = list[:i], list[i+1:]
-		} else {
-			pair, list = list, nil
-		}
-		pair = bytes.TrimLeft(pair, " \t")
-		if len(pair) > len(name) && pair[len(name)] == '=' && bytes.Equal(pair[:len(name)], name) {
-			v := bytes.TrimRight(pair[len(name)+1:], " \t")
-			if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
-				v = v[1 : len(v)-1]
-			}
-			return v, true
-		}
-	}
-	return nil, false
-}
-
-// setCookie is the Set-Cookie field value naming b, for a request over
-// TLS or not.
-func (t *stickyTable) setCookie(b *backend.Backend, tls bool) []byte {
-	vs := t.set[b]
-	if vs == nil {
-		return nil
-	}
-	if t.secure == SecureAlways || t.secure == SecureOnTLS && tls {
-		return vs[1]
-	}
-	return vs[0]
-}
-
-var setCookieField = []byte("Set-Cookie")
-
-// stickyPick takes a place on the member the request's cookie names, when
-// it takes sticky clients and has room; it reports whether it did. The
-// member is looked up in the passage's snapshot, which a wait renews, so a
-// member removed meanwhile is not picked.
+// stickyPick takes a place on the member the request's sticky value
+// names (Exchange.affinity), when it takes sticky clients and has room;
+// it reports whether it did. The member is looked up in the passage's
+// snapshot, which a wait renews, so a member removed meanwhile is not
+// picked.
 func (r *passage) stickyPick() (b *backend.Backend, probe, ok bool) {
 	t := r.snap.sticky
-	r.x.stickyT, r.x.stickyB = t, nil
-	if t == nil {
+	if t == nil || len(r.x.affinity) == 0 {
 		return nil, false, false
 	}
-	b = t.lookup(r.x.Req)
-	r.x.stickyB = b
+	b = t.members[string(r.x.affinity)]
 	// A first pick's filter has no backend tried yet, and its
 	// availability test would refuse a draining member: it is not asked.
 	if b == nil || !b.TakesSticky() {
@@ -227,20 +165,4 @@ func (r *passage) stickyPick() (b *backend.Backend, probe, ok bool) {
 	ok, probe, full := b.Admit(r.p.limit(b), true)
 	r.full = r.full || full
 	return b, probe, ok
-}
-
-// stickyAnswer adds Set-Cookie to the response of b when the request's
-// cookie did not name b, so the client comes back to it; under nocache,
-// the response becomes private too.
-func (x *Exchange) stickyAnswer(b *backend.Backend, resp *h1.Response) {
-	t := x.stickyT
-	if t == nil || x.stickyB == b {
-		return
-	}
-	if v := t.setCookie(b, x.Peer.TLS); v != nil {
-		resp.Fields = append(resp.Fields, h1.Field{Name: setCookieField, Value: v})
-		if t.nocache {
-			x.markPrivate(resp)
-		}
-	}
 }

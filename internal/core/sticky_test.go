@@ -1,6 +1,7 @@
 package core
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,11 +19,18 @@ var stickyKey = []byte("0123456789abcdef0123456789abcdef")
 func stickyPool(t *testing.T, s Sticky) (*Core, *Pool, map[string]*testBackend) {
 	t.Helper()
 	s.Cookie, s.Key = "SRV", stickyKey
-	pc := testPool()
-	pc.Sticky = s
+	pc := withSticky(testPool(), s)
 	bs := map[string]*testBackend{"a": serving(t, "a", nil), "b": serving(t, "b", nil), "c": serving(t, "c", nil)}
 	c, p := startPool(t, pc, bs["a"].b, bs["b"].b, bs["c"].b)
 	return c, p, bs
+}
+
+// withSticky gives pc sticky sessions by s, the pool's side and the
+// feature of its cookie, as the data plane does.
+func withSticky(pc PoolConfig, s Sticky) PoolConfig {
+	pc.Sticky = s
+	pc.Features = append(slices.Clip(pc.Features), NewStickyCookies(s))
+	return pc
 }
 
 // valueOf is the cookie value that names tb in the pool "test".

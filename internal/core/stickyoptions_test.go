@@ -94,12 +94,11 @@ func cacheBackend(t *testing.T) *testBackend {
 // Cache-Control as it was, or none. Without nocache, nothing is added.
 func TestStickyNoCacheMarksResponsesThatSetTheCookie(t *testing.T) {
 	tb := cacheBackend(t)
-	pc := testPool()
-	pc.Sticky = Sticky{Cookie: "SRV", Key: stickyKey, NoCache: true}
-	c, _ := startPool(t, pc, tb.b)
-	pc.Sticky.NoCache = false
+	s := Sticky{Cookie: "SRV", Key: stickyKey, NoCache: true}
+	c, _ := startPool(t, withSticky(testPool(), s), tb.b)
+	s.NoCache = false
 	other := cacheBackend(t)
-	plain, _ := startPool(t, pc, other.b)
+	plain, _ := startPool(t, withSticky(testPool(), s), other.b)
 	v := valueOf(tb)
 	cases := []struct {
 		backend []string // the backend's Cache-Control fields

@@ -17,25 +17,39 @@ func (pl *Plane) coreFeatures(c *core.Core) []core.Feature {
 	return core.CoreFeatures(c, pl.tracing)
 }
 
-// poolFeatures are the features of the requests no route sends to pool p.
+// poolFeatures are the features of the requests no route sends to pool
+// p: compression, then the sticky cookie.
 func poolFeatures(p *config.Pool) []core.Feature {
-	return compression(p.Compress)
+	return append(compression(p.Compress), stickyCookies(p)...)
 }
 
 // routeFeatures are the features of the requests route r takes to pool
-// p: compression by the route's compress section, else its pool's; then
-// the route's header changes, last so that what a route sets in a
-// response is what the client gets.
+// p: compression by the route's compress section, else its pool's; the
+// pool's sticky cookie; then the route's header changes, last so that
+// what a route sets in a response is what the client gets.
 func routeFeatures(r *config.Route, p *config.Pool) []core.Feature {
 	c := r.Compress
 	if c == nil && p != nil {
 		c = p.Compress
 	}
 	fs := compression(c)
+	if p != nil {
+		fs = append(fs, stickyCookies(p)...)
+	}
 	if h := core.NewHeaderChanges(r.RequestHeaders, r.ResponseHeaders); h != nil {
 		fs = append(fs, h)
 	}
 	return fs
+}
+
+// stickyCookies is the sticky cookie feature of pool p, none when its
+// sticky sessions are off. The pool's own side, the members the values
+// name, comes from the same section (poolConfigOf).
+func stickyCookies(p *config.Pool) []core.Feature {
+	if s := core.NewStickyCookies(stickyOf(p.Sticky, nil)); s != nil {
+		return []core.Feature{s}
+	}
+	return nil
 }
 
 // compression is the compress feature of section c; none for nil. The

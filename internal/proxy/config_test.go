@@ -84,6 +84,10 @@ func build(cfg Config, bs []*backend.Backend) (*Proxy, error) {
 	if cfg.Pool.Name == "" {
 		cfg.Pool.Name = testPool
 	}
+	if s := core.NewStickyCookies(cfg.Pool.Sticky); s != nil {
+		// The sticky section's cookie, as the data plane adds it.
+		cfg.Pool.Features = append(cfg.Pool.Features, s)
+	}
 	_, perr := c.AddPool(cfg.Pool, bs)
 	p, err := New(Options{
 		HeaderTimeout: cfg.HeaderTimeout, IdleTimeout: cfg.IdleTimeout, TunnelIdleTimeout: cfg.TunnelIdleTimeout,
