@@ -1045,3 +1045,72 @@ func TestTracingTraceState(t *testing.T) {
 		}
 	}
 }
+
+// A collector that takes connections and never answers holds no request
+// up: every one is served while the exporter's queue fills and its spans
+// are dropped and counted, none exported.
+func TestTracingStalledCollector(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	stalled := make(chan struct{}, 1) // the first connection, kept until read
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			select {
+			case stalled <- struct{}{}:
+			default:
+			}
+			go func() { io.Copy(io.Discard, c) }() // reads, never writes
+		}
+	}()
+	b := startParentsBackend(t)
+	r := startRelay(t, "backends: ["+b.url+"]\n"+fmt.Sprintf(
+		"tracing:\n  sample: 1\n  exporter: {endpoint: %q, insecure: true, batch_timeout: 10ms, queue_size: 32, batch_size: 8, export_timeout: 1m}\n",
+		ln.Addr().String()), Options{})
+	// Before relay closes: the collector goes away, so that the exporter's
+	// Close does not wait out its time for the spans still queued.
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	const n = 400
+	start := time.Now()
+	var slowest time.Duration
+	sent := 0
+	for _, c := range loadClients(2) {
+		for range n / 2 {
+			if sent == 20 {
+				<-stalled // the exporter is in its stalled send from here on
+			}
+			at := time.Now()
+			if st, _, err := getWith(c.client, "http://"+r.addr+"/x", newClientContext().traceparent(trace.FlagSampled)); err != nil || st != 200 {
+				t.Fatalf("%s request %d with the collector stalled: %d, %v", c.proto, sent, st, err)
+			}
+			slowest = max(slowest, time.Since(at))
+			sent++
+		}
+		c.close()
+	}
+	e := r.plane.Exporter()
+	t.Logf("%d requests in %v, slowest %v; exported %d, dropped %d, failed %d", n, time.Since(start), slowest, e.Exported(), e.Dropped(), e.Failed())
+	// At most the queue (32) is held; the rest was dropped, or failed
+	// once gRPC gave up connecting.
+	if e.Exported() != 0 || e.Dropped()+e.Failed() < n-32 {
+		t.Fatalf("exported %d, dropped %d, failed %d of %d with a queue of 32", e.Exported(), e.Dropped(), e.Failed(), n)
+	}
+}
