@@ -68,6 +68,8 @@ var (
 	descRefusals      = desc("retry_budget_refusals_total", "Retries the retry budget refused.", "pool")
 	descLimited       = desc("rate_limited_total", "Requests a rate limit refused with 429, by pool and route (\"\" when no route took them).", "pool", "route")
 	descRouteRequests = desc("route_requests_total", "Requests each route took, by status class; a route that is gone keeps its count until relay restarts.", "route", "code")
+	descEncoders      = desc("compress_encoders_in_use", "Response compression's encoders in use: responses being compressed now.")
+	descOverBudget    = desc("compress_over_budget_total", "Responses sent uncompressed because the encoders in use held the process's encoder memory.")
 	descSpans         = desc("trace_spans_total", "Sampled spans, by what became of them: exported, dropped (the queue was full) or failed (an export failed).", "result")
 	descConnsOpen     = desc("client_connections_open", "Client connections open.")
 	descAccepted      = desc("client_connections_accepted_total", "Client connections accepted.")
@@ -173,6 +175,8 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	for _, l := range s.Stats.Limited {
 		counter(descLimited, l.Requests, l.Pool, l.Route)
 	}
+	gauge(descEncoders, float64(s.Stats.Compress.EncodersInUse))
+	counter(descOverBudget, s.Stats.Compress.OverBudget)
 	counter(descSpans, s.Stats.Spans.Exported, "exported")
 	counter(descSpans, s.Stats.Spans.Dropped, "dropped")
 	counter(descSpans, s.Stats.Spans.Failed, "failed")

@@ -53,11 +53,19 @@
 //	       7: 9.5  8: 17.5  9: 34  10-11: 4.2
 //	zstd   fastest: 0.86 MiB  default: 1.9  better: 4.7  best: 35
 //
-// so a thousand responses compressing at once at the defaults hold
-// 1 to 2 GiB; brotli 7 to 9 and zstd best are for a few large, slow
-// responses, not for every page. An idle encoder waits in a sync.Pool
-// per coding and level, shared by every Policy at those levels, and the
-// runtime frees idle ones over two garbage collections.
+// Those figures flush every 64 KiB; a body that comes faster than relay
+// reads it is not flushed, and brotli then holds more: 3.3 MiB at
+// quality 4 after a megabyte (encoderCost has every level's worst,
+// TestEncoderCost holds the defaults to it). So a thousand responses
+// compressing at once at the defaults would hold 1 to 3 GiB, and a
+// client can keep responses compressing as long as it likes by not
+// reading them: the encoders in use share the process's budget
+// (SetEncoderMemory, DefaultEncoderMemory), past which Policy.Encoder
+// gives nil and the response goes uncompressed. brotli 7 to 9 and zstd
+// best are for a few large, slow responses, not for every page. An idle
+// encoder waits in a sync.Pool per coding and level, shared by every
+// Policy at those levels, and the runtime frees idle ones over two
+// garbage collections.
 //
 // # Allocations
 //

@@ -49,6 +49,10 @@ type Encoder struct {
 	out      sink
 	closed   bool
 	released bool
+	// cost is what the encoder counts for in a budget (encoderCost),
+	// and budget the one it was taken from, nil once it is released.
+	cost   int64
+	budget *budget
 }
 
 // sink is the compressor's destination: Output's buffer, of which the
@@ -71,15 +75,21 @@ func (s *sink) Write(p []byte) (int, error) {
 var errClosed = errors.New("compress: the encoder's stream is closed")
 
 // Encoder takes an encoder for coding e from p's pool, ready for a new
-// body; nil for Identity or a coding p does not produce. In steady state
-// it allocates nothing: pooled encoders keep their windows and tables
-// (the package documentation has the one allocation zstd makes).
+// body; nil for Identity, for a coding p does not produce, and when the
+// encoders in use hold the process's memory for them (SetEncoderMemory):
+// the caller then sends the body as it is. In steady state it allocates
+// nothing: pooled encoders keep their windows and tables (the package
+// documentation has the one allocation zstd makes).
 func (p *Policy) Encoder(e Encoding) *Encoder {
 	if int(e) >= len(p.pools) || p.pools[e] == nil {
 		return nil
 	}
+	if !p.budget.take(p.costs[e]) {
+		return nil
+	}
 	enc := p.pools[e].Get().(*Encoder)
 	enc.reset()
+	enc.cost, enc.budget = p.costs[e], p.budget
 	return enc
 }
 
@@ -145,13 +155,18 @@ func (e *Encoder) Consume(n int) {
 }
 
 // Release gives e back to its pool, whether or not its stream was
-// closed (a client that went away leaves it open); e must not be used
-// afterwards. Its output buffer is kept only up to MaxPooledOutput.
+// closed (a client that went away leaves it open), and its memory back
+// to the budget it was taken from; e must not be used afterwards. Its
+// output buffer is kept only up to MaxPooledOutput.
 func (e *Encoder) Release() {
 	if e == nil || e.released {
 		return
 	}
 	e.released = true
+	if e.budget != nil {
+		e.budget.give(e.cost)
+		e.budget = nil
+	}
 	if cap(e.out.buf) > MaxPooledOutput {
 		e.out.buf = nil
 	}
@@ -171,10 +186,8 @@ type poolKey struct {
 // level, so that policies with the same levels share them.
 var pools sync.Map // poolKey → *sync.Pool
 
-// poolFor returns the pool of encoders for e at c's level, making one
-// encoder first so that a level the library refuses is an error here
-// rather than a panic on the request path.
-func poolFor(e Encoding, c Config) (*sync.Pool, error) {
+// keyOf names the pool of encoders for e at c's level.
+func keyOf(e Encoding, c Config) poolKey {
 	key := poolKey{coding: e}
 	switch e {
 	case Gzip:
@@ -185,6 +198,13 @@ func poolFor(e Encoding, c Config) (*sync.Pool, error) {
 		l, _ := zstdLevel(c.ZstdLevel)
 		key.level = int(l)
 	}
+	return key
+}
+
+// poolFor returns the pool of encoders of key, making one encoder first
+// so that a level the library refuses is an error here rather than a
+// panic on the request path.
+func poolFor(key poolKey) (*sync.Pool, error) {
 	if p, ok := pools.Load(key); ok {
 		return p.(*sync.Pool), nil
 	}

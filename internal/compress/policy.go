@@ -16,6 +16,11 @@ type Policy struct {
 	exclude     typeSet
 	withCookies bool
 	config      Config
+	// budget is the memory the encoders in use may hold, the process's
+	// (SetEncoderMemory); costs what an encoder of each coding counts
+	// for in it, at p's levels.
+	budget *budget
+	costs  [numEncodings]int64
 }
 
 // New checks c (Config.Check), applies its defaults and builds the
@@ -27,15 +32,16 @@ func New(c Config) (*Policy, error) {
 		return nil, errors.Join(errs...)
 	}
 	c = c.WithDefaults()
-	p := &Policy{minLength: c.MinLength, withCookies: c.WithCookies, config: c}
+	p := &Policy{minLength: c.MinLength, withCookies: c.WithCookies, config: c, budget: encoders}
 	for _, s := range c.Encodings {
 		e, _ := ParseEncoding(s)
 		p.order = append(p.order, e)
-		pool, err := poolFor(e, c)
+		key := keyOf(e, c)
+		pool, err := poolFor(key)
 		if err != nil {
 			return nil, err
 		}
-		p.pools[e] = pool
+		p.pools[e], p.costs[e] = pool, encoderCost(key)
 	}
 	var err error
 	if p.types, err = newTypeSet(c.Types); err != nil {

@@ -3,6 +3,7 @@ package core
 import (
 	"relay/internal/compress"
 	"relay/internal/h1"
+	"relay/internal/stats"
 )
 
 // Compression compresses responses a route or pool gives clients that
@@ -19,7 +20,11 @@ import (
 // request or a 206, HEAD, 1xx, 204 and 304, a length under min_length,
 // text/event-stream, types outside the list, and, unless with_cookies is
 // set, responses that set cookies (a secret in a cookie beside text an
-// attacker chooses is what BREACH reads through compressed lengths).
+// attacker chooses is what BREACH reads through compressed lengths); nor
+// any response while the encoders in use hold the process's encoder
+// memory (compress.SetEncoderMemory), so that clients that read slowly,
+// or not at all, cannot make relay hold an encoder per stream without
+// bound.
 type Compression struct{ policy *compress.Policy }
 
 // NewCompression returns the feature that compresses by p.
@@ -180,6 +185,13 @@ func (c *Compression) ResponseHead(x *Exchange, resp *h1.Response) {
 	if st.coding == compress.Identity || st.ranged || s == 206 || (cookie && !c.policy.WithCookies()) {
 		return
 	}
+	// The encoder first: with the process's encoder memory spent there
+	// is none, and the response goes as the backend sent it, its head
+	// untouched.
+	enc := c.policy.Encoder(st.coding)
+	if enc == nil {
+		return
+	}
 	for i := range resp.Fields {
 		f := &resp.Fields[i]
 		switch len(f.Name) {
@@ -197,7 +209,7 @@ func (c *Compression) ResponseHead(x *Exchange, resp *h1.Response) {
 		st.codedTag(etag)
 	}
 	resp.Fields = append(resp.Fields, h1.Field{Name: contentEncodingField, Value: codingValues[st.coding]})
-	st.encoder, st.held = c.policy.Encoder(st.coding), false
+	st.encoder, st.held = enc, false
 	x.respBody.SetFilter(st, resp)
 }
 
@@ -232,6 +244,14 @@ func (st *compressState) Filter(p []byte, end, more bool) ([]byte, error) {
 		st.held = false
 	}
 	return e.Output(), err
+}
+
+// compressionStats adds what the process's encoders are doing to st:
+// they are the process's, whichever route or pool took them.
+func compressionStats(st *stats.Process) {
+	u := compress.Encoders()
+	st.Compress.EncodersInUse += u.InUse
+	st.Compress.OverBudget += u.OverBudget
 }
 
 // Release gives the encoder back to its pool.

@@ -270,6 +270,7 @@ func (c *Core) Stats(st *stats.Process) {
 			t.stats(st)
 		}
 	}
+	compressionStats(st)
 }
 
 // Pools returns the core's pools in name order.

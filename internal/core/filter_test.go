@@ -2,6 +2,7 @@ package core
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"testing"
@@ -136,5 +137,39 @@ func TestFilterHearsABodyPause(t *testing.T) {
 	}
 	if last := calls[len(calls)-1]; !last.end {
 		t.Fatalf("the last call must be the end: %v", calls)
+	}
+}
+
+// failingFilter fails its first call, and counts its releases.
+type failingFilter struct{ released int }
+
+var errFilter = errors.New("the filter failed")
+
+func (f *failingFilter) Filter([]byte, bool, bool) ([]byte, error) { return nil, errFilter }
+func (f *failingFilter) Release()                                  { f.released++ }
+
+// failingFeature gives every response body a failingFilter.
+type failingFeature struct{ f *failingFilter }
+
+func (*failingFeature) FeatureName() string { return "failing filter" }
+func (*failingFeature) FiltersBodies()      {}
+func (ff *failingFeature) ResponseHead(x *Exchange, resp *h1.Response) {
+	x.respBody.SetFilter(ff.f, resp)
+}
+
+// A filter that fails ends the body with its error, and is released
+// once, as one that finished would be.
+func TestFilterReleasedWhenItFails(t *testing.T) {
+	body := "a body the filter will not take"
+	addr, _ := rawBackend(t, fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", len(body)), [][]byte{[]byte(body)}, 0)
+	ff := &failingFeature{f: &failingFilter{}}
+	pc := testPool()
+	pc.Features = []Feature{ff}
+	c, _ := startPool(t, pc, memberAt(t, addr))
+	if r := send(c, "GET", ""); r.body != "" {
+		t.Fatalf("the client got %q through a filter that failed", r.body)
+	}
+	if ff.f.released != 1 {
+		t.Fatalf("released %d times, want once", ff.f.released)
 	}
 }

@@ -175,15 +175,19 @@ func (r *ResponseBody) readFiltered(p []byte) (int, error) {
 	return k, nil
 }
 
-// moreReady reports whether the backend's next bytes can be read without
-// waiting: they are in the connection's buffer or its socket, or they
-// have come on the stream. A connection relay cannot look into (TLS to
-// the backend) says no, so its filter flushes at every read.
+// moreReady reports whether more of the backend's body can be read
+// without waiting: its bytes are in the connection's buffer or its
+// socket, or they have come on the stream. Between chunks of a chunked
+// body, framing alone does not count (h1.Body.Ready): a backend that
+// paused after a chunk has sent the chunk's CRLF, and a filter that
+// took it for more would not flush what the client waits for. A
+// connection relay cannot look into (TLS to the backend) says no, so
+// its filter flushes at every read.
 func (r *ResponseBody) moreReady() bool {
 	if r.s != nil {
 		return r.s.Buffered() > 0
 	}
-	return r.u.br.Buffered() > 0 || r.u.conn.Readable()
+	return r.body.Ready(r.u.conn)
 }
 
 // endFilter releases the body's filter, if any: the response is over,

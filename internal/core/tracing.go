@@ -52,8 +52,9 @@ func (t *Tracing) stats(st *stats.Process) {
 var traceSlot = NewSlot()
 
 // traceState is what tracing knows of one request: its trace, relay's
-// span and the flags sent on, the client's tracestate (copied: the
-// head's bytes may be overwritten by the body's), the trace id in hex
+// span and the flags sent on, the client's tracestate as relay passes it
+// on (copied: the head's bytes may be overwritten by the body's; at most
+// 512 bytes), the trace id in hex
 // for the access log, and, for a sampled request, the span being filled
 // with the head's parts it needs, copied as the request arrived.
 type traceState struct {
@@ -67,9 +68,19 @@ type traceState struct {
 	span    trace.Span
 }
 
-// maxTraceState is the longest tracestate passed on: W3C Trace Context
-// lets a vendor cut one longer than 512 bytes.
-const maxTraceState = 512
+// readState gathers the request's tracestate fields into the one relay
+// passes on: checked, and cut by whole entries to 512 bytes
+// (trace.TraceState); none when any of them is malformed.
+func (st *traceState) readState(fields []h1.Field) {
+	var ts trace.TraceState
+	for i := range fields {
+		f := &fields[i]
+		if len(f.Name) == len("tracestate") && f.Is("tracestate") {
+			ts.Add(f.Value)
+		}
+	}
+	st.state = ts.Append(st.state[:0])
+}
 
 func (*Tracing) FeatureName() string { return "tracing" }
 
@@ -80,7 +91,7 @@ func (*Tracing) FeatureName() string { return "tracing" }
 func (t *Tracing) Accept(x *Exchange) {
 	st := SlotState[traceState](x, traceSlot)
 	st.parent, st.state, st.hex = trace.Parent{}, st.state[:0], st.hex[:0]
-	parents := 0
+	parents, states := 0, false
 	fields := x.Req.Fields
 	for i := range fields {
 		f := &fields[i]
@@ -96,22 +107,19 @@ func (t *Tracing) Accept(x *Exchange) {
 			}
 		case len("tracestate"):
 			if f.Is("tracestate") {
-				f.Hop = true
-				if len(st.state)+len(f.Value)+1 <= maxTraceState && len(f.Value) > 0 {
-					if len(st.state) > 0 {
-						st.state = append(st.state, ',')
-					}
-					st.state = append(st.state, f.Value...)
-				}
+				f.Hop, states = true, true
 			}
 		}
 	}
 	if !st.parent.Valid {
-		// A tracestate without a valid traceparent means nothing.
-		st.state = st.state[:0]
+		// A tracestate without a valid traceparent means nothing, and
+		// is not read.
 		st.trace = trace.NewTraceID()
 	} else {
 		st.trace = st.parent.Trace
+		if states {
+			st.readState(fields)
+		}
 	}
 	st.id = trace.NewSpanID()
 	st.sampled = t.sampler.Sample(st.parent, st.trace)

@@ -954,3 +954,145 @@ func TestTracingTraceparentNeverIndexed(t *testing.T) {
 		}
 	}
 }
+
+// The client's tracestate fields reach the backend as one, checked by
+// W3C Trace Context: members with OWS and empty ones tidied, a key given
+// twice kept at its first entry, more than 512 bytes cut by whole
+// entries (those over 128 characters first), and nothing at all when a
+// member is malformed or there are more than 32. The span carries what
+// the backend got.
+func TestTracingTraceState(t *testing.T) {
+	col := startCollector(t, "")
+	rep, _ := echoes(t, "a")
+	r := startRelay(t, rep.Replace("backends: [$a]\n")+tracingYAML(col.addr, 1, true), Options{})
+	long := func(k string, n int) string { return k + "=" + strings.Repeat("v", n) }
+	many := func(n int) string {
+		m := make([]string, n)
+		for i := range m {
+			m[i] = fmt.Sprintf("k%d=%d", i, i)
+		}
+		return strings.Join(m, ",")
+	}
+	// 30 entries of 258 bytes: 7.8 KB, of which one fits in 512 bytes.
+	var huge []string
+	for i := range 30 {
+		huge = append(huge, long(fmt.Sprintf("h%02d", i), 254))
+	}
+	cases := []struct {
+		name   string
+		fields []string
+		want   string
+	}{
+		{"fields joined", []string{"rojo=00f067aa0ba902b7", "congo=t61rcWkgMzE"}, "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"},
+		{"OWS and empty members", []string{"foo=1 \t, ,\tbar=2 ,,baz=3"}, "foo=1,bar=2,baz=3"},
+		{"a key twice", []string{"foo=1,bar=2", "foo=3"}, "foo=1,bar=2"},
+		{"32 members", []string{many(32)}, many(32)},
+		{"33 members", []string{many(33)}, ""},
+		{"an upper-case key", []string{"foo=1", "Bar=2"}, ""},
+		{"a value with =", []string{"foo=a=b"}, ""},
+		{"an empty value", []string{"foo=,bar=2"}, ""},
+		{"over 512 bytes", []string{long("a", 200), long("b", 100), long("c", 200), long("d", 100)}, long("a", 200) + "," + long("b", 100) + "," + long("d", 100)},
+		{"a huge field", []string{strings.Join(huge, ",")}, huge[0]},
+	}
+	type sentCase struct {
+		name, door, want string
+		span             trace.SpanID
+	}
+	var all []sentCase
+	for _, d := range sends {
+		for _, c := range cases {
+			h := [][2]string{{"traceparent", newClientContext().traceparent(trace.FlagSampled)}}
+			for _, f := range c.fields {
+				h = append(h, [2]string{"tracestate", f})
+			}
+			got := d.send(t, r.addr, rawReq{target: "/x", host: "app.example", header: h})
+			s := got.seen()
+			if got.status != 200 || s == nil {
+				t.Fatalf("%s %s: %v", d.proto, c.name, &got)
+			}
+			ts := s.Headers.Values("Tracestate")
+			if c.want == "" && len(ts) != 0 || c.want != "" && (len(ts) != 1 || ts[0] != c.want) {
+				t.Errorf("%s %s: backend got tracestate %q, want %q", d.proto, c.name, ts, c.want)
+			}
+			all = append(all, sentCase{c.name, d.proto, c.want, backendParent(t, s.Headers).Span})
+		}
+	}
+	waitSpans(t, col.sink, len(all), ioTimeout)
+	spans := col.sink.byID()
+	for _, c := range all {
+		if sp := spans[c.span]; sp == nil || sp.TraceState != c.want {
+			t.Errorf("%s %s: span %v; want its tracestate %q", c.door, c.name, sp, c.want)
+		}
+	}
+}
+
+// A collector that takes connections and never answers holds no request
+// up: every one is served while the exporter's queue fills and its spans
+// are dropped and counted, none exported.
+func TestTracingStalledCollector(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	stalled := make(chan struct{}, 1) // the first connection, kept until read
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			select {
+			case stalled <- struct{}{}:
+			default:
+			}
+			go func() { io.Copy(io.Discard, c) }() // reads, never writes
+		}
+	}()
+	b := startParentsBackend(t)
+	r := startRelay(t, "backends: ["+b.url+"]\n"+fmt.Sprintf(
+		"tracing:\n  sample: 1\n  exporter: {endpoint: %q, insecure: true, batch_timeout: 10ms, queue_size: 32, batch_size: 8, export_timeout: 1m}\n",
+		ln.Addr().String()), Options{})
+	// Before relay closes: the collector goes away, so that the exporter's
+	// Close does not wait out its time for the spans still queued.
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	const n = 400
+	start := time.Now()
+	var slowest time.Duration
+	sent := 0
+	for _, c := range loadClients(2) {
+		for range n / 2 {
+			if sent == 20 {
+				<-stalled // the exporter is in its stalled send from here on
+			}
+			at := time.Now()
+			if st, _, err := getWith(c.client, "http://"+r.addr+"/x", newClientContext().traceparent(trace.FlagSampled)); err != nil || st != 200 {
+				t.Fatalf("%s request %d with the collector stalled: %d, %v", c.proto, sent, st, err)
+			}
+			slowest = max(slowest, time.Since(at))
+			sent++
+		}
+		c.close()
+	}
+	e := r.plane.Exporter()
+	// At most the queue (32) is held; the rest was dropped, or failed
+	// once gRPC gave up connecting. A request's span is handed over after
+	// its answer, so the last ones may still be on their way.
+	waitFor(t, "the spans past the queue dropped", func() bool { return e.Dropped()+e.Failed() >= n-32 })
+	t.Logf("%d requests in %v, slowest %v; exported %d, dropped %d, failed %d", n, time.Since(start), slowest, e.Exported(), e.Dropped(), e.Failed())
+	if e.Exported() != 0 || e.Dropped()+e.Failed() < n-32 {
+		t.Fatalf("exported %d, dropped %d, failed %d of %d with a queue of 32", e.Exported(), e.Dropped(), e.Failed(), n)
+	}
+}

@@ -68,6 +68,96 @@ func (b *Body) Read(p []byte) (int, error) {
 	return n, b.err
 }
 
+// Socket is a connection that can say, without waiting or consuming
+// anything, whether bytes (or its end) wait to be read: rawio.Conn.
+type Socket interface{ Readable() bool }
+
+// readyFills bounds the reads Ready makes to see past a chunk's framing.
+const readyFills = 4
+
+// Ready reports whether Read would now return body bytes, or the body's
+// end or an error, without waiting for the connection: the buffer holds
+// them, or sock has bytes to read, which for a body of known length or
+// one read to its close are body bytes. Between a chunked body's chunks
+// the next bytes are framing, which says nothing of whether data
+// follows: a backend that paused after a chunk has usually sent its
+// CRLF, and it may have sent the next size line too. So there Ready
+// looks for the next data byte, or the end of the body, in the buffer,
+// reading into it what sock already has (a few reads at most, each of
+// what has arrived), and says false when only framing came.
+func (b *Body) Ready(sock Socket) bool {
+	switch {
+	case b.err != nil || b.done:
+		return true
+	case b.kind != BodyChunked || (b.inChunk && b.remaining > 0):
+		return b.r.Buffered() > 0 || sock.Readable()
+	}
+	for i := 0; ; i++ {
+		if next := b.nextChunk(); next != framingShort {
+			return true
+		}
+		if i == readyFills || !sock.Readable() {
+			return false
+		}
+		if err := b.r.fill(); err != nil {
+			return true // Read meets the error at once
+		}
+	}
+}
+
+// What the buffered bytes after a chunk's data, or before the first
+// chunk, hold.
+const (
+	framingShort = iota // only framing, or part of it
+	framingData         // framing then at least one data byte
+	framingEnd          // the last chunk and the end of the trailers
+	framingBad          // malformed, which Read reports at once
+)
+
+// nextChunk looks at the buffered framing that comes next, consuming
+// nothing.
+func (b *Body) nextChunk() int {
+	p := b.r.Peek()
+	if b.inChunk {
+		// The chunk's data is read; its CRLF comes first.
+		if len(p) < 2 {
+			return framingShort
+		}
+		if p[0] != '\r' || p[1] != '\n' {
+			return framingBad
+		}
+		p = p[2:]
+	}
+	i := bytes.IndexByte(p, '\n')
+	if i < 0 {
+		return framingShort
+	}
+	if i == 0 || p[i-1] != '\r' {
+		return framingBad
+	}
+	size, err := parseChunkSize(p[:i-1])
+	if err != nil {
+		return framingBad
+	}
+	p = p[i+1:]
+	if size > 0 {
+		if len(p) > 0 {
+			return framingData
+		}
+		return framingShort
+	}
+	// The last chunk: the trailer section ends with an empty line.
+	if bytes.HasPrefix(p, crlf) || bytes.Contains(p, crlfcrlf) {
+		return framingEnd
+	}
+	return framingShort
+}
+
+var (
+	crlf     = []byte("\r\n")
+	crlfcrlf = []byte("\r\n\r\n")
+)
+
 func (b *Body) readLength(p []byte) (int, error) {
 	if int64(len(p)) > b.remaining {
 		p = p[:b.remaining]

@@ -26,6 +26,16 @@ type Process struct {
 	ConnsAccepted uint64 `json:"conns_accepted"`
 	// Spans are what tracing's exporter did with the sampled spans.
 	Spans Spans `json:"spans"`
+	// Compress is what response compression's encoders are doing.
+	Compress Compress `json:"compress"`
+}
+
+// Compress counts response compression's encoders: those in use now (a
+// gauge), and the responses sent uncompressed because the encoders in
+// use held the process's encoder memory.
+type Compress struct {
+	EncodersInUse int64  `json:"encoders_in_use"`
+	OverBudget    uint64 `json:"over_budget"`
 }
 
 // Spans counts sampled spans: sent to the collector, dropped before
@@ -88,6 +98,8 @@ func (p *Process) Add(o *Process) {
 	p.Spans.Exported += o.Spans.Exported
 	p.Spans.Dropped += o.Spans.Dropped
 	p.Spans.Failed += o.Spans.Failed
+	p.Compress.EncodersInUse += o.Compress.EncodersInUse
+	p.Compress.OverBudget += o.Compress.OverBudget
 	p.ConnsOpen += o.ConnsOpen
 	p.ConnsAccepted += o.ConnsAccepted
 	type key struct{ pool, name string }

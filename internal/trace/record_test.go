@@ -291,3 +291,30 @@ func TestProtoVersion(t *testing.T) {
 		}
 	}
 }
+
+// A queued span holds at most MaxValueLen of each string and MaxEvents
+// events, however large the client made its path, host, method or
+// request id: the queue's memory is bounded by its length. A record
+// that held a large span lets its buffer go when it is reused.
+func TestRecordBounded(t *testing.T) {
+	huge := strings.Repeat("x", 1<<20)
+	s := &Span{Trace: TraceID{1}, ID: SpanID{1}, Method: huge, Target: "/" + huge, Host: huge + ":1", Scheme: huge,
+		Proto: huge, Route: huge, Pool: huge, Backend: huge, RequestID: huge, ClientAddr: huge,
+		Name: huge, TraceState: []byte(huge), GRPCStatus: huge}
+	for range 1000 {
+		s.Events = append(s.Events, Event{Backend: huge, Reason: huge})
+	}
+	var r record
+	r.fill(s)
+	bound := (nStr + 2*MaxEvents) * MaxValueLen
+	if len(r.buf) > bound {
+		t.Fatalf("a record holds %d bytes of strings, more than %d", len(r.buf), bound)
+	}
+	if r.nEvents != MaxEvents || r.dropped != 1000-MaxEvents {
+		t.Fatalf("events kept %d, dropped %d", r.nEvents, r.dropped)
+	}
+	r.fill(&Span{Trace: TraceID{1}, ID: SpanID{2}, Method: "GET", Target: "/"})
+	if cap(r.buf) > recordBufKeep {
+		t.Fatalf("after a small span the record keeps %d bytes", cap(r.buf))
+	}
+}

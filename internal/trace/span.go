@@ -38,9 +38,9 @@ type Span struct {
 	Parent SpanID
 	// Flags are the trace flags relay sent on (Parent.ChildFlags).
 	Flags byte
-	// TraceState is the request's tracestate field as it came, which relay
-	// passes on unchanged; one over 512 bytes (the limit W3C Trace Context
-	// lets a vendor cut at) is left out of the span.
+	// TraceState is the request's tracestate as relay passes it on: its
+	// fields joined and checked, at most 512 bytes (TraceState.Append);
+	// one longer is left out of the span.
 	TraceState []byte
 	// Kind is KindServer unless set.
 	Kind Kind

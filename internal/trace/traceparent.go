@@ -1,5 +1,6 @@
 // Package trace is relay's W3C Trace Context and span export: it reads and
-// writes the traceparent field on the caller's buffers, decides sampling
+// writes the traceparent field on the caller's buffers, checks and joins
+// tracestate fields without copying them (TraceState), decides sampling
 // itself and sends only sampled server spans, as OTLP over gRPC or HTTP,
 // from a bounded queue a background goroutine drains. An unsampled request
 // costs no allocation: the OpenTelemetry SDK costs several per request even
