@@ -1072,7 +1072,7 @@ func TestTracingStalledCollector(t *testing.T) {
 	start := time.Now()
 	var slowest time.Duration
 	sent := 0
-	for _, c := range loadClients(2) {
+	for _, c := range loadClients(t, 2) {
 		for range n / 2 {
 			if sent == 20 {
 				<-stalled // the exporter is in its stalled send from here on
