@@ -7,6 +7,8 @@
 // when it does not sample, so relay's forwarding core does not use it.
 package trace
 
+import "slices"
+
 // TraceID is a W3C trace-id: 16 bytes, never all zero in a valid trace.
 type TraceID [16]byte
 
@@ -110,12 +112,23 @@ func ParseTraceparent(v []byte) Parent {
 // "00-<trace>-<span>-<flags>" to dst, 55 bytes, with no allocation when dst
 // has room.
 func AppendTraceparent(dst []byte, t TraceID, s SpanID, flags byte) []byte {
-	dst = append(dst, '0', '0', '-')
-	dst = appendHex(dst, t[:])
-	dst = append(dst, '-')
-	dst = appendHex(dst, s[:])
-	dst = append(dst, '-', hexDigits[flags>>4], hexDigits[flags&0xf])
+	n := len(dst)
+	dst = slices.Grow(dst, TraceparentLen)[:n+TraceparentLen]
+	p := (*[TraceparentLen]byte)(dst[n:])
+	p[0], p[1], p[2] = '0', '0', '-'
+	putHex(p[3:35], t[:])
+	p[35] = '-'
+	putHex(p[36:52], s[:])
+	p[52], p[53], p[54] = '-', hexDigits[flags>>4], hexDigits[flags&0xf]
 	return dst
+}
+
+// putHex writes b in lower-case hex into dst, twice its length.
+func putHex(dst, b []byte) {
+	_ = dst[2*len(b)-1]
+	for i, c := range b {
+		dst[2*i], dst[2*i+1] = hexDigits[c>>4], hexDigits[c&0xf]
+	}
 }
 
 const hexDigits = "0123456789abcdef"
@@ -126,22 +139,21 @@ func (t TraceID) AppendHex(dst []byte) []byte { return appendHex(dst, t[:]) }
 
 // appendHex appends b in lower-case hex.
 func appendHex(dst, b []byte) []byte {
-	for _, c := range b {
-		dst = append(dst, hexDigits[c>>4], hexDigits[c&0xf])
-	}
+	n := len(dst)
+	dst = slices.Grow(dst, 2*len(b))[:n+2*len(b)]
+	putHex(dst[n:], b)
 	return dst
 }
 
 // decodeHex fills dst from the lower-case hex src, twice its length.
 func decodeHex(dst, src []byte) bool {
+	_ = src[2*len(dst)-1]
+	bad := byte(0)
 	for i := range dst {
-		b, ok := hexByte(src[2*i], src[2*i+1])
-		if !ok {
-			return false
-		}
-		dst[i] = b
+		h, l := hexValues[src[2*i]], hexValues[src[2*i+1]]
+		dst[i], bad = h<<4|l&0xf, bad|h|l
 	}
-	return true
+	return bad < 0x10
 }
 
 // hexByte decodes two lower-case hex digits. Upper case is refused: the
