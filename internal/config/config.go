@@ -64,14 +64,16 @@ const (
 	DefaultHashKey                = "client"
 	DefaultHashBalanceFactor      = 0
 	DefaultMaxBodyBytes           = 0
-	DefaultBodyBufferBytes        = 64 << 10
-	DefaultClientBodyTimeout      = 30 * time.Second
-	DefaultClientBodyMinRate      = 1024
-	DefaultAdminListen            = "127.0.0.1:9901"
-	DefaultTLSMinVersion          = "1.2"
-	DefaultEscapedSlashes         = "reject"
-	DefaultProtocol               = "http/1.1"
-	DefaultMaxGRPCTimeout         = 0
+	// MaxCompressMemoryMB is the largest compress_memory_mb, 1 TiB.
+	MaxCompressMemoryMB      = 1 << 20
+	DefaultBodyBufferBytes   = 64 << 10
+	DefaultClientBodyTimeout = 30 * time.Second
+	DefaultClientBodyMinRate = 1024
+	DefaultAdminListen       = "127.0.0.1:9901"
+	DefaultTLSMinVersion     = "1.2"
+	DefaultEscapedSlashes    = "reject"
+	DefaultProtocol          = "http/1.1"
+	DefaultMaxGRPCTimeout    = 0
 )
 
 // MinAdminToken is the shortest admin_token accepted: the token is all that
@@ -266,6 +268,10 @@ type Config struct {
 	MaxHeaderBytes int
 	// MaxBodyBytes caps a request body; 0 means no cap.
 	MaxBodyBytes int64
+	// CompressMemoryMB bounds the memory of the compression encoders in
+	// use in each serving process, in MiB; 0 takes compress's default
+	// (256 MiB, or a quarter of GOMEMLIMIT).
+	CompressMemoryMB int `reload:"live"`
 	// BodyBufferBytes is the longest Content-Length whose body relay reads
 	// whole before picking a backend.
 	BodyBufferBytes int64

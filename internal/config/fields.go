@@ -142,6 +142,7 @@ var fields = []field{
 	durField("client_body_timeout", func(c *Config) *time.Duration { return &c.ClientBodyTimeout }),
 	intField("client_body_min_rate", func(c *Config) *int { return &c.ClientBodyMinRate }),
 	int64Field("max_body_bytes", func(c *Config) *int64 { return &c.MaxBodyBytes }),
+	intField("compress_memory_mb", func(c *Config) *int { return &c.CompressMemoryMB }),
 	int64Field("body_buffer_bytes", func(c *Config) *int64 { return &c.BodyBufferBytes }),
 	durField("shutdown_timeout", func(c *Config) *time.Duration { return &c.ShutdownTimeout }),
 	poolInt("max_idle_conns_per_backend", func(p *Pool) *int { return &p.MaxIdleConnsPerBackend }),

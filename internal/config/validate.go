@@ -84,6 +84,7 @@ func (c *Config) check(errs *Errors, opts Options) {
 	positive("idle_timeout", c.IdleTimeout)
 	positive("client_body_timeout", c.ClientBodyTimeout)
 	intRange("client_body_min_rate", c.ClientBodyMinRate, 0, maxInt)
+	intRange("compress_memory_mb", c.CompressMemoryMB, 0, MaxCompressMemoryMB)
 	if c.MaxBodyBytes < 0 {
 		bad("max_body_bytes", "must not be negative, got %d", c.MaxBodyBytes)
 	}

@@ -112,11 +112,10 @@ func (requestIDFeature) UpstreamHead(x *Exchange, out []byte) []byte {
 func (requestIDFeature) InterimHead(x *Exchange, resp *h1.Response) { x.answerWithID(resp) }
 
 // ResponseHead names the response by relay's id, never by one the backend
-// made up, in the head or in the trailers.
-func (requestIDFeature) ResponseHead(x *Exchange, resp *h1.Response) {
-	x.answerWithID(resp)
-	x.respHops = append(x.respHops, "x-request-id,"...)
-}
+// made up. The response's trailers are left as the backend sent them:
+// filtering them would cost every gRPC answer, whose status is in its
+// trailers, a pass over them.
+func (requestIDFeature) ResponseHead(x *Exchange, resp *h1.Response) { x.answerWithID(resp) }
 
 // RequestID returns the id of the request being forwarded, which a front
 // door's own error response carries as X-Request-Id; nil when request ids

@@ -165,3 +165,28 @@ func TestCompressionEncoderBudget(t *testing.T) {
 	}
 	waitEncodersIdle(t)
 }
+
+// compress_memory_mb sets the process's encoder budget at start and on a
+// reload, and a reload that drops it restores compress's default.
+func TestCompressMemoryKey(t *testing.T) {
+	def := compress.SetEncoderMemory(0)
+	t.Cleanup(func() { compress.SetEncoderMemory(def) })
+	be := serveBackend(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	file := "backends: [" + be + "]\ncompress: true\n"
+	r := startRelay(t, file+"compress_memory_mb: 3\n", Options{})
+	if got := compress.EncoderMemory(); got != 3<<20 {
+		t.Fatalf("compress_memory_mb: 3 gave a budget of %d bytes, want %d", got, 3<<20)
+	}
+	if err := r.plane.Reconfigure(parse(t, file+"compress_memory_mb: 5\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got := compress.EncoderMemory(); got != 5<<20 {
+		t.Fatalf("reloaded with compress_memory_mb: 5, the budget is %d bytes, want %d", got, 5<<20)
+	}
+	if err := r.plane.Reconfigure(parse(t, file)); err != nil {
+		t.Fatal(err)
+	}
+	if got := compress.EncoderMemory(); got != def {
+		t.Fatalf("reloaded without compress_memory_mb, the budget is %d bytes, want the default %d", got, def)
+	}
+}

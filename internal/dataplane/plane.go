@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"relay/internal/backend"
+	"relay/internal/compress"
 	"relay/internal/config"
 	"relay/internal/core"
 	"relay/internal/fds"
@@ -108,6 +109,8 @@ type Plane struct {
 	// way out, both nil when tracing is off (features.go).
 	tracing  *core.Tracing
 	exporter *trace.Exporter
+	// compressMB is the compress_memory_mb the plane last applied.
+	compressMB int
 }
 
 // New builds the data plane cfg describes: the core and a pool for every
@@ -135,6 +138,7 @@ func New(cfg *config.Config, opts Options) (*Plane, error) {
 		}
 		pl.exporter, pl.tracing = exp, core.NewTracing(t.Sampler(), exp)
 	}
+	pl.encoderMemory(cfg)
 	pl.core = core.New(pl.coreConfig(cfg))
 	for _, np := range cfg.AllPools() {
 		if _, err := pl.core.AddPool(pl.poolConfig(np), nil); err != nil {
@@ -169,6 +173,18 @@ func (pl *Plane) coreConfig(cfg *config.Config) core.Config {
 		StreamIdleTimeout: cfg.IdleTimeout,
 		Features:          pl.coreFeatures,
 	}
+}
+
+// encoderMemory applies compress_memory_mb, the process's budget for the
+// compression encoders in use (compress.SetEncoderMemory), when it is set
+// or a reload changes it; a file that never sets it leaves the budget as
+// it is, compress's default.
+func (pl *Plane) encoderMemory(cfg *config.Config) {
+	if cfg.CompressMemoryMB == pl.compressMB {
+		return
+	}
+	pl.compressMB = cfg.CompressMemoryMB
+	compress.SetEncoderMemory(int64(cfg.CompressMemoryMB) << 20)
 }
 
 // Close stops what the plane runs besides the core: the Redis store's
@@ -214,6 +230,7 @@ func (pl *Plane) poolConfig(np config.NamedPool) core.PoolConfig {
 func (pl *Plane) Reconfigure(cfg *config.Config) error {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
+	pl.encoderMemory(cfg)
 	keep := map[string]bool{}
 	var added []string
 	for _, np := range cfg.AllPools() {
