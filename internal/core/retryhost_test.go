@@ -1,7 +1,6 @@
 package core
 
 import (
-	"net/http"
 	"net/netip"
 	"relay/internal/h1"
 	"testing"
@@ -26,20 +25,14 @@ func sendRaw(t *testing.T, c *Core, head, proto string) reply {
 // of the backend tried first.
 func TestRetryGivesHostlessRequestItsBackendsHost(t *testing.T) {
 	bad := resetting(t)
-	var host string
-	good := serving(t, "good", func(w http.ResponseWriter, r *http.Request) {
-		host = r.Host
-		w.Write([]byte("good"))
-	})
-	pc := testPool()
-	c, _ := startPool(t, pc, bad.b, good.b)
+	good := serving(t, "good", nil)
+	c, _ := startPool(t, testPool(), bad.b, good.b)
 	for i := 0; i < 4; i++ {
-		host = ""
 		r := sendRaw(t, c, "GET / HTTP/1.0\r\n\r\n", "HTTP/1.0")
 		if r.status != 200 || r.backend != "good" {
 			t.Fatalf("request %d: %d from %q", i, r.status, r.backend)
 		}
-		if host != good.b.URL.Host {
+		if host := good.last().Host; host != good.b.URL.Host {
 			t.Errorf("request %d (bad hit %d times): backend good got Host %q, want its own %q", i, bad.hits.Load(), host, good.b.URL.Host)
 		}
 	}
