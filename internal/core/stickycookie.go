@@ -48,10 +48,12 @@ func NewStickyCookies(s Sticky) *StickyCookies {
 // stickySlot holds a request's stickyState.
 var stickySlot = NewSlot()
 
-// stickyState holds the Set-Cookie and Cache-Control values a response
-// gets, written into buffers the exchange keeps.
+// stickyState holds the request's sticky value, and the Set-Cookie and
+// Cache-Control values a response gets, in buffers the exchange keeps.
+// The value is a copy: the Cookie field's bytes are the door's read
+// buffer, which a body held before the pick overwrites.
 type stickyState struct {
-	set, cacheControl []byte
+	value, set, cacheControl []byte
 }
 
 // FeatureName names the feature for relay -explain.
@@ -68,7 +70,9 @@ func (c *StickyCookies) Admit(x *Exchange, _ time.Time) (Outcome, bool) {
 			continue
 		}
 		if v, ok := cookieValue(f.Value, c.name); ok {
-			x.affinity = v
+			st := SlotState[stickyState](x, stickySlot)
+			st.value = append(st.value[:0], v...)
+			x.affinity = st.value
 			break
 		}
 	}
@@ -85,6 +89,7 @@ func (c *StickyCookies) UpstreamHead(x *Exchange, out []byte) []byte {
 	if !c.indirect {
 		return out
 	}
+	x.keepOutOfTrailers("cookie,")
 	for i := range x.Req.Fields {
 		if f := &x.Req.Fields[i]; !f.Hop && f.Is("cookie") {
 			out = appendCookieWithout(out, f, c.name)

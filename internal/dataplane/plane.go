@@ -230,7 +230,6 @@ func (pl *Plane) poolConfig(np config.NamedPool) core.PoolConfig {
 func (pl *Plane) Reconfigure(cfg *config.Config) error {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	pl.encoderMemory(cfg)
 	keep := map[string]bool{}
 	var added []string
 	for _, np := range cfg.AllPools() {
@@ -265,6 +264,7 @@ func (pl *Plane) Reconfigure(cfg *config.Config) error {
 		}
 	}
 	pl.core.SetRouting(r)
+	pl.encoderMemory(cfg)
 	for _, p := range pl.core.Pools() {
 		if !keep[p.Name()] {
 			pl.core.RemovePool(p.Name())

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"net/http"
@@ -244,5 +245,33 @@ func TestStickyThroughReloads(t *testing.T) {
 	}
 	if got := sendH1(t, r.addr, rawReq{target: "/", host: "example.com"}); got.header.Get("Set-Cookie") != "" {
 		t.Errorf("with sticky off the answer sets %q", got.header.Get("Set-Cookie"))
+	}
+}
+
+// A POST whose held body (below body_buffer_bytes) arrives after its head
+// must still go to the backend its sticky cookie names: the affinity read
+// at the admit phase must not alias the door's buffer the body is then read
+// into.
+func TestStickyCookieSurvivesAHeldBody(t *testing.T) {
+	rep, _ := echoes(t, "a", "b", "c")
+	r := startRelay(t, stickyYAML(rep, ""), Options{})
+	first := sendH1(t, r.addr, rawReq{target: "/", host: "example.com"})
+	v, b := stickyCookie(t, first), who(t, first)
+	body := strings.Repeat("x", 4000)
+	for i := range 6 {
+		nc := dialTCP(t, r.addr)
+		fmt.Fprintf(nc, "POST / HTTP/1.1\r\nHost: example.com\r\nCookie: SRV=%s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", v, len(body))
+		time.Sleep(20 * time.Millisecond) // the head is read on its own
+		io.WriteString(nc, body)
+		resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		nc.Close()
+		if got := resp.Header.Get("X-Who"); got != b || resp.Header.Get("Set-Cookie") != "" {
+			t.Fatalf("request %d with the cookie of %s went to %q, Set-Cookie %q", i, b, got, resp.Header.Get("Set-Cookie"))
+		}
 	}
 }
