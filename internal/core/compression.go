@@ -125,7 +125,10 @@ func (c *Compression) ResponseHead(x *Exchange, resp *h1.Response) {
 	if s < 200 || s == 204 || s == 101 || x.Req.IsMethod("HEAD") {
 		return
 	}
-	var ctype, etag *h1.Field
+	// etag is the ETag field's index, not a pointer: appending Vary may
+	// move resp.Fields.
+	var ctype *h1.Field
+	etag := -1
 	vary, cookie := false, false
 	for i := range resp.Fields {
 		f := &resp.Fields[i]
@@ -149,7 +152,7 @@ func (c *Compression) ResponseHead(x *Exchange, resp *h1.Response) {
 			if f.Is("vary") && (hasDirective(f.Value, "accept-encoding") || hasDirective(f.Value, "*")) {
 				vary = true
 			} else if f.Is("etag") {
-				etag = f
+				etag = i
 			}
 		case len("set-cookie"):
 			if f.Is("set-cookie") {
@@ -163,10 +166,10 @@ func (c *Compression) ResponseHead(x *Exchange, resp *h1.Response) {
 		if !vary {
 			resp.Fields = append(resp.Fields, varyField)
 		}
-		if st.revalidated && etag != nil && !isWeakTag(etag.Value) {
+		if st.revalidated && etag >= 0 && !isWeakTag(resp.Fields[etag].Value) {
 			// The client revalidated its coded copy: the 304 carries
 			// the tag the 200 would have (RFC 9110 15.4.5).
-			st.codedTag(etag)
+			st.codedTag(&resp.Fields[etag])
 		}
 		return
 	}
@@ -205,8 +208,8 @@ func (c *Compression) ResponseHead(x *Exchange, resp *h1.Response) {
 			}
 		}
 	}
-	if etag != nil && !isWeakTag(etag.Value) {
-		st.codedTag(etag)
+	if etag >= 0 && !isWeakTag(resp.Fields[etag].Value) {
+		st.codedTag(&resp.Fields[etag])
 	}
 	resp.Fields = append(resp.Fields, h1.Field{Name: contentEncodingField, Value: codingValues[st.coding]})
 	st.encoder, st.held = enc, false
