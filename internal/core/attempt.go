@@ -99,7 +99,7 @@ func (p *Pool) try(snap *snapshot, b *backend.Backend, x *Exchange, now time.Tim
 			return p.unreachable(b, x, err)
 		}
 		if !x.prepared {
-			x.prepare(p.core, b)
+			x.prepare(b)
 		} else if x.Req.Host == nil {
 			x.rehost(b)
 		}

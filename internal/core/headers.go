@@ -103,7 +103,11 @@ func namedIn(line []byte, names []string) bool {
 	if colon < 0 {
 		return false
 	}
-	f := h1.Field{Name: line[:colon]}
+	return named(&h1.Field{Name: line[:colon]}, names)
+}
+
+// named reports whether f is called one of names (lower-case).
+func named(f *h1.Field, names []string) bool {
 	for _, n := range names {
 		if len(n) == len(f.Name) && f.Is(n) {
 			return true
@@ -139,11 +143,12 @@ func (h *HeaderChanges) InterimHead(x *Exchange, resp *h1.Response) {
 // drop marks the fields removed (or set) Hop, so that no writer passes
 // them on.
 func (f *fieldOps) drop(fields []h1.Field) {
-	for _, name := range f.remove {
-		for i := range fields {
-			if fl := &fields[i]; len(fl.Name) == len(name) && fl.Is(name) {
-				fl.Hop = true
-			}
+	if len(f.remove) == 0 {
+		return
+	}
+	for i := range fields {
+		if fl := &fields[i]; named(fl, f.remove) {
+			fl.Hop = true
 		}
 	}
 }

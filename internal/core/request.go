@@ -14,11 +14,11 @@ var errClientBody = errors.New("reading request body from client")
 // prepare builds the request as the backend will see it: request line,
 // Host, the fields of the upstream request phase (X-Forwarded-*, Via and
 // the others the features write), the client's end-to-end fields, those
-// the features append, framing, and the
-// body bytes the front door already holds. The rest of the body is left for
-// send to stream. b supplies Host for HTTP/1.0 clients that sent none,
-// since HTTP/1.1 requires it.
-func (x *Exchange) prepare(c *Core, b *backend.Backend) {
+// the features append, framing, and the body bytes the front door
+// already holds. The rest of the body is left for send to stream. b
+// supplies Host for HTTP/1.0 clients that sent none, since HTTP/1.1
+// requires it (rehost gives a retry its own backend's).
+func (x *Exchange) prepare(b *backend.Backend) {
 	req := x.Req
 	x.inline = 0
 	out := h1.AppendRequestLine(x.head[:0], req.Method, req.Target)

@@ -75,18 +75,8 @@ func startCutRelay(t *testing.T) (r *testRelay, sent, resume chan struct{}) {
 	t.Helper()
 	sent, resume = make(chan struct{}, 16), make(chan struct{}, 16)
 	h := cutBackend(sent, resume)
-	serve := func(h http.Handler) string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: ioTimeout}
-		go srv.Serve(ln)
-		t.Cleanup(func() { srv.Close() })
-		return "http://" + ln.Addr().String()
-	}
-	h1 := serve(h)
-	h2 := serve(h2c.NewHandler(h, &http2.Server{}))
+	h1 := serveBackend(t, h)
+	h2 := serveBackend(t, h2c.NewHandler(h, &http2.Server{}))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

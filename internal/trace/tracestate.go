@@ -64,7 +64,7 @@ func (s *TraceState) Add(v []byte) {
 		} else {
 			m, v = v, nil
 		}
-		s.addMember(trimOWS(m))
+		s.addMember(bytes.Trim(m, " \t"))
 	}
 }
 
@@ -158,15 +158,4 @@ func validValue(v []byte) bool {
 		}
 	}
 	return true
-}
-
-// trimOWS takes the spaces and tabs off both ends of b.
-func trimOWS(b []byte) []byte {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
-		b = b[1:]
-	}
-	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
-		b = b[:len(b)-1]
-	}
-	return b
 }
