@@ -193,6 +193,9 @@ type Config struct {
 	// Redis is where rate limits with store: redis keep their buckets;
 	// nil when the file has no redis section.
 	Redis *Redis
+	// ACME orders and renews certificates for names no
+	// TLSCertificates entry covers; nil when off.
+	ACME *ACME
 	// Tracing takes part in W3C Trace Context and exports relay's spans
 	// over OTLP; nil when off (no section, or no exporter endpoint). A
 	// change applies at restart.

@@ -29,6 +29,10 @@ var nestedKeys = []struct {
 	{headerActionKeys, "routes"},
 	{rateLimitKeys, "rate_limit"},
 	{compressKeys, "compress"},
+	// acme.storage's prefix shares its name with discovery.etcd's,
+	// which a reload applies; the storage row describes it.
+	{acmeKeys, "acme"},
+	{slices.DeleteFunc(slices.Clone(acmeStorageKeys), func(k string) bool { return k == "prefix" }), "acme"},
 	// The exporter's keys (endpoint, headers, ca_file and the rest) are
 	// described by the exporter row.
 	{tracingKeys, "tracing"},

@@ -171,6 +171,7 @@ var fields = []field{
 	poolStr("hash_key", func(p *Pool) *string { return &p.HashKey }),
 	poolInt("hash_balance_factor", func(p *Pool) *int { return &p.HashBalanceFactor }),
 	{key: "redis", set: decodeRedis},
+	{key: "acme", set: decodeACME},
 	{key: "tracing", set: decodeTracing},
 	strField("admin_listen", func(c *Config) *string { return &c.AdminListen }),
 	strField("admin_token", func(c *Config) *string { return &c.AdminToken }),

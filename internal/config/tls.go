@@ -79,8 +79,8 @@ func (c *Config) checkTLS(bad func(key, format string, args ...any)) {
 		if c.AdminListen != "" && sameAddress(c.AdminListen, c.TLSListen) {
 			bad("tls_listen", "%s is also the admin listen address; the admin listener is never shared with client traffic", quote(c.TLSListen))
 		}
-		if len(c.TLSCertificates) == 0 && !c.undecoded["tls_certificates"] {
-			bad("tls_listen", "TLS needs at least one certificate: add tls_certificates with cert_file and key_file")
+		if len(c.TLSCertificates) == 0 && !c.undecoded["tls_certificates"] && c.ACME == nil && !c.undecoded["acme"] {
+			bad("tls_listen", "TLS needs at least one certificate: add tls_certificates with cert_file and key_file, or an acme section to order them")
 		}
 	}
 	for i, cert := range c.TLSCertificates {
