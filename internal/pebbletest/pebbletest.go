@@ -53,7 +53,10 @@ type Options struct {
 	// to) where the CA's validation authority asks for HTTP-01 challenge
 	// responses: relay's HTTP listener, or the AltHTTPPort of a
 	// certmagic ACMEIssuer. Zero is a port where connections are
-	// refused, so HTTP-01 challenges fail at once.
+	// refused, so HTTP-01 challenges fail at once. Pebble validates
+	// every challenge three times at once, as from three vantage
+	// points: a listener sees three requests (or, for TLS-ALPN-01,
+	// three handshakes) per challenge.
 	HTTPPort int
 	// TLSPort is the same for TLS-ALPN-01: relay's TLS listener, or the
 	// AltTLSALPNPort of a certmagic ACMEIssuer. Zero is a port where
@@ -69,7 +72,8 @@ type Options struct {
 	// trailing dot) to the CA's validation authority; an empty answer is
 	// NXDOMAIN. It is called from the DNS server's goroutines. Nil
 	// resolves every name to 127.0.0.1. SetAddrs overrides it name by
-	// name.
+	// name. The validation authority asks for AAAA before A and
+	// connects to the first address it got, so an IPv6 address wins.
 	Resolve func(name string) []netip.Addr
 	// AlwaysValid makes the validation authority pass every challenge
 	// without making any request (Pebble's PEBBLE_VA_ALWAYS_VALID), for

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/certmagic"
+	"github.com/mholt/acmez/v3/acme"
 	"github.com/miekg/dns"
 	"go.uber.org/zap"
 
@@ -411,6 +412,49 @@ func TestRootPEMFile(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("directory: %s", resp.Status)
+	}
+}
+
+// AlwaysValid passes a challenge nobody answers, and ACME Renewal
+// Information is Pebble's until SetRenewalInfo says otherwise.
+func TestAlwaysValidAndRenewalInfo(t *testing.T) {
+	t.Parallel()
+	ca := pebbletest.Start(t, pebbletest.Options{AlwaysValid: true, Validity: time.Hour})
+	// Nothing listens on the port the CA's HTTPPort is; certmagic's own
+	// solver listens on another.
+	c := newClient(t, ca, certmagic.ACMEIssuer{AltHTTPPort: freePort(t), DisableTLSALPNChallenge: true})
+	const name = "valid.relay.test"
+	if err := c.obtain(t, name); err != nil {
+		t.Fatalf("obtain with AlwaysValid: %v", err)
+	}
+	leaf := c.chain(t, name)[0]
+
+	status, body := get(t, ca, ca.DirectoryURL())
+	var dir struct{ RenewalInfo string }
+	if status != http.StatusOK || json.Unmarshal(body, &dir) != nil || dir.RenewalInfo == "" {
+		t.Fatalf("directory: %d %q", status, body)
+	}
+	id, err := acme.ARIUniqueIdentifier(leaf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := dir.RenewalInfo + "/" + id
+	status, body = get(t, ca, url)
+	var ri acme.RenewalInfo
+	if status != http.StatusOK || json.Unmarshal(body, &ri) != nil {
+		t.Fatalf("renewal info: %d %q", status, body)
+	}
+	// Pebble's window for a short certificate opens at issuance.
+	if !ri.SuggestedWindow.Start.Equal(leaf.NotBefore) || !ri.SuggestedWindow.End.Equal(leaf.NotAfter) {
+		t.Errorf("suggested window %v .. %v, certificate %v .. %v", ri.SuggestedWindow.Start, ri.SuggestedWindow.End, leaf.NotBefore, leaf.NotAfter)
+	}
+
+	const set = `{"suggestedWindow":{"start":"2030-01-01T00:00:00Z","end":"2030-01-02T00:00:00Z"}}`
+	if err := ca.SetRenewalInfo(leaf, set); err != nil {
+		t.Fatal(err)
+	}
+	if status, body = get(t, ca, url); status != http.StatusOK || string(body) != set {
+		t.Errorf("renewal info after SetRenewalInfo: %d %q", status, body)
 	}
 }
 
