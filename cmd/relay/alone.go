@@ -40,6 +40,11 @@ func startAlone(f *flags, cfg *config.Config, src supervisor.ConfigSource, lg *l
 		c.stop()
 		return nil, nil, nil, err
 	}
+	if err = c.startACME(cfg, d.listeners().TLSListen, lg.log); err != nil {
+		d.close()
+		c.stop()
+		return nil, nil, nil, err
+	}
 	stopControl := c.stop
 	c.stop = func() { stopControl(); stopDemo() }
 	return c, d, sp, nil

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net"
 
+	"relay/internal/acme"
 	"relay/internal/config"
 	"relay/internal/core"
 	"relay/internal/h2"
@@ -52,8 +53,9 @@ func (d *doors) close() {
 
 // open makes the front doors of c: the HTTP/1.1 proxy over it, with the
 // HTTP/2 server for clients that choose HTTP/2, and for the TLS listener
-// the certificates and the session-ticket keys of src.
-func (d *doors) open(cfg *config.Config, src supervisor.ConfigSource, c *core.Core, log *slog.Logger) (*proxy.Proxy, error) {
+// the certificates (the files' and, with certs, those relay orders) and
+// the session-ticket keys of src.
+func (d *doors) open(cfg *config.Config, src supervisor.ConfigSource, c *core.Core, certs *acme.Serving, log *slog.Logger) (*proxy.Proxy, error) {
 	d.log = log
 	front := proxy.OptionsFrom(cfg)
 	front.Logger = log
@@ -62,7 +64,11 @@ func (d *doors) open(cfg *config.Config, src supervisor.ConfigSource, c *core.Co
 		return nil, err
 	}
 	if d.tls != nil {
-		if d.certs, err = tlsconf.NewServer(cfg.TLSCertificates, cfg.TLSMinVersion); err != nil {
+		var managed tlsconf.Managed
+		if certs != nil {
+			managed = certs
+		}
+		if d.certs, err = tlsconf.NewManagedServer(cfg.TLSCertificates, cfg.TLSMinVersion, managed); err != nil {
 			return nil, err
 		}
 		if err := d.certs.SetTicketKeys(src.TicketKeys); err != nil {

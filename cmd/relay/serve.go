@@ -61,17 +61,20 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 		return err
 	}
 	defer plane.Close()
-	p, err := d.open(cfg, sp.Config, plane.Core(), log)
+	certs := servingACME(cfg, sp, log)
+	p, err := d.open(cfg, sp.Config, plane.Core(), certs, log)
 	if err != nil {
 		return err
 	}
 	// The control checks the backends for every process and decides their
 	// membership; Follow applies its membership and health snapshot to the
 	// data plane before it returns, and what follows as it comes.
-	err = control.Follow(sp, plane, control.Updates{
+	updates := control.Updates{
 		Config: reconfigure(f, plane, d, lg, log), Stats: p.Stats, Tickets: d.setTicketKeys,
 		Reopen: func() { access.reopenFile(log) }, Ended: restart(log), Log: log,
-	})
+	}
+	acmeUpdates(&updates, certs, log)
+	err = control.Follow(sp, plane, updates)
 	if err != nil {
 		return err
 	}

@@ -52,7 +52,7 @@ func supervise(f *flags, cfg *config.Config, src supervisor.ConfigSource, args [
 	if err != nil {
 		return err
 	}
-	defer c.stop()
+	defer func() { c.stop() }() // c.stop grows when ACME starts
 	opts := supervisor.Options{
 		Config: cfg, Source: src, Args: args,
 		Log: log, Out: out, ErrOut: &supervisor.LockedWriter{W: stderr},
@@ -63,11 +63,17 @@ func supervise(f *flags, cfg *config.Config, src supervisor.ConfigSource, args [
 			}
 			c.ctl.Reopen()
 		},
-		Reload:   func() { c.reload() },
-		Control:  c.ctl,
-		Shared:   table,
-		Admin:    c.adminAddr(),
-		Started:  func() { logWarnings(log, cfg); c.disc.announce() },
+		Reload:  func() { c.reload() },
+		Control: c.ctl,
+		Shared:  table,
+		Admin:   c.adminAddr(),
+		Started: func() {
+			logWarnings(log, cfg)
+			c.disc.announce()
+			if err := c.startACME(cfg, cfg.TLSListen, log); err != nil {
+				log.Error("ACME did not start; serving the certificates in hand", "err", err)
+			}
+		},
 		Stopping: c.disc.withdraw,
 	}
 	if f.demo {

@@ -28,9 +28,10 @@ type ACME struct {
 	Domains []string
 	// KeyType is the certificates' key type (acme.KeyTypes).
 	KeyType string
-	// Challenges are the challenge types the CA may use: "http-01" (on
-	// the cleartext listener, which must be the CA's port 80) and
-	// "tls-alpn-01" (on tls_listen, its port 443).
+	// Challenges are the challenge types the CA may use: "tls-alpn-01"
+	// (on tls_listen, which the CA reaches on port 443). "http-01" is
+	// decoded and refused by the checks until the cleartext listener
+	// answers it.
 	Challenges []string
 	// Storage is where certificates, keys, the account and challenges
 	// in flight are kept.
@@ -231,8 +232,7 @@ func checkRoots(file string) string {
 
 // checkACME judges the acme section against the rest of the file: the
 // listeners its challenges need and the sections its storage uses. It
-// settles which challenges are on when the file does not say: each one
-// whose listener relay has.
+// settles which challenges are on when the file does not say.
 func (c *Config) checkACME(bad func(key, format string, args ...any)) {
 	a := c.ACME
 	if a == nil {
@@ -245,20 +245,17 @@ func (c *Config) checkACME(bad func(key, format string, args ...any)) {
 		bad("acme.domains", "missing: the names to order certificates for, for example [example.com, www.example.com]")
 	}
 	if a.Challenges == nil {
-		if c.Listen != "" {
-			a.Challenges = append(a.Challenges, "http-01")
-		}
-		if c.TLSListen != "" {
-			a.Challenges = append(a.Challenges, "tls-alpn-01")
-		}
+		a.Challenges = []string{"tls-alpn-01"}
 	}
 	for _, ch := range a.Challenges {
-		if ch == "http-01" && c.Listen == "" {
-			bad("acme.challenges", "http-01 is answered on the cleartext listener, and listen is not set")
+		if ch == "http-01" {
+			// The manager can solve it; the cleartext door does not
+			// answer it before routing yet.
+			bad("acme.challenges", "http-01 is not answered by relay's cleartext listener yet; use tls-alpn-01, answered on tls_listen")
 		}
 	}
-	if len(a.Challenges) == 0 && (c.Listen != "" || c.TLSListen != "") {
-		bad("acme.challenges", "must name at least one of http-01 and tls-alpn-01")
+	if len(a.Challenges) == 0 {
+		bad("acme.challenges", "must name tls-alpn-01")
 	}
 	switch a.Storage.Type {
 	case "etcd":

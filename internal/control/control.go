@@ -75,6 +75,12 @@ type Control struct {
 	ejections map[string]uint64
 	reloads   [2]uint64 // reloads applied, refused
 	collect   collector
+	// certs are the ACME certificates published, by first name;
+	// challenges answers asks, at most len(asks) at once
+	// (certificates.go).
+	certs      map[string]supervisor.Certificate
+	challenges Challenges
+	asks       chan struct{}
 }
 
 // link is one process's channel and the messages queued for it.
@@ -188,6 +194,7 @@ func (l *Control) startLocked() []supervisor.Message {
 		snap.Backends = append(snap.Backends, supervisor.BackendHealth{Pool: l.members[i].Pool, Name: b.Name, Up: b.Healthy()})
 	}
 	ms = append(ms, supervisor.Message{Kind: supervisor.KindHealth, Health: snap})
+	ms = append(ms, l.certificatesLocked()...)
 	sent := map[*backend.Host]bool{}
 	for i, b := range l.bs {
 		if b.Ejected() && !sent[b.Host] {
@@ -247,6 +254,8 @@ func (l *Control) read(i int, lk *link) {
 			l.breakerChanged(i, m.Breaker)
 		case supervisor.KindCounters:
 			l.counted(i, lk, &m)
+		case supervisor.KindChallenge:
+			l.asked(i, lk, m.Challenge)
 		default:
 			l.log.Warn("unexpected message from a serving process", "process", i, "kind", string(m.Kind))
 		}

@@ -40,6 +40,10 @@ type Updates struct {
 	// Tickets receives new TLS session-ticket keys, newest first; nil
 	// ignores them.
 	Tickets func([][]byte)
+	// Certificate receives each ACME certificate the control publishes;
+	// Challenge each answer to an ask for a challenge. nil ignores them.
+	Certificate func(supervisor.Certificate)
+	Challenge   func(supervisor.Challenge)
 	// Ended is called once when the channel ends or breaks; the process
 	// should then stop, so that the supervisor starts it afresh.
 	Ended func(error)
@@ -114,6 +118,14 @@ func Follow(p *supervisor.Process, plane Plane, u Updates) error {
 			case supervisor.KindTickets:
 				if u.Tickets != nil {
 					u.Tickets(m.Tickets)
+				}
+			case supervisor.KindCertificate:
+				if u.Certificate != nil {
+					u.Certificate(*m.Certificate)
+				}
+			case supervisor.KindChallenge:
+				if u.Challenge != nil {
+					u.Challenge(*m.Challenge)
 				}
 			case supervisor.KindCollect:
 				if u.Stats != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"net"
+	"slices"
 	"time"
 
 	"relay/internal/rawio"
@@ -38,7 +39,7 @@ func (p *Proxy) ServeTLS(ln net.Listener, tc *tls.Config) error {
 		if pick != nil {
 			base.GetConfigForClient = func(hi *tls.ClientHelloInfo) (*tls.Config, error) {
 				c, err := pick(hi)
-				if c != nil {
+				if c != nil && !slices.Equal(c.NextProtos, []string{acmeTLS1}) {
 					c = c.Clone()
 					c.NextProtos = base.NextProtos
 				}
@@ -73,7 +74,13 @@ func (cc *clientConn) handshake() (tc *tls.Conn, h2, ok bool) {
 		return nil, false, false
 	}
 	under.SetDeadline(time.Time{})
-	h2 = tc.ConnectionState().NegotiatedProtocol == "h2"
+	proto := tc.ConnectionState().NegotiatedProtocol
+	if proto == acmeTLS1 {
+		// A CA's TLS-ALPN-01 validation: the handshake was the answer
+		// (RFC 8737), and no request follows.
+		return nil, false, false
+	}
+	h2 = proto == "h2"
 	if h2 {
 		// Each stream writes its own response; the records of those
 		// that are ready together go out together.
@@ -81,6 +88,9 @@ func (cc *clientConn) handshake() (tc *tls.Conn, h2, ok bool) {
 	}
 	return tc, h2, true
 }
+
+// acmeTLS1 is the protocol of a CA's TLS-ALPN-01 validation.
+const acmeTLS1 = "acme-tls/1"
 
 // handOver gives c to the HTTP/2 server. The connection stays counted
 // (and holds its max_connections slot) until that server is done with it.

@@ -38,6 +38,14 @@ const (
 	// every process, so every process ejects and restores the address
 	// together, in every pool that holds it.
 	KindBreaker Kind = "breaker"
+	// KindCertificate (down): a certificate the control's ACME manager
+	// has in hand, for every process to serve (in place of any it had
+	// for the same names); a process that attaches gets every one.
+	KindCertificate Kind = "certificate"
+	// KindChallenge (up and down): a process asks for the ACME challenge
+	// in flight for a name, and the control answers that process alone,
+	// with the same ID.
+	KindChallenge Kind = "challenge"
 )
 
 // Message is one message on the channel between the supervisor and a
@@ -51,12 +59,34 @@ type Message struct {
 	Counters   *stats.Process `json:"counters,omitempty"`
 	Breaker    *BreakerState  `json:"breaker,omitempty"`
 	Tickets    [][]byte       `json:"tickets,omitempty"`
+	// Certificate and Challenge are ACME's (KindCertificate,
+	// KindChallenge).
+	Certificate *Certificate `json:"certificate,omitempty"`
+	Challenge   *Challenge   `json:"challenge,omitempty"`
 	// Collect numbers a collect and the counters that answer it.
 	Collect uint64 `json:"collect,omitempty"`
 	// Reading numbers a process's readings of its counters, in the order
 	// they were read, so the control keeps the latest whatever order
 	// collect answers and reports arrive in.
 	Reading uint64 `json:"reading,omitempty"`
+}
+
+// Certificate is a certificate and its key, as PEM, and the names it
+// serves.
+type Certificate struct {
+	Names []string `json:"names"`
+	Chain []byte   `json:"chain"`
+	Key   []byte   `json:"key"`
+}
+
+// Challenge asks for, or answers with, the ACME challenge in flight for
+// Host. In an answer Found says whether there is one, and Data is the
+// challenge as the ACME library writes it (JSON).
+type Challenge struct {
+	ID    uint64 `json:"id"`
+	Host  string `json:"host"`
+	Found bool   `json:"found,omitempty"`
+	Data  []byte `json:"data,omitempty"`
 }
 
 // BreakerState is an address's circuit breaker as one process left it. The
@@ -163,7 +193,7 @@ type OperatorState struct {
 // validate reports what is wrong with a message received, naming it.
 func (m *Message) validate() error {
 	set := 0
-	for _, present := range []bool{m.Config != nil, m.Membership != nil, m.Health != nil, m.Operator != nil, m.Counters != nil, m.Breaker != nil, m.Tickets != nil} {
+	for _, present := range []bool{m.Config != nil, m.Membership != nil, m.Health != nil, m.Operator != nil, m.Counters != nil, m.Breaker != nil, m.Tickets != nil, m.Certificate != nil, m.Challenge != nil} {
 		if present {
 			set++
 		}
@@ -223,6 +253,14 @@ func (m *Message) validate() error {
 		}
 		if m.Breaker.Until < 0 || m.Breaker.Trips < 0 {
 			return fmt.Errorf(`"breaker" message: until %d and trips %d must not be negative`, m.Breaker.Until, m.Breaker.Trips)
+		}
+	case KindCertificate:
+		if c := m.Certificate; c == nil || len(c.Names) == 0 || len(c.Chain) == 0 || len(c.Key) == 0 {
+			return errors.New(`"certificate" message without its names, chain and key`)
+		}
+	case KindChallenge:
+		if c := m.Challenge; c == nil || c.ID == 0 || c.Host == "" {
+			return errors.New(`"challenge" message without its ID and host`)
 		}
 	default:
 		return fmt.Errorf("unknown message kind %q", m.Kind)

@@ -6,8 +6,10 @@ package tlsconf
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"relay/internal/config"
@@ -22,16 +24,45 @@ var serverProtocols = []string{"h2", "http/1.1"}
 type Server struct {
 	cur  atomic.Pointer[tls.Config]
 	base *tls.Config
+	// managed, when not nil, are certificates relay orders itself
+	// (ACME), served for names no file's certificate covers, and the
+	// answer to a CA's TLS-ALPN-01 handshake.
+	managed Managed
+	// files are the leaves of the files' certificates, in order, for
+	// matching names before the managed ones.
+	files atomic.Pointer[[]*x509.Certificate]
 }
+
+// Managed are certificates relay orders itself (*acme.Serving).
+type Managed interface {
+	// Certificate is the certificate for name, or nil.
+	Certificate(name string) *tls.Certificate
+	// ChallengeCertificate answers a CA's TLS-ALPN-01 handshake.
+	ChallengeCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error)
+}
+
+// acmeTLS1 is the protocol of a CA's TLS-ALPN-01 validation (RFC 8737).
+const acmeTLS1 = "acme-tls/1"
 
 // NewServer loads certs and returns a Server offering them with TLS
 // minVersion ("1.2" or "1.3") or newer.
 func NewServer(certs []config.Certificate, minVersion string) (*Server, error) {
-	s := &Server{}
+	return NewManagedServer(certs, minVersion, nil)
+}
+
+// NewManagedServer is NewServer with certificates relay orders itself
+// beside the files' (which then may be none): a name a file's
+// certificate covers gets the file's, any other name the managed one,
+// and a handshake that offers only acme-tls/1 gets its challenge's.
+func NewManagedServer(certs []config.Certificate, minVersion string, managed Managed) (*Server, error) {
+	s := &Server{managed: managed}
 	s.base = &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		NextProtos: serverProtocols,
-		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			if s.managed != nil && slices.Contains(hello.SupportedProtos, acmeTLS1) {
+				return s.challenge(hello)
+			}
 			return s.cur.Load(), nil
 		},
 	}
@@ -45,18 +76,23 @@ func NewServer(certs []config.Certificate, minVersion string) (*Server, error) {
 // new handshakes get. On any error the set in use stays and the error
 // names every file that failed.
 func (s *Server) Reload(certs []config.Certificate, minVersion string) error {
-	if len(certs) == 0 {
+	if len(certs) == 0 && s.managed == nil {
 		return errors.New("TLS needs at least one certificate")
 	}
 	var errs []error
 	pairs := make([]tls.Certificate, 0, len(certs))
+	leaves := make([]*x509.Certificate, 0, len(certs))
 	for _, c := range certs {
 		pair, err := config.LoadCertificate(c)
+		if err == nil {
+			pair.Leaf, err = x509.ParseCertificate(pair.Certificate[0])
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		pairs = append(pairs, pair)
+		leaves = append(leaves, pair.Leaf)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -65,7 +101,7 @@ func (s *Server) Reload(certs []config.Certificate, minVersion string) error {
 	if min == 0 {
 		return errors.New("tls_min_version must be \"1.2\" or \"1.3\", got " + minVersion)
 	}
-	s.cur.Store(&tls.Config{
+	next := &tls.Config{
 		// crypto/tls picks the first certificate whose names match the
 		// client's SNI and whose key it can use, else the first.
 		Certificates: pairs,
@@ -73,8 +109,45 @@ func (s *Server) Reload(certs []config.Certificate, minVersion string) error {
 		NextProtos:   serverProtocols,
 		// Go's default cipher suites and curves; crypto/tls never
 		// renegotiates as a server.
-	})
+	}
+	if s.managed != nil {
+		next.GetCertificate = s.certificate
+	}
+	s.files.Store(&leaves)
+	s.cur.Store(next)
 	return nil
+}
+
+// certificate picks, with managed certificates beside the files', the
+// certificate for a handshake: a file's whose names cover the SNI name,
+// else the managed one for it, else (nil) crypto/tls's choice among the
+// files', the first by default. Without a file and a managed
+// certificate for the name, the handshake fails naming it.
+func (s *Server) certificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	if hello.ServerName != "" {
+		for _, leaf := range *s.files.Load() {
+			if leaf.VerifyHostname(hello.ServerName) == nil {
+				return nil, nil
+			}
+		}
+		if c := s.managed.Certificate(hello.ServerName); c != nil {
+			return c, nil
+		}
+	}
+	if len(*s.files.Load()) == 0 {
+		return nil, fmt.Errorf("no certificate for %q", hello.ServerName)
+	}
+	return nil, nil
+}
+
+// challenge is the configuration of a CA's TLS-ALPN-01 handshake: the
+// challenge's certificate and acme-tls/1 alone (RFC 8737 section 3).
+func (s *Server) challenge(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+	cert, err := s.managed.ChallengeCertificate(hello)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{Certificates: []tls.Certificate{*cert}, NextProtos: []string{acmeTLS1}, MinVersion: tls.VersionTLS12}, nil
 }
 
 // SetTicketKeys makes keys, newest first, the keys that encrypt and

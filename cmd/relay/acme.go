@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+
+	"relay/internal/acme"
+	"relay/internal/config"
+	"relay/internal/control"
+	"relay/internal/supervisor"
+)
+
+// startACME starts the instance's ACME manager (below) and makes
+// stopping c stop it too.
+func (c *controlled) startACME(cfg *config.Config, tlsListen string, log *slog.Logger) error {
+	stop, err := startACME(cfg, c.ctl, tlsListen, log)
+	if err != nil {
+		return err
+	}
+	rest := c.stop
+	c.stop = func() { stop(); rest() }
+	return nil
+}
+
+// startACME starts the instance's ACME manager beside its control, once
+// relay's listeners are bound (certmagic must find the TLS port in use,
+// or it would bind it itself): the manager publishes each certificate it
+// has through the control to every process, and the control answers the
+// processes' asks for challenges from it. It returns what stops it.
+func startACME(cfg *config.Config, ctl *control.Control, tlsListen string, log *slog.Logger) (stop func(), err error) {
+	if cfg.ACME == nil {
+		return func() {}, nil
+	}
+	s, closeStorage, err := acme.SettingsOf(cfg, tlsListen)
+	if err != nil {
+		return nil, err
+	}
+	publish := func(is acme.Issued) {
+		ctl.PublishCertificate(supervisor.Certificate{Names: is.Names, Chain: is.Chain, Key: is.Key})
+	}
+	m, err := acme.New(s, publish, log)
+	if err != nil {
+		closeStorage()
+		return nil, err
+	}
+	ctl.SetChallenges(func(ctx context.Context, host string) ([]byte, bool, error) {
+		c, found, err := m.Challenge(ctx, host)
+		if err != nil || !found {
+			return nil, false, err
+		}
+		data, err := json.Marshal(c.Challenge)
+		return data, err == nil, err
+	})
+	if err := m.Start(); err != nil {
+		m.Stop()
+		closeStorage()
+		return nil, err
+	}
+	return func() { m.Stop(); closeStorage() }, nil
+}
+
+// servingACME is a serving process's side of ACME: the certificates the
+// control publishes, and asks for challenges sent up sp's channel; nil
+// without an acme section.
+func servingACME(cfg *config.Config, sp *supervisor.Process, log *slog.Logger) *acme.Serving {
+	if cfg.ACME == nil {
+		return nil
+	}
+	return acme.NewServing(cfg.ACME.Domains, func(id uint64, host string) error {
+		return sp.Send(supervisor.Message{Kind: supervisor.KindChallenge, Challenge: &supervisor.Challenge{ID: id, Host: host}})
+	})
+}
+
+// acmeUpdates are what a serving process does with the control's ACME
+// messages.
+func acmeUpdates(u *control.Updates, s *acme.Serving, log *slog.Logger) {
+	if s == nil {
+		return
+	}
+	u.Certificate = func(c supervisor.Certificate) {
+		is, err := acme.Parse(c.Chain, c.Key)
+		if err == nil {
+			err = s.Put(is)
+		}
+		if err != nil {
+			log.Error("certificate from the control refused; keeping the current one", "names", c.Names, "err", err)
+		}
+	}
+	u.Challenge = func(c supervisor.Challenge) { s.Answer(c.ID, c.Found, c.Data) }
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"relay/internal/pebbletest"
+)
+
+// TestACMEServesOrderedCertificates: relay, alone and with two
+// processes, orders certificates for two names from Pebble by
+// TLS-ALPN-01 (answered by whichever process the CA reaches, asking the
+// control for the challenge) and serves them in every process: 20 new
+// connections per name all get a certificate that verifies. The CA sees
+// one order per name.
+func TestACMEServesOrderedCertificates(t *testing.T) {
+	forProcesses(t, func(t *testing.T, processes int) {
+		port := freePort(t)
+		tlsPort, _ := strconv.Atoi(port)
+		ca := pebbletest.Start(t, pebbletest.Options{TLSPort: tlsPort})
+		be := newBackend(t, nil)
+		names := []string{"a.relay.test", "b.relay.test"}
+		file := writeConfig(t, fmt.Sprintf("processes: %d\ntls_listen: 127.0.0.1:%s\n", processes, port)+
+			"acme:\n  email: ops@relay.test\n  ca: "+ca.DirectoryURL()+"\n  ca_root: "+ca.RootPEMFile()+
+			"\n  domains: [a.relay.test, b.relay.test]\n  storage: {dir: "+t.TempDir()+"}\n"+backendsYAML([]string{be.url}))
+		startRelay(t, "", "-config", file)
+		addr := net.JoinHostPort("127.0.0.1", port)
+		handshake := func(name string) error {
+			c, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", addr, &tls.Config{
+				ServerName: name, RootCAs: ca.IssuerRoots(), NextProtos: []string{"http/1.1"},
+			})
+			if err != nil {
+				return err
+			}
+			return c.Close()
+		}
+		for _, name := range names {
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				err := handshake(name)
+				if err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: no verified certificate within 30 s: %v", name, err)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+		// Every process has them: new connections spread over the
+		// processes' sockets.
+		for i := 0; i < 20; i++ {
+			for _, name := range names {
+				if err := handshake(name); err != nil {
+					var unknown x509.UnknownAuthorityError
+					t.Fatalf("handshake %d for %s: %v (%T)", i, name, err, unknown)
+				}
+			}
+		}
+		if n := ca.Orders(); n != len(names) {
+			t.Errorf("the CA saw %d orders for %d names", n, len(names))
+		}
+	})
+}

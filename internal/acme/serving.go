@@ -1,0 +1,121 @@
+package acme
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mholt/acmez/v3"
+	acmeapi "github.com/mholt/acmez/v3/acme"
+)
+
+// ALPN is the protocol a CA's TLS-ALPN-01 validation asks for (RFC 8737).
+const ALPN = acmez.ACMETLS1Protocol
+
+// Serving is what a serving process does with ACME: it serves the
+// certificates the control publishes (Served) and answers the CA's
+// TLS-ALPN-01 handshakes for the names relay orders, asking the control
+// for the challenge in flight.
+type Serving struct {
+	Served
+	names []string
+	ask   func(id uint64, host string) error
+
+	mu      sync.Mutex
+	next    uint64
+	waiting map[uint64]chan found
+}
+
+type found struct {
+	ok   bool
+	data []byte
+}
+
+// maxWaiting bounds the asks one process has in flight; a handshake
+// beyond it fails at once. Only names relay orders are asked for.
+const maxWaiting = 32
+
+// askWait bounds how long a handshake waits for the control's answer.
+const askWait = 5 * time.Second
+
+// NewServing returns the serving side for names, asking the control
+// through ask, whose answers come back through Answer.
+func NewServing(names []string, ask func(id uint64, host string) error) *Serving {
+	return &Serving{names: names, ask: ask, waiting: map[uint64]chan found{}}
+}
+
+// Manages reports whether relay orders a certificate for name.
+func (s *Serving) Manages(name string) bool {
+	return slices.Contains(s.names, strings.ToLower(strings.TrimSuffix(name, ".")))
+}
+
+// Answer takes the control's answer to ask id.
+func (s *Serving) Answer(id uint64, ok bool, data []byte) {
+	s.mu.Lock()
+	ch := s.waiting[id]
+	delete(s.waiting, id)
+	s.mu.Unlock()
+	if ch != nil {
+		ch <- found{ok, data}
+	}
+}
+
+// Challenge asks the control for the challenge in flight for host.
+func (s *Serving) Challenge(ctx context.Context, host string) (Challenge, error) {
+	if !s.Manages(host) {
+		return Challenge{}, fmt.Errorf("relay orders no certificate for %q", host)
+	}
+	ch := make(chan found, 1)
+	s.mu.Lock()
+	if len(s.waiting) >= maxWaiting {
+		s.mu.Unlock()
+		return Challenge{}, errors.New("too many ACME challenge lookups in flight")
+	}
+	s.next++
+	id := s.next
+	s.waiting[id] = ch
+	s.mu.Unlock()
+	forget := func() {
+		s.mu.Lock()
+		delete(s.waiting, id)
+		s.mu.Unlock()
+	}
+	if err := s.ask(id, strings.ToLower(host)); err != nil {
+		forget()
+		return Challenge{}, err
+	}
+	t := time.NewTimer(askWait)
+	defer t.Stop()
+	select {
+	case f := <-ch:
+		if !f.ok {
+			return Challenge{}, fmt.Errorf("no ACME challenge in flight for %q", host)
+		}
+		var c acmeapi.Challenge
+		if err := json.Unmarshal(f.data, &c); err != nil {
+			return Challenge{}, fmt.Errorf("the challenge for %q does not decode: %w", host, err)
+		}
+		return Challenge{c}, nil
+	case <-t.C:
+		forget()
+		return Challenge{}, fmt.Errorf("no answer about the ACME challenge for %q within %v", host, askWait)
+	case <-ctx.Done():
+		forget()
+		return Challenge{}, ctx.Err()
+	}
+}
+
+// ChallengeCertificate answers a TLS-ALPN-01 handshake.
+func (s *Serving) ChallengeCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	c, err := s.Challenge(hello.Context(), hello.ServerName)
+	if err != nil {
+		return nil, err
+	}
+	return c.TLSALPN01Certificate()
+}
