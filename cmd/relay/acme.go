@@ -37,21 +37,14 @@ func startACME(cfg *config.Config, ctl *control.Control, tlsListen string, log *
 		return nil, err
 	}
 	publish := func(is acme.Issued) {
-		ctl.PublishCertificate(supervisor.Certificate{Names: is.Names, Chain: is.Chain, Key: is.Key})
+		ctl.PublishCertificate(supervisor.Certificate{Names: is.Names, Chain: is.Chain, Key: is.Key}, is.NotAfter)
 	}
 	m, err := acme.New(s, publish, log)
 	if err != nil {
 		closeStorage()
 		return nil, err
 	}
-	ctl.SetChallenges(func(ctx context.Context, host string) ([]byte, bool, error) {
-		c, found, err := m.Challenge(ctx, host)
-		if err != nil || !found {
-			return nil, false, err
-		}
-		data, err := json.Marshal(c.Challenge)
-		return data, err == nil, err
-	})
+	ctl.SetACME(controlACME{m})
 	if err := m.Start(); err != nil {
 		m.Stop()
 		closeStorage()
@@ -88,4 +81,21 @@ func acmeUpdates(u *control.Updates, s *acme.Serving, log *slog.Logger) {
 		}
 	}
 	u.Challenge = func(c supervisor.Challenge) { s.Answer(c.ID, c.Found, c.Data) }
+}
+
+// controlACME is the manager as the control sees it (control.ACME).
+type controlACME struct{ m *acme.Manager }
+
+func (a controlACME) Challenge(ctx context.Context, host string) ([]byte, bool, error) {
+	c, found, err := a.m.Challenge(ctx, host)
+	if err != nil || !found {
+		return nil, false, err
+	}
+	data, err := json.Marshal(c.Challenge)
+	return data, err == nil, err
+}
+
+func (a controlACME) Counts() control.ACMECounts {
+	c := a.m.Counts()
+	return control.ACMECounts{Orders: c.Orders, Obtained: c.Obtained, Failures: c.Failures}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,7 +29,7 @@ func TestACMEServesOrderedCertificates(t *testing.T) {
 		file := writeConfig(t, fmt.Sprintf("processes: %d\ntls_listen: 127.0.0.1:%s\n", processes, port)+
 			"acme:\n  email: ops@relay.test\n  ca: "+ca.DirectoryURL()+"\n  ca_root: "+ca.RootPEMFile()+
 			"\n  domains: [a.relay.test, b.relay.test]\n  storage: {dir: "+t.TempDir()+"}\n"+backendsYAML([]string{be.url}))
-		startRelay(t, "", "-config", file)
+		_, started := startRelay(t, "", "-config", file)
 		addr := net.JoinHostPort("127.0.0.1", port)
 		handshake := func(name string) error {
 			c, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", addr, &tls.Config{
@@ -64,6 +65,13 @@ func TestACMEServesOrderedCertificates(t *testing.T) {
 		}
 		if n := ca.Orders(); n != len(names) {
 			t.Errorf("the CA saw %d orders for %d names", n, len(names))
+		}
+		_, metrics := get(t, newClient(t), adminOf(t, started)+"/metrics")
+		for _, want := range []string{"relay_acme_orders_total 2", "relay_acme_certificates_obtained_total 2", "relay_acme_failures_total 0",
+			`relay_acme_certificate_expiry_timestamp_seconds{name="a.relay.test"}`, `relay_acme_certificate_expiry_timestamp_seconds{name="b.relay.test"}`} {
+			if !strings.Contains(metrics, want) {
+				t.Errorf("/metrics lacks %s", want)
+			}
 		}
 	})
 }

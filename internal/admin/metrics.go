@@ -76,6 +76,10 @@ var (
 	descReloads       = desc("config_reloads_total", "Configuration reloads, by result.", "result")
 	descGen           = desc("config_generation", "The configuration generation relay runs, from 1.")
 	descProcesses     = desc("serving_processes", "Serving processes attached to the supervisor.")
+	descCertExpiry    = desc("acme_certificate_expiry_timestamp_seconds", "When each certificate relay ordered expires, in Unix seconds, by its first name.", "name")
+	descACMEOrders    = desc("acme_orders_total", "ACME orders begun, renewals included.")
+	descACMEObtained  = desc("acme_certificates_obtained_total", "Certificates obtained from the ACME CA, renewals included.")
+	descACMEFailures  = desc("acme_failures_total", "ACME orders that failed.")
 	descBuild         = desc("build_info", "Always 1; the labels say which relay this is: its version, the Go that built it and the commit (relay -version).",
 		"version", "goversion", "revision")
 )
@@ -186,6 +190,14 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	counter(descReloads, s.Reloads[1], "failure")
 	gauge(descGen, float64(s.Generation))
 	gauge(descProcesses, float64(s.Processes))
+	for _, c := range s.Certificates {
+		gauge(descCertExpiry, float64(c.NotAfter.Unix()), c.Names[0])
+	}
+	if s.ACME != nil {
+		counter(descACMEOrders, s.ACME.Orders)
+		counter(descACMEObtained, s.ACME.Obtained)
+		counter(descACMEFailures, s.ACME.Failures)
+	}
 	gauge(descBuild, 1, buildLabels[:]...)
 }
 

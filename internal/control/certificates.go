@@ -2,6 +2,8 @@ package control
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"time"
 
 	"relay/internal/supervisor"
@@ -13,9 +15,25 @@ import (
 // itself (internal/acme) runs beside the control; the control only
 // carries what it has.
 
-// Challenges finds the ACME challenge in flight for host, as JSON; found
-// is false when there is none.
-type Challenges func(ctx context.Context, host string) (data []byte, found bool, err error)
+// ACME is the instance's ACME manager as the control sees it.
+type ACME interface {
+	// Challenge finds the challenge in flight for host, as JSON; found
+	// is false when there is none.
+	Challenge(ctx context.Context, host string) (data []byte, found bool, err error)
+	// Counts are the orders begun, certificates obtained and orders
+	// failed so far.
+	Counts() ACMECounts
+}
+
+// ACMECounts are what the ACME manager did so far.
+type ACMECounts struct{ Orders, Obtained, Failures uint64 }
+
+// CertificateStatus is a certificate relay ordered: its names and when
+// it expires.
+type CertificateStatus struct {
+	Names    []string
+	NotAfter time.Time
+}
 
 // maxAsks bounds the challenge lookups the control runs at once for all
 // processes; an ask beyond it is answered "none" at once. Each lookup
@@ -25,12 +43,13 @@ const maxAsks = 16
 // askTimeout bounds one lookup.
 const askTimeout = 3 * time.Second
 
-// SetChallenges makes find the way the control answers processes' asks
-// for challenges; before it is set every ask is answered "none".
-func (l *Control) SetChallenges(find Challenges) {
+// SetACME makes a the manager whose challenges answer processes' asks
+// and whose counts the status carries; before it is set every ask is
+// answered "none".
+func (l *Control) SetACME(a ACME) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.challenges = find
+	l.acme = a
 	if l.asks == nil {
 		l.asks = make(chan struct{}, maxAsks)
 	}
@@ -39,13 +58,13 @@ func (l *Control) SetChallenges(find Challenges) {
 // PublishCertificate sends c to every process, in place of any
 // certificate it had for c's first name, and keeps it for processes that
 // attach later.
-func (l *Control) PublishCertificate(c supervisor.Certificate) {
+func (l *Control) PublishCertificate(c supervisor.Certificate, notAfter time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.certs == nil {
-		l.certs = map[string]supervisor.Certificate{}
+		l.certs = map[string]heldCertificate{}
 	}
-	l.certs[c.Names[0]] = c
+	l.certs[c.Names[0]] = heldCertificate{c, notAfter}
 	l.broadcastLocked(supervisor.Message{Kind: supervisor.KindCertificate, Certificate: &c})
 }
 
@@ -53,18 +72,38 @@ func (l *Control) PublishCertificate(c supervisor.Certificate) {
 // certificate held; l.mu is held.
 func (l *Control) certificatesLocked() []supervisor.Message {
 	ms := make([]supervisor.Message, 0, len(l.certs))
-	for _, c := range l.certs {
-		c := c
+	for _, h := range l.certs {
+		c := h.Certificate
 		ms = append(ms, supervisor.Message{Kind: supervisor.KindCertificate, Certificate: &c})
 	}
 	return ms
+}
+
+// heldCertificate is a published certificate and its expiry.
+type heldCertificate struct {
+	supervisor.Certificate
+	notAfter time.Time
+}
+
+// acmeStatusLocked fills s with the certificates held, sorted by first
+// name, and the manager's counts; l.mu is held.
+func (l *Control) acmeStatusLocked(s *Status) {
+	if l.acme == nil {
+		return
+	}
+	counts := l.acme.Counts()
+	s.ACME = &counts
+	for _, h := range l.certs {
+		s.Certificates = append(s.Certificates, CertificateStatus{Names: h.Names, NotAfter: h.notAfter})
+	}
+	slices.SortFunc(s.Certificates, func(a, b CertificateStatus) int { return strings.Compare(a.Names[0], b.Names[0]) })
 }
 
 // asked answers process i's ask over lk, in the background and bounded
 // by maxAsks.
 func (l *Control) asked(i int, lk *link, ask *supervisor.Challenge) {
 	l.mu.Lock()
-	find, asks := l.challenges, l.asks
+	a, asks := l.acme, l.asks
 	l.mu.Unlock()
 	answer := supervisor.Challenge{ID: ask.ID, Host: ask.Host}
 	reply := func() {
@@ -78,7 +117,7 @@ func (l *Control) asked(i int, lk *link, ask *supervisor.Challenge) {
 		default:
 		}
 	}
-	if find == nil {
+	if a == nil {
 		reply()
 		return
 	}
@@ -93,7 +132,7 @@ func (l *Control) asked(i int, lk *link, ask *supervisor.Challenge) {
 		defer func() { <-asks }()
 		ctx, cancel := context.WithTimeout(context.Background(), askTimeout)
 		defer cancel()
-		data, found, err := find(ctx, ask.Host)
+		data, found, err := a.Challenge(ctx, ask.Host)
 		if err != nil {
 			l.log.Error("looking up an ACME challenge", "host", ask.Host, "err", err)
 		}

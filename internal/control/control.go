@@ -78,9 +78,9 @@ type Control struct {
 	// certs are the ACME certificates published, by first name;
 	// challenges answers asks, at most len(asks) at once
 	// (certificates.go).
-	certs      map[string]supervisor.Certificate
-	challenges Challenges
-	asks       chan struct{}
+	certs map[string]heldCertificate
+	acme  ACME
+	asks  chan struct{}
 }
 
 // link is one process's channel and the messages queued for it.

@@ -387,7 +387,11 @@ type Status struct {
 	Stats *stats.Process
 	// Reloads counts reloads applied and refused.
 	Reloads [2]uint64
-	Time    time.Time
+	// Certificates are those relay ordered (ACME), and ACME what its
+	// manager did; empty and nil without ACME.
+	Certificates []CertificateStatus
+	ACME         *ACMECounts
+	Time         time.Time
 }
 
 // PoolStatus is one pool as the status shows it.
@@ -413,6 +417,7 @@ func (l *Control) Status(ctx context.Context) *Status {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := &Status{Generation: l.config.Generation, Processes: len(l.byProc), Stats: st, Reloads: l.reloads, Time: time.Now()}
+	l.acmeStatusLocked(s)
 	for _, p := range l.pools {
 		s.Pools = append(s.Pools, PoolStatus{Name: p.Name, Algorithm: p.Algorithm})
 	}
