@@ -33,7 +33,7 @@ func SettingsOf(cfg *config.Config, tlsListen string) (s Settings, closeStorage 
 	}
 	tlsPort, _ := strconv.Atoi(port)
 	s = Settings{
-		CA: a.CA, Email: a.Email, Names: a.Domains, KeyType: a.KeyType,
+		CA: a.CA, Email: a.Email, Names: notInFiles(a.Domains, cfg.TLSCertificates), KeyType: a.KeyType,
 		HTTP01: slices.Contains(a.Challenges, "http-01"), TLSALPN01: slices.Contains(a.Challenges, "tls-alpn-01"),
 		ListenHost: host, TLSPort: tlsPort, CheckInterval: a.CheckInterval,
 	}
@@ -71,4 +71,27 @@ func SettingsOf(cfg *config.Config, tlsListen string) (s Settings, closeStorage 
 		s.Storage = &certmagic.FileStorage{Path: a.Storage.Dir}
 	}
 	return s, closeStorage, nil
+}
+
+// notInFiles are the names no certificate of files covers: a name with a
+// certificate of its own is never ordered. A file that does not load
+// covers nothing (relay -check names it).
+func notInFiles(names []string, files []config.Certificate) []string {
+	var leaves []*x509.Certificate
+	for _, f := range files {
+		pair, err := config.LoadCertificate(f)
+		if err != nil {
+			continue
+		}
+		if leaf, err := x509.ParseCertificate(pair.Certificate[0]); err == nil {
+			leaves = append(leaves, leaf)
+		}
+	}
+	var out []string
+	for _, n := range names {
+		if !slices.ContainsFunc(leaves, func(l *x509.Certificate) bool { return l.VerifyHostname(n) == nil }) {
+			out = append(out, n)
+		}
+	}
+	return out
 }

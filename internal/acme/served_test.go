@@ -8,8 +8,13 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
+	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 	"time"
+
+	"relay/internal/config"
 )
 
 // selfSigned makes a PEM certificate and key for names.
@@ -87,5 +92,18 @@ func TestServedPicksByName(t *testing.T) {
 	}
 	if s.Len() != 3 {
 		t.Errorf("%d names, want 3", s.Len())
+	}
+}
+
+func TestNamesWithFilesAreNotOrdered(t *testing.T) {
+	dir := t.TempDir()
+	is := selfSigned(t, "files.relay.test", "*.wild.relay.test")
+	certFile, keyFile := filepath.Join(dir, "c.pem"), filepath.Join(dir, "k.pem")
+	os.WriteFile(certFile, is.Chain, 0o600)
+	os.WriteFile(keyFile, is.Key, 0o600)
+	got := notInFiles([]string{"files.relay.test", "x.wild.relay.test", "ordered.relay.test"},
+		[]config.Certificate{{CertFile: certFile, KeyFile: keyFile}, {CertFile: "/no/such", KeyFile: "/no/such"}})
+	if !slices.Equal(got, []string{"ordered.relay.test"}) {
+		t.Errorf("ordered %v, want only the name no file covers", got)
 	}
 }
