@@ -5,12 +5,15 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"relay/internal/etcdtest"
 	"relay/internal/pebbletest"
+	"relay/internal/redistest"
 )
 
 // TestACMEServesOrderedCertificates: relay, alone and with two
@@ -74,4 +77,64 @@ func TestACMEServesOrderedCertificates(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestACMEInstancesShareStorage: three relay instances, one with
+// processes: 2, on 127.0.0.1, .2 and .3, share etcd (and, separately,
+// Redis) as their certificate storage and start cold with five names.
+// The CA resolves every name to the second instance, so it validates
+// the orders the others begin through an instance that answers from
+// storage. The CA sees exactly five orders, and every instance serves
+// all five names.
+func TestACMEInstancesShareStorage(t *testing.T) {
+	names := []string{"a.relay.test", "b.relay.test", "c.relay.test", "d.relay.test", "e.relay.test"}
+	for _, kind := range []string{"etcd", "redis"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			var section string
+			if kind == "etcd" {
+				srv := etcdtest.Start(t)
+				section = "discovery:\n  etcd:\n    endpoints: [" + srv.Endpoint + "]\n    prefix: /relay/backends/\n"
+			} else {
+				section = "redis: {address: " + redistest.Start(t).Addr() + "}\n"
+			}
+			port := freePort(t)
+			tlsPort, _ := strconv.Atoi(port)
+			ca := pebbletest.Start(t, pebbletest.Options{TLSPort: tlsPort,
+				Resolve: func(string) []netip.Addr { return []netip.Addr{netip.MustParseAddr("127.0.0.2")} }})
+			be := newBackend(t, nil)
+			hosts := []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"}
+			for i, host := range hosts {
+				processes := 1
+				if i == 0 {
+					processes = 2
+				}
+				file := writeConfig(t, fmt.Sprintf("processes: %d\ntls_listen: %s:%s\n", processes, host, port)+section+
+					"acme:\n  email: ops@relay.test\n  ca: "+ca.DirectoryURL()+"\n  ca_root: "+ca.RootPEMFile()+
+					"\n  domains: ["+strings.Join(names, ", ")+"]\n  storage: {type: "+kind+"}\n"+backendsYAML([]string{be.url}))
+				launchRelay(t, "", "-config", file) // all three at once: a cold start
+			}
+			for _, host := range hosts {
+				for _, name := range names {
+					addr := net.JoinHostPort(host, port)
+					deadline := time.Now().Add(45 * time.Second)
+					for {
+						c, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", addr,
+							&tls.Config{ServerName: name, RootCAs: ca.IssuerRoots(), NextProtos: []string{"http/1.1"}})
+						if err == nil {
+							c.Close()
+							break
+						}
+						if time.Now().After(deadline) {
+							t.Fatalf("%s at %s: no verified certificate within 45 s: %v", name, addr, err)
+						}
+						time.Sleep(50 * time.Millisecond)
+					}
+				}
+			}
+			if n := ca.Orders(); n != len(names) {
+				t.Errorf("the CA saw %d orders for %d names", n, len(names))
+			}
+		})
+	}
 }
