@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -323,4 +324,57 @@ func TestStorageValueNotACertificate(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "certificates/x/missing.crt") {
 		t.Fatalf("err = %v, want one naming the missing key", err)
 	}
+}
+
+// TestCAAnsweringGarbage: a CA whose directory answers with what is not
+// JSON fails the order with one log line naming the name, and counts a
+// failure; nothing is published.
+func TestCAAnsweringGarbage(t *testing.T) {
+	a := startAnswerer(t)
+	ca := pebbletest.Start(t, pebbletest.Options{TLSPort: a.tlsPort})
+	ca.Garbage(true)
+	var buf syncBuffer
+	p := newPublished()
+	s := settings(ca, a, &certmagic.FileStorage{Path: t.TempDir()}, "garbage.relay.test")
+	s.HTTP01 = false
+	m, err := New(s, p.add, slog.New(slog.NewJSONHandler(&buf, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Stop)
+	a.m = m
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for m.Counts().Failures == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no failure counted; log: %s", buf.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	line := buf.String()
+	if !strings.Contains(line, `"msg":"ACME order failed"`) || !strings.Contains(line, `"name":"garbage.relay.test"`) {
+		t.Errorf("log %q lacks the failure's line naming the name", line)
+	}
+	if len(m.Held()) != 0 || ca.Orders() != 0 {
+		t.Errorf("held %d certificates, the CA saw %d orders", len(m.Held()), ca.Orders())
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
