@@ -138,3 +138,59 @@ func TestACMEInstancesShareStorage(t *testing.T) {
 		})
 	}
 }
+
+// TestACMERenewsWhileServing: certificates that live 12 s are renewed
+// while a client makes handshakes through two processes; no handshake
+// fails, and the client sees the renewed certificate before the first
+// one expires.
+func TestACMERenewsWhileServing(t *testing.T) {
+	port := freePort(t)
+	tlsPort, _ := strconv.Atoi(port)
+	ca := pebbletest.Start(t, pebbletest.Options{TLSPort: tlsPort, Validity: 12 * time.Second})
+	be := newBackend(t, nil)
+	file := writeConfig(t, "processes: 2\ntls_listen: 127.0.0.1:"+port+"\n"+
+		"acme:\n  email: ops@relay.test\n  ca: "+ca.DirectoryURL()+"\n  ca_root: "+ca.RootPEMFile()+
+		"\n  domains: [renew.relay.test]\n  check_interval: 1s\n  storage: {dir: "+t.TempDir()+"}\n"+backendsYAML([]string{be.url}))
+	startRelay(t, "", "-config", file)
+	addr := net.JoinHostPort("127.0.0.1", port)
+	leaf := func() (*x509.Certificate, error) {
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", addr,
+			&tls.Config{ServerName: "renew.relay.test", RootCAs: ca.IssuerRoots(), NextProtos: []string{"http/1.1"}})
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close()
+		return c.ConnectionState().PeerCertificates[0], nil
+	}
+	var first *x509.Certificate
+	deadline := time.Now().Add(30 * time.Second)
+	for first == nil {
+		first, _ = leaf()
+		if time.Now().After(deadline) {
+			t.Fatal("no verified certificate within 30 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	handshakes := 0
+	for {
+		l, err := leaf()
+		handshakes++
+		if err != nil {
+			t.Fatalf("handshake %d failed: %v", handshakes, err)
+		}
+		if l.SerialNumber.Cmp(first.SerialNumber) != 0 {
+			if !l.NotAfter.After(first.NotAfter) {
+				t.Errorf("the renewed certificate ends %v, not after %v", l.NotAfter, first.NotAfter)
+			}
+			if time.Now().After(first.NotAfter) {
+				t.Errorf("the renewed certificate came after the first expired")
+			}
+			break
+		}
+		if time.Now().After(first.NotAfter) {
+			t.Fatalf("the first certificate expired after %d handshakes and no renewal was served", handshakes)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("%d handshakes, none failed, until the renewed certificate was served", handshakes)
+}
