@@ -240,6 +240,8 @@ func (c *Config) checkACME(bad func(key, format string, args ...any)) {
 	}
 	if c.TLSListen == "" {
 		bad("acme", "ordering certificates needs a TLS listener to serve them: set tls_listen (for example \":443\")")
+	} else if portZero(c.TLSListen) {
+		bad("acme", "tls_listen %s lets the system choose a port, which the CA cannot be told: give it the port the CA reaches (443, or one it is forwarded to)", quote(c.TLSListen))
 	}
 	if len(a.Domains) == 0 {
 		bad("acme.domains", "missing: the names to order certificates for, for example [example.com, www.example.com]")

@@ -87,6 +87,10 @@ func TestACMEProblems(t *testing.T) {
 	if ps[0].Key != "acme" || !strings.Contains(ps[0].Msg, "tls_listen") {
 		t.Errorf("without tls_listen: %v", ps)
 	}
+	ps = problems(t, parseErr("tls_listen: 127.0.0.1:0\nbackends: [http://127.0.0.1:9000]\nacme: {domains: [a.example.com]}\n"))
+	if ps[0].Key != "acme" || !strings.Contains(ps[0].Msg, "cannot be told") {
+		t.Errorf("with tls_listen on port 0: %v", ps)
+	}
 }
 
 func parseErr(yaml string) error {
