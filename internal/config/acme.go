@@ -209,7 +209,7 @@ func checkDomain(name string) string {
 	case strings.Contains(name, "*"):
 		return fmt.Sprintf("%s is a wildcard, which only the dns-01 challenge can prove; relay answers http-01 and tls-alpn-01", quote(name))
 	case net.ParseIP(name) != nil:
-		return ""
+		return fmt.Sprintf("%s is an address: clients do not ask for an address by SNI, so relay orders certificates for names only", quote(name))
 	case len(name) > 253 || strings.ContainsAny(name, " /:@_") || strings.HasPrefix(name, ".") || strings.Contains(name, ".."):
 		return fmt.Sprintf("%s is not a host name", quote(name))
 	case !strings.Contains(name, "."):

@@ -56,6 +56,7 @@ func TestACMEProblems(t *testing.T) {
 		{"acme: {}", "acme.domains", "missing"},
 		{"acme: {domains: ['*.example.com']}", "acme.domains[0]", "wildcard"},
 		{"acme: {domains: [localhost]}", "acme.domains[0]", "no dot"},
+		{"acme: {domains: [192.0.2.1]}", "acme.domains[0]", "is an address"},
 		{"acme: {domains: [a.example.com, A.example.com]}", "acme.domains[1]", "listed twice"},
 		{"acme: {domains: [a b.example.com]}", "acme.domains[0]", "not a host name"},
 		{"acme: {domains: [a.example.com], ca: http://ca.example/dir}", "acme.ca", "https://HOST/PATH"},

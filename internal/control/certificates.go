@@ -99,14 +99,14 @@ func (l *Control) acmeStatusLocked(s *Status) {
 	slices.SortFunc(s.Certificates, func(a, b CertificateStatus) int { return strings.Compare(a.Names[0], b.Names[0]) })
 }
 
-// asked answers process i's ask over lk, in the background and bounded
-// by maxAsks.
+// asked answers process i's ask over lk, in the background. Lookups of
+// one host are shared: an ask for a host being looked up waits for that
+// lookup's answer, so a client repeating handshakes for a name costs one
+// storage read at a time. At most maxAsks hosts are looked up at once;
+// an ask beyond them is answered "none" at once.
 func (l *Control) asked(i int, lk *link, ask *supervisor.Challenge) {
-	l.mu.Lock()
-	a, asks := l.acme, l.asks
-	l.mu.Unlock()
-	answer := supervisor.Challenge{ID: ask.ID, Host: ask.Host}
-	reply := func() {
+	reply := func(found bool, data []byte) {
+		answer := supervisor.Challenge{ID: ask.ID, Host: ask.Host, Found: found, Data: data}
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if l.byProc[i] != lk {
@@ -117,26 +117,51 @@ func (l *Control) asked(i int, lk *link, ask *supervisor.Challenge) {
 		default:
 		}
 	}
+	l.mu.Lock()
+	a := l.acme
 	if a == nil {
-		reply()
+		l.mu.Unlock()
+		reply(false, nil)
+		return
+	}
+	if waiting, ok := l.looking[ask.Host]; ok {
+		l.looking[ask.Host] = append(waiting, reply)
+		l.mu.Unlock()
 		return
 	}
 	select {
-	case asks <- struct{}{}:
+	case l.asks <- struct{}{}:
 	default:
-		l.log.Warn("too many ACME challenge lookups at once; answering none", "host", ask.Host)
-		reply()
+		warn := time.Since(l.asksWarned) > 10*time.Second
+		if warn {
+			l.asksWarned = time.Now()
+		}
+		l.mu.Unlock()
+		if warn {
+			l.log.Warn("too many ACME challenge lookups at once; answering none (logged once per 10 s)", "host", ask.Host)
+		}
+		reply(false, nil)
 		return
 	}
+	if l.looking == nil {
+		l.looking = map[string][]func(bool, []byte){}
+	}
+	l.looking[ask.Host] = []func(bool, []byte){reply}
+	l.mu.Unlock()
 	go func() {
-		defer func() { <-asks }()
+		defer func() { <-l.asks }()
 		ctx, cancel := context.WithTimeout(context.Background(), askTimeout)
 		defer cancel()
 		data, found, err := a.Challenge(ctx, ask.Host)
 		if err != nil {
 			l.log.Error("looking up an ACME challenge", "host", ask.Host, "err", err)
 		}
-		answer.Found, answer.Data = found && err == nil, data
-		reply()
+		l.mu.Lock()
+		replies := l.looking[ask.Host]
+		delete(l.looking, ask.Host)
+		l.mu.Unlock()
+		for _, r := range replies {
+			r(found && err == nil, data)
+		}
 	}()
 }

@@ -81,6 +81,10 @@ type Control struct {
 	certs map[string]heldCertificate
 	acme  ACME
 	asks  chan struct{}
+	// looking are the asks waiting for each host's lookup; asksWarned
+	// when "too many" was last logged.
+	looking    map[string][]func(found bool, data []byte)
+	asksWarned time.Time
 }
 
 // link is one process's channel and the messages queued for it.
@@ -193,8 +197,10 @@ func (l *Control) startLocked() []supervisor.Message {
 	for i, b := range l.bs {
 		snap.Backends = append(snap.Backends, supervisor.BackendHealth{Pool: l.members[i].Pool, Name: b.Name, Up: b.Healthy()})
 	}
-	ms = append(ms, supervisor.Message{Kind: supervisor.KindHealth, Health: snap})
+	// The certificates come before the health snapshot, which Follow
+	// waits for: a process serves its first handshake with every one.
 	ms = append(ms, l.certificatesLocked()...)
+	ms = append(ms, supervisor.Message{Kind: supervisor.KindHealth, Health: snap})
 	sent := map[*backend.Host]bool{}
 	for i, b := range l.bs {
 		if b.Ejected() && !sent[b.Host] {

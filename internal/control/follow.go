@@ -52,7 +52,7 @@ type Updates struct {
 }
 
 // Follow reads what the control sends serving process p first, the
-// membership and the health snapshot, applies it, and returns once it is
+// membership, the ACME certificates and the health snapshot, applies it, and returns once it is
 // applied; then it applies what the control sends in the background:
 // membership to plane, health transitions and operator state to the
 // member of the pool and name given, breaker verdicts to the address
@@ -77,6 +77,12 @@ func Follow(p *supervisor.Process, plane Plane, u Updates) error {
 		}
 		if m.Kind == supervisor.KindMembership {
 			apply(m.Membership)
+			continue
+		}
+		if m.Kind == supervisor.KindCertificate {
+			if u.Certificate != nil {
+				u.Certificate(*m.Certificate)
+			}
 			continue
 		}
 		if m.Kind != supervisor.KindHealth || !m.Health.Snapshot {
