@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"path"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -192,21 +193,8 @@ func (m *Manager) Held() []Issued {
 	for _, is := range m.held {
 		out = append(out, is)
 	}
-	slices.SortFunc(out, func(a, b Issued) int { return compareNames(a.Names, b.Names) })
+	slices.SortFunc(out, func(a, b Issued) int { return strings.Compare(a.Names[0], b.Names[0]) })
 	return out
-}
-
-func compareNames(a, b []string) int {
-	if len(a) == 0 || len(b) == 0 {
-		return len(a) - len(b)
-	}
-	switch {
-	case a[0] < b[0]:
-		return -1
-	case a[0] > b[0]:
-		return 1
-	}
-	return 0
 }
 
 // event takes certmagic's events: it counts orders and failures, logs

@@ -164,13 +164,14 @@ func verify(t *testing.T, ca *pebbletest.CA, is Issued, name string) *x509.Certi
 	return leaf
 }
 
-func startManager(t *testing.T, s Settings, p *published) *Manager {
+func startManager(t *testing.T, a *answerer, s Settings, p *published) *Manager {
 	t.Helper()
 	m, err := New(s, p.add, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Stop)
+	a.m = m
 	if err := m.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -185,15 +186,7 @@ func TestIssuesByEachChallenge(t *testing.T) {
 			s := settings(ca, a, &certmagic.FileStorage{Path: t.TempDir()}, "one.relay.test", "two.relay.test")
 			s.HTTP01, s.TLSALPN01 = chal == "http-01", chal == "tls-alpn-01"
 			p := newPublished()
-			m, err := New(s, p.add, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(m.Stop)
-			a.m = m
-			if err := m.Start(); err != nil {
-				t.Fatal(err)
-			}
+			m := startManager(t, a, s, p)
 			p.wait(t, "two certificates", func(g map[string][]Issued) bool { return len(g) == 2 })
 			for _, name := range s.Names {
 				verify(t, ca, p.got[name][0], name)
@@ -220,15 +213,7 @@ func TestRenewsBeforeExpiry(t *testing.T) {
 	ca := pebbletest.Start(t, pebbletest.Options{HTTPPort: a.httpPort, TLSPort: a.tlsPort, Validity: 12 * time.Second})
 	p := newPublished()
 	s := settings(ca, a, &certmagic.FileStorage{Path: t.TempDir()}, "renew.relay.test")
-	m, err := New(s, p.add, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(m.Stop)
-	a.m = m
-	if err := m.Start(); err != nil {
-		t.Fatal(err)
-	}
+	startManager(t, a, s, p)
 	p.wait(t, "a renewal", func(g map[string][]Issued) bool { return len(g["renew.relay.test"]) >= 2 })
 	first, second := p.got["renew.relay.test"][0], p.got["renew.relay.test"][1]
 	if !second.NotAfter.After(first.NotAfter) {
