@@ -22,6 +22,9 @@ var serverProtocols = []string{"h2", "http/1.1"}
 type Server struct {
 	cur  atomic.Pointer[tls.Config]
 	base *tls.Config
+	// auth is the client certificate rules (clientauth.go); nil asks
+	// no client for a certificate.
+	auth atomic.Pointer[clientAuth]
 }
 
 // NewServer loads certs and returns a Server offering them with TLS
@@ -31,8 +34,10 @@ func NewServer(certs []config.Certificate, minVersion string) (*Server, error) {
 	s.base = &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		NextProtos: serverProtocols,
-		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-			return s.cur.Load(), nil
+		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			// The certificate set, with the client certificate rule
+			// of the name hello asks for (clientauth.go).
+			return s.clientRuleFor(hello), nil
 		},
 	}
 	if err := s.Reload(certs, minVersion); err != nil {
