@@ -113,7 +113,7 @@ func TestClientAuthProblems(t *testing.T) {
 		{"a host twice in a rule", rule("  - hosts: [a.example, a.example]"), "client_auth[0].hosts[1]", "listed twice"},
 		{"require without CA", rule("  - mode: require"), "client_auth[0].ca_files", "mode require verifies client certificates, which needs ca_files"},
 		{"verify_if_given without CA", rule("  - mode: verify_if_given"), "client_auth[0].ca_files", "mode verify_if_given verifies client certificates, which needs ca_files"},
-		{"CA with mode none", rule("  - ca_files: ["+ca.File+"]"), "client_auth[0].ca_files", "mode is none"},
+		{"CA with mode none", rule("  - ca_files: [" + ca.File + "]"), "client_auth[0].ca_files", "mode is none"},
 		{"allow without verifying", rule("  - mode: request", "    allow: {dns: [a.example]}"), "client_auth[0].allow", "has nothing to allow"},
 		{"an IP address host", rule("  - hosts: [10.0.0.1]"), "client_auth[0].hosts[0]", "is an IP address"},
 		{"a wildcard of a TLD", rule("  - hosts: [\"*.com\"]"), "client_auth[0].hosts[0]", "at least two labels"},

@@ -21,10 +21,10 @@ import (
 // ClientHello's name (clientRuleFor). A rule's checks beyond crypto/tls's
 // chain and expiry are its CRLs and its allow list, in VerifyConnection.
 
-// CRLCheckEvery is how often, at most, a handshake looks at a rule's CRL
+// crlCheckEvery is how often, at most, a handshake looks at a rule's CRL
 // files for a change on disk (mtime or size); a changed file is read
-// again without a reload.
-const CRLCheckEvery = 2 * time.Second
+// again without a reload. Tests shorten it.
+var crlCheckEvery = 2 * time.Second
 
 // clientAuth is the listener's set of client certificate rules, swapped
 // whole by SetClientAuth.
@@ -344,12 +344,12 @@ func (s *crlSet) load() error {
 }
 
 // current returns the revocations in force, first reading the files
-// again when CRLCheckEvery has passed since the last look and one of them
+// again when crlCheckEvery has passed since the last look and one of them
 // changed. A file that no longer loads leaves the last lists in force.
 func (s *crlSet) current() *revocations {
 	now := time.Now()
 	last := s.checked.Load()
-	if now.UnixNano()-last < int64(CRLCheckEvery) || !s.checked.CompareAndSwap(last, now.UnixNano()) {
+	if now.UnixNano()-last < int64(crlCheckEvery) || !s.checked.CompareAndSwap(last, now.UnixNano()) {
 		return s.cur.Load()
 	}
 	s.mu.Lock()
