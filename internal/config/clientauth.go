@@ -509,3 +509,20 @@ func (c *Config) ClientCertHeadersOf(r *Route) (mode string, pem bool) {
 	}
 	return mode, pem
 }
+
+// clientAuthWarnings warns of a cleartext listener beside rules that
+// require certificates: requests on listen carry no certificate and no
+// SNI, so every host, those rules' included, is served there without one.
+func (c *Config) clientAuthWarnings() []Problem {
+	if c.Listen == "" {
+		return nil
+	}
+	for i := range c.ClientAuth {
+		r := &c.ClientAuth[i]
+		if r.Mode == ClientAuthRequire || r.Mode == ClientAuthVerifyIfGiven {
+			return []Problem{{File: c.Path, Line: r.line("mode"), Key: fmt.Sprintf("client_auth[%d].mode", i),
+				Msg: fmt.Sprintf("%s holds TLS clients to certificates, but listen (%s) serves every host in cleartext, where no client gives one; set listen: \"\" or keep those hosts off it (a route's match.scheme: https)", r.Mode, c.Listen)}}
+		}
+	}
+	return nil
+}

@@ -140,3 +140,17 @@ func TestClientAuthProblems(t *testing.T) {
 		})
 	}
 }
+
+// A cleartext listener beside a rule that requires certificates is
+// warned of; a TLS-only relay is not.
+func TestClientAuthWarnsOfCleartext(t *testing.T) {
+	ca := testcert.NewCA(t)
+	rule := y("client_auth:", "  - mode: require", "    ca_files: ["+ca.File+"]")
+	ws := mustParse(t, clientAuthBase(t)+rule).Warnings(testOpts)
+	if len(ws) != 1 || ws[0].Key != "client_auth[0].mode" || !strings.Contains(ws[0].Msg, "serves every host in cleartext") {
+		t.Errorf("warnings %v", ws)
+	}
+	if ws := mustParse(t, y(`listen: ""`)+clientAuthBase(t)+rule).Warnings(testOpts); len(ws) != 0 {
+		t.Errorf("without listen: %v", ws)
+	}
+}
