@@ -318,10 +318,9 @@ func (c *Config) checkClientAuth(errs *Errors) {
 			}
 		}
 	}
-	for _, k := range []string{"client_cert_headers"} {
-		if c.ClientCertHeaders != "" && !clientCertMode(c.ClientCertHeaders) {
-			add(c.lines[k], k, "must be one of %s; got %s%s", strings.Join(ClientCertHeaderModes, ", "), quote(c.ClientCertHeaders), didYouMean(c.ClientCertHeaders, ClientCertHeaderModes))
-		}
+	if c.ClientCertHeaders != "" && !clientCertMode(c.ClientCertHeaders) {
+		add(c.lines["client_cert_headers"], "client_cert_headers", "must be one of %s; got %s%s",
+			strings.Join(ClientCertHeaderModes, ", "), quote(c.ClientCertHeaders), didYouMean(c.ClientCertHeaders, ClientCertHeaderModes))
 	}
 	for i := range c.Routes {
 		r := &c.Routes[i]
@@ -414,7 +413,7 @@ type ClientAuthHosts struct {
 	Differ bool
 }
 
-// ClientAuthHosts returns the finder of rules's hosts.
+// NewClientAuthHosts returns the finder of rules's hosts.
 func NewClientAuthHosts(rules []ClientAuthRule) *ClientAuthHosts {
 	h := &ClientAuthHosts{exact: map[string]int{}, wild: map[string]int{}, def: -1}
 	for i, r := range rules {
