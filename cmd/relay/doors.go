@@ -74,6 +74,10 @@ func (d *doors) open(cfg *config.Config, src supervisor.ConfigSource, c *core.Co
 		if err := d.certs.SetTicketKeys(src.TicketKeys); err != nil {
 			return nil, err
 		}
+		if err := d.certs.SetClientAuth(cfg.ClientAuth, log); err != nil {
+			return nil, err
+		}
+		c.SetClientVerifier(d.certs.Verified)
 	}
 	p.SetHTTP2(h2.NewServer(c, front.BodyTime(), h2.Limits{
 		MaxConcurrentStreams: maxConcurrentStreams,
@@ -97,9 +101,10 @@ func (d *doors) serve(p *proxy.Proxy) (served <-chan error) {
 	return ch
 }
 
-// reload takes the session-ticket keys and certificates of a reloaded
-// configuration; certificates that fail to load leave the ones in use
-// serving (the new keys are taken either way).
+// reload takes the session-ticket keys, certificates and client
+// certificate rules of a reloaded configuration; certificates or rules
+// whose files fail to load leave the ones in use serving (the new keys
+// are taken either way).
 func (d *doors) reload(next *config.Config, src supervisor.ConfigSource) error {
 	if d.certs == nil {
 		return nil
@@ -107,7 +112,10 @@ func (d *doors) reload(next *config.Config, src supervisor.ConfigSource) error {
 	if err := d.certs.SetTicketKeys(src.TicketKeys); err != nil {
 		return err
 	}
-	return d.certs.Reload(next.TLSCertificates, next.TLSMinVersion)
+	if err := d.certs.Reload(next.TLSCertificates, next.TLSMinVersion); err != nil {
+		return err
+	}
+	return d.certs.SetClientAuth(next.ClientAuth, d.log)
 }
 
 // setTicketKeys takes the keys of a rotation between reloads.

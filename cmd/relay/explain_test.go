@@ -66,7 +66,8 @@ routes:
 
 // relay -explain lists the features a request meets, in their order and
 // with their phases: the core's, then the route's (compression from the
-// pool, the route's header changes) or, for a request no route takes, the
+// pool, what its backend hears of client certificates, the route's
+// header changes) or, for a request no route takes, the
 // default pool's.
 func TestExplainFeatures(t *testing.T) {
 	t.Parallel()
@@ -83,8 +84,11 @@ routes:
     match: {path_prefix: /api}
     pool: api
     response_headers: {remove: [Server]}
+    client_cert_headers: fields
 `)
-	core := "  feature forwarded fields: upstream request\n" +
+	core := "  feature misdirected requests (421): admit\n" +
+		"  feature forwarded fields: upstream request\n" +
+		"  feature client certificate fields removed: upstream request\n" +
 		"  feature via and loop check: admit, upstream request\n" +
 		"  feature rate limits: admit\n" +
 		"  feature request id: accept, upstream request, response head\n"
@@ -92,6 +96,7 @@ routes:
 		target, want string
 	}{
 		{"GET /api/x", core + "  feature compress: upstream request, response head, response body\n" +
+			"  feature client certificate to backends (X-Client-Cert-*): upstream request\n" +
 			"  feature header changes: upstream request, response head\n"},
 		{"GET /other", core},
 	} {

@@ -188,6 +188,15 @@ type Config struct {
 	TLSCertificates []Certificate `reload:"live"`
 	// TLSMinVersion is the oldest TLS version accepted, "1.2" or "1.3".
 	TLSMinVersion string `reload:"live"`
+	// ClientAuth are the TLS listener's client certificate rules, by the
+	// name the client asks for (SNI); empty asks no client for one.
+	ClientAuth []ClientAuthRule `reload:"live"`
+	// ClientCertHeaders is what backends are told of a verified client
+	// certificate (ClientCertHeaderModes); "" decides by ClientAuth
+	// (ClientCertHeadersOf). ClientCertPEM adds the certificate itself
+	// to fields, as X-Client-Cert. Routes may say otherwise.
+	ClientCertHeaders string `reload:"live"`
+	ClientCertPEM     bool   `reload:"live"`
 	// H2C accepts HTTP/2 without TLS (prior knowledge) on Listen.
 	H2C bool
 	// Redis is where rate limits with store: redis keep their buckets;

@@ -19,6 +19,8 @@ var nestedKeys = []struct {
 	parent string
 }{
 	{certificateKeys, "tls_certificates"},
+	{clientAuthKeys, "client_auth"},
+	{clientAllowKeys, "client_auth"},
 	{backendKeys, "backends"},
 	{discoveryKeys, "discovery"},
 	{stickyKeys, "sticky"},

@@ -9,7 +9,8 @@ import (
 // newLiveKeys are the live keys that came with named pools and routes,
 // and after them (the upstream protocol and gRPC keys).
 var newLiveKeys = []string{"pools", "routes", "escaped_slashes", "sticky", "hash_key", "hash_balance_factor",
-	"protocol", "breaker_grpc_statuses", "max_grpc_timeout", "compress", "compress_memory_mb"}
+	"protocol", "breaker_grpc_statuses", "max_grpc_timeout", "compress", "compress_memory_mb",
+	"client_auth", "client_cert_headers", "client_cert_pem"}
 
 // TestEveryFieldHasItsKey keeps RestartOnly honest: each exported field of
 // Config, those of the embedded Pool included, maps to a key relay reads,

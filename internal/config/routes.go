@@ -33,6 +33,11 @@ type Route struct {
 	// Compress, when not nil, compresses the route's responses in place
 	// of its pool's compress section.
 	Compress *compress.Config
+	// ClientCertHeaders and ClientCertPEM, when set, say what the route's
+	// backend is told of a client certificate in place of the top
+	// level's client_cert_headers and client_cert_pem.
+	ClientCertHeaders string
+	ClientCertPEM     *bool
 	// Line is the YAML line of the route's entry.
 	Line int
 
@@ -44,7 +49,7 @@ type Route struct {
 const DefaultRedirectStatus = 302
 
 var (
-	routeKeys        = []string{"name", "match", "pool", "strip_prefix", "replace_prefix", "request_headers", "response_headers", "redirect", "rate_limit", "compress"}
+	routeKeys        = []string{"name", "match", "pool", "strip_prefix", "replace_prefix", "request_headers", "response_headers", "redirect", "rate_limit", "compress", "client_cert_headers", "client_cert_pem"}
 	matchKeys        = []string{"host", "path_prefix", "path", "methods", "headers", "query", "scheme"}
 	headerActionKeys = []string{"set", "add", "remove"}
 	redirectKeys     = []string{"status", "scheme", "host", "port", "path"}
@@ -144,6 +149,14 @@ func (d *decoder) route(item *yaml.Node, at string) decodedRoute {
 			r.RateLimit = d.rateLimit(v, path)
 		case "compress":
 			r.Compress = d.compress(v, path)
+		case "client_cert_headers":
+			if s, ok := d.str(v, path); ok {
+				r.ClientCertHeaders = s
+			}
+		case "client_cert_pem":
+			if b, ok := d.boolean(v, path); ok {
+				r.ClientCertPEM = &b
+			}
 		}
 	})
 	d.routeRules(&r.Route, at)

@@ -21,7 +21,7 @@ var update = flag.Bool("update", false, "rewrite testdata/loaded from the files 
 // were written (a backend's Protocol among them); the goldens say nothing
 // about them.
 var laterFields = []string{"Pools", "PoolNames", "Routes", "EscapedSlashes", "Sticky", "RateLimit", "HashKey", "HashBalanceFactor", "Redis",
-	"Protocol", "BreakerGRPCStatuses", "MaxGRPCTimeout"}
+	"Protocol", "BreakerGRPCStatuses", "MaxGRPCTimeout", "ClientAuth", "ClientCertHeaders", "ClientCertPEM"}
 
 // TestOneServiceFilesLoadUnchanged: every example file, and a file of one
 // service with every pool key set, loads into the same settings as it did

@@ -45,6 +45,7 @@ func (c *Config) check(errs *Errors, opts Options) {
 	}
 	c.checkTLS(bad)
 	c.checkACME(bad)
+	c.checkClientAuth(errs)
 	top := c.topSite()
 	topBad := map[string]bool{} // the pool keys the top level is faulted on
 	at := top.at

@@ -18,6 +18,7 @@ func (c *Config) Warnings(opts Options) []Problem {
 		ws = append(ws, c.hashingUnused(np, opts)...)
 	}
 	ws = append(ws, c.routeWarnings()...)
+	ws = append(ws, c.clientAuthWarnings()...)
 	return ws
 }
 

@@ -67,6 +67,7 @@ func (l *accessLog) Done(x *Exchange, o Outcome, took time.Duration) {
 		Status: o.Status, Duration: took, BytesIn: o.In, BytesOut: o.Out,
 		UserAgent: st.line[st.agent:st.referer], Referer: st.line[st.referer:], RequestID: x.rid,
 		UpstreamConnect: x.connect, UpstreamResponse: x.response, GRPCStatus: o.GRPCStatus, Route: x.routeName,
+		ClientCertSubject: x.Peer.Client.Subject(),
 	}
 	if l.trace != nil {
 		e.TraceID = l.trace.traceID(x)

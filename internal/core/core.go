@@ -28,6 +28,8 @@
 package core
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"log/slog"
@@ -104,6 +106,11 @@ type Core struct {
 	// causes (h2up.Options.Warnings): backendLines a second at most.
 	backendLog *logging.Limited
 	pooled     atomic.Int64 // idle upstream connections, in every pool
+	// verifier says which chains of a TLS client's certificate are
+	// verified, hostRules which client certificate rule covers a host
+	// (clientcert.go); nil when none was set.
+	verifier  atomic.Pointer[func(*tls.ConnectionState) [][]*x509.Certificate]
+	hostRules atomic.Pointer[hostRules]
 	// features is the core's own chain: every request's, and the head
 	// of every route's and pool's (Core.chainOf).
 	features *Chain
@@ -157,12 +164,14 @@ func New(cfg Config) *Core {
 func DefaultFeatures(c *Core) []Feature { return CoreFeatures(c, nil) }
 
 // CoreFeatures returns the core's own features, those of every request, in
-// their order: X-Forwarded-*, the loop check (and relay's Via entry), the
+// their order: the misdirection check (421, first, so that a request
+// it refuses takes no rate limit's token), X-Forwarded-*, the removal of
+// a client's fields about client certificates, the loop check (and relay's Via entry), the
 // rate limits, request ids when Config.RequestID is set, tracing when t is
 // not nil, and the access log when Config.AccessLog is set, last so that
 // its line has what the others found.
 func CoreFeatures(c *Core, t *Tracing) []Feature {
-	fs := []Feature{ForwardedFields(c), LoopCheck(c), RateLimits(c), RequestIDs(c)}
+	fs := []Feature{Misdirection(c), ForwardedFields(c), ClientCertGuard(), LoopCheck(c), RateLimits(c), RequestIDs(c)}
 	if t != nil {
 		fs = append(fs, t)
 	}

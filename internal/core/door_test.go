@@ -153,6 +153,10 @@ type req struct {
 	trailers string
 	client   string // the client's address; 127.0.0.1:40000 when empty
 	tls      bool
+	// host is the Host field, test when empty; clientTLS what the
+	// connection's TLS handshake established (Peer.Client).
+	host      string
+	clientTLS *ClientTLS
 }
 
 // send forwards one request with an optional body through c.
@@ -170,7 +174,11 @@ func do(c *Core, r req) reply {
 	if r.proto == "HTTP/1.0" {
 		line = r.proto
 	}
-	head := method + " " + target + " " + line + "\r\nHost: test\r\n" + r.fields
+	host := r.host
+	if host == "" {
+		host = "test"
+	}
+	head := method + " " + target + " " + line + "\r\nHost: " + host + "\r\n" + r.fields
 	switch {
 	case r.trailers != "":
 		head += "Transfer-Encoding: chunked\r\n"
@@ -187,6 +195,7 @@ func do(c *Core, r req) reply {
 		client = "127.0.0.1:40000"
 	}
 	peer := c.NewPeer(netip.MustParseAddrPort(client), r.tls)
+	peer.Client = r.clientTLS
 	proto := r.proto
 	if proto == "" {
 		proto = "HTTP/1.1"

@@ -115,6 +115,9 @@ type Peer struct {
 	Trusted bool
 	// TLS reports that the client connected over TLS.
 	TLS bool
+	// Client is what the TLS handshake established (Core.ClientTLSOf),
+	// nil on a cleartext connection.
+	Client *ClientTLS
 }
 
 var (

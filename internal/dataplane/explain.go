@@ -21,7 +21,9 @@ import (
 func Explain(cfg *config.Config, method, target string, headers [][2]string) (text string, served bool, err error) {
 	c := core.New(explainCore(cfg))
 	for _, np := range cfg.AllPools() {
-		if _, err := c.AddPool(poolConfigOf(np.Name, np.Pool, newStickyKey()), nil); err != nil {
+		pc := poolConfigOf(np.Name, np.Pool, newStickyKey())
+		pc.Features = append(pc.Features, clientCertHeaders(cfg, nil)...)
+		if _, err := c.AddPool(pc, nil); err != nil {
 			return "", false, err
 		}
 	}

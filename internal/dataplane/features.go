@@ -25,9 +25,11 @@ func poolFeatures(p *config.Pool) []core.Feature {
 
 // routeFeatures are the features of the requests route r takes to pool
 // p: compression by the route's compress section, else its pool's; the
-// pool's sticky cookie; then the route's header changes, last so that
-// what a route sets in a response is what the client gets.
-func routeFeatures(r *config.Route, p *config.Pool) []core.Feature {
+// pool's sticky cookie; what the backend is told of a client certificate
+// (the route's client_cert_headers, else the top level's); then the
+// route's header changes, last so that what a route sets is what the
+// backend or the client gets.
+func routeFeatures(cfg *config.Config, r *config.Route, p *config.Pool) []core.Feature {
 	c := r.Compress
 	if c == nil && p != nil {
 		c = p.Compress
@@ -36,10 +38,33 @@ func routeFeatures(r *config.Route, p *config.Pool) []core.Feature {
 	if p != nil {
 		fs = append(fs, stickyCookies(p)...)
 	}
+	fs = append(fs, clientCertHeaders(cfg, r)...)
 	if h := core.NewHeaderChanges(r.RequestHeaders, r.ResponseHeaders); h != nil {
 		fs = append(fs, h)
 	}
 	return fs
+}
+
+// clientCertHeaders is the feature telling backends of a client's
+// verified certificate, for route r (nil: the requests no route takes);
+// none when client_cert_headers is none there. Removing the fields a
+// client sent under those names is the core's own (core.ClientCertGuard),
+// on every request.
+func clientCertHeaders(cfg *config.Config, r *config.Route) []core.Feature {
+	if h := core.NewClientCertHeaders(cfg.ClientCertHeadersOf(r)); h != nil {
+		return []core.Feature{h}
+	}
+	return nil
+}
+
+// hostRules are the TLS listener's client certificate rules by host, for
+// the core's misdirection check (421); nil when every host has the same
+// rule, so that no request is misdirected.
+func hostRules(cfg *config.Config) core.HostRules {
+	if h := config.NewClientAuthHosts(cfg.ClientAuth); h.Differ {
+		return h
+	}
+	return nil
 }
 
 // stickyCookies is the sticky cookie feature of pool p, none when its

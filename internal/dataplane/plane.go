@@ -141,7 +141,7 @@ func New(cfg *config.Config, opts Options) (*Plane, error) {
 	pl.encoderMemory(cfg)
 	pl.core = core.New(pl.coreConfig(cfg))
 	for _, np := range cfg.AllPools() {
-		if _, err := pl.core.AddPool(pl.poolConfig(np), nil); err != nil {
+		if _, err := pl.core.AddPool(pl.poolConfig(cfg, np), nil); err != nil {
 			pl.Close()
 			return nil, err
 		}
@@ -156,6 +156,7 @@ func New(cfg *config.Config, opts Options) (*Plane, error) {
 		return nil, err
 	}
 	pl.core.SetRouting(r)
+	pl.core.SetHostRules(hostRules(cfg))
 	return pl, nil
 }
 
@@ -208,10 +209,12 @@ func (pl *Plane) Exporter() *trace.Exporter { return pl.exporter }
 // Core returns the forwarding core the front doors hand requests to.
 func (pl *Plane) Core() *core.Core { return pl.core }
 
-// poolConfig is the core's settings for the pool section np, with this
-// process's share of its request cap and the data plane's hooks.
-func (pl *Plane) poolConfig(np config.NamedPool) core.PoolConfig {
+// poolConfig is the core's settings for the pool section np of cfg, with
+// this process's share of its request cap, the data plane's hooks and
+// the top level's client_cert_headers.
+func (pl *Plane) poolConfig(cfg *config.Config, np config.NamedPool) core.PoolConfig {
 	pc := poolConfigOf(np.Name, np.Pool, pl.opts.StickyKey)
+	pc.Features = append(pc.Features, clientCertHeaders(cfg, nil)...)
 	pc.MaxRequests = pl.opts.Share(pc.MaxRequests)
 	if pl.opts.Breakers != nil {
 		pc.OnBreaker = pl.opts.Breakers(np.Name)
@@ -239,7 +242,7 @@ func (pl *Plane) Reconfigure(cfg *config.Config) error {
 		}
 		bs, err := pl.fileBackends(np)
 		if err == nil {
-			_, err = pl.core.AddPool(pl.poolConfig(np), bs)
+			_, err = pl.core.AddPool(pl.poolConfig(cfg, np), bs)
 		}
 		if err != nil {
 			pl.removeAll(added)
@@ -253,17 +256,18 @@ func (pl *Plane) Reconfigure(cfg *config.Config) error {
 		return err
 	}
 	for _, np := range cfg.AllPools() {
-		if err := pl.core.Pool(np.Name).Check(pl.poolConfig(np)); err != nil {
+		if err := pl.core.Pool(np.Name).Check(pl.poolConfig(cfg, np)); err != nil {
 			pl.removeAll(added)
 			return err
 		}
 	}
 	for _, np := range cfg.AllPools() {
-		if err := pl.core.Pool(np.Name).Reconfigure(pl.poolConfig(np)); err != nil {
+		if err := pl.core.Pool(np.Name).Reconfigure(pl.poolConfig(cfg, np)); err != nil {
 			return err // checked above: cannot happen
 		}
 	}
 	pl.core.SetRouting(r)
+	pl.core.SetHostRules(hostRules(cfg))
 	pl.encoderMemory(cfg)
 	for _, p := range pl.core.Pools() {
 		if !keep[p.Name()] {

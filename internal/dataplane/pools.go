@@ -164,7 +164,7 @@ func routingOf(cfg *config.Config, c *core.Core) (core.Routing, error) {
 		if cr.Redirect != nil {
 			continue
 		}
-		r.Features[i] = routeFeatures(&cr, cfg.LookupPool(cr.Pool))
+		r.Features[i] = routeFeatures(cfg, &cr, cfg.LookupPool(cr.Pool))
 		p := c.Pool(cr.Pool)
 		if p == nil {
 			return r, fmt.Errorf("route %q: pool %q does not exist", cr.Name, cr.Pool)

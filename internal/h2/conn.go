@@ -138,8 +138,12 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c.peerFrame.Store(16384)
 	c.sendWin, c.peerWin, c.recvWin = 65535, 65535, connWindow
 	var addr = c.remoteAddr()
-	_, isTLS := nc.(*tls.Conn)
+	tc, isTLS := nc.(*tls.Conn)
 	c.peer = s.core.NewPeer(addr, isTLS)
+	if isTLS {
+		cs := tc.ConnectionState()
+		c.peer.Client = s.core.ClientTLSOf(&cs)
+	}
 	c.idleFrom = time.Now()
 	c.ab.budget, c.ab.refilled = controlBudget, c.idleFrom
 	return c

@@ -52,6 +52,10 @@ type Entry struct {
 	// TraceID is the request's trace id in hex (W3C Trace Context), empty
 	// when tracing is off; a line leaves it out then. It is copied by Log.
 	TraceID []byte
+	// ClientCertSubject is the subject of the client's verified TLS
+	// certificate (RFC 2253), empty without one; a line leaves it out
+	// then. It is copied by Log, at most MaxValueBytes of it.
+	ClientCertSubject []byte
 	// UpstreamConnect is how long getting a connection to the backend
 	// took for the attempt that answered: the dial (and TLS handshake) for
 	// a new connection, 0 for a pooled one. Negative when no backend was
@@ -203,7 +207,7 @@ func (a *AccessLog) Log(e *Entry) {
 	// Every byte of a free-form string escapes to at most six (\u00XX), so
 	// this bounds the line without formatting it first.
 	worst := lineOverhead + 6*(len(e.Method)+len(e.Path)+len(e.Backend)+len(e.Pool)+len(e.Route)+len(e.RequestID)+len(e.TraceID)+len(e.GRPCStatus)+
-		min(len(e.UserAgent), MaxValueBytes)+min(len(e.Referer), MaxValueBytes))
+		min(len(e.UserAgent), MaxValueBytes)+min(len(e.Referer), MaxValueBytes)+min(len(e.ClientCertSubject), MaxValueBytes))
 	a.mu.Lock()
 	if a.closed || len(a.buf)+worst > a.maxPending {
 		a.mu.Unlock()

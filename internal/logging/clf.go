@@ -14,7 +14,9 @@ import (
 //
 //	rid="$request_id" upstream="$backend" pool="$pool" route="$route" rt=$request_time uct=$upstream_connect_time urt=$upstream_response_time
 //
-// and, for a gRPC response only, grpc_status="$grpc_status" (the field
+// with, after rid, trace="$trace_id" when tracing is on and then
+// client_cert_subject="$ssl_client_s_dn" for a client with a verified
+// certificate, and, for a gRPC response only, grpc_status="$grpc_status" (the field
 // nginx users log as $upstream_trailer_grpc_status): a line of any other
 // request keeps the fixed fields above, which parsers written for them
 // expect, as the JSON line leaves the field out.
@@ -55,6 +57,10 @@ func (f *lineFormatter) appendCombined(b []byte, e *Entry) []byte {
 	if len(e.TraceID) > 0 {
 		b = append(b, " trace="...)
 		b = appendCLFQuoted(b, e.TraceID)
+	}
+	if len(e.ClientCertSubject) > 0 {
+		b = append(b, " client_cert_subject="...)
+		b = appendCLFBounded(b, e.ClientCertSubject)
 	}
 	b = append(b, " upstream="...)
 	b = appendCLFQuoted(b, e.Backend)

@@ -91,6 +91,10 @@ func (f *lineFormatter) appendEntry(b []byte, e *Entry) []byte {
 		b = append(b, `,"trace_id":`...)
 		b = appendJSONString(b, e.TraceID)
 	}
+	if len(e.ClientCertSubject) > 0 {
+		b = append(b, `,"client_cert_subject":`...)
+		b = appendBoundedJSON(b, e.ClientCertSubject)
+	}
 	if e.UpstreamConnect >= 0 {
 		b = append(b, `,"upstream_connect_ms":`...)
 		b = appendMillis(b, e.UpstreamConnect)

@@ -75,6 +75,10 @@ func (cc *clientConn) open(c net.Conn) {
 		addr = a.AddrPort()
 	}
 	cc.peer = cc.p.core.NewPeer(addr, cc.tls != nil)
+	if tc, ok := c.(*tls.Conn); ok {
+		cs := tc.ConnectionState()
+		cc.peer.Client = cc.p.core.ClientTLSOf(&cs)
+	}
 	cc.br = h1.NewPooledReader(cc.conn, cc.p.clientBufs, cc.p.cfg.MaxHeaderBytes)
 	cc.body.cc = cc
 	cc.x = core.Exchange{Req: &cc.req, Door: cc, Peer: &cc.peer}

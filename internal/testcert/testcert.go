@@ -16,6 +16,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -56,7 +57,7 @@ func NewCA(t testing.TB) *CA {
 		Subject:               pkix.Name{CommonName: "relay test CA"},
 		NotBefore:             time.Now().Add(-time.Hour),
 		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 	}
@@ -156,4 +157,99 @@ func writePEM(t testing.TB, path, kind string, der []byte) {
 	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// ClientOptions shape a client certificate (ClientWith).
+type ClientOptions struct {
+	// Subject is the certificate's subject; its CommonName defaults to
+	// the name given.
+	Subject pkix.Name
+	// DNS and URIs are its subject alternative names.
+	DNS, URIs []string
+	// NotBefore and NotAfter bound its validity; zero: from an hour ago
+	// to a day from now.
+	NotBefore, NotAfter time.Time
+}
+
+// ClientWith issues a client certificate named name shaped by o.
+func (ca *CA) ClientWith(t testing.TB, name string, o ClientOptions) *Pair {
+	t.Helper()
+	key := newKey(t, ECDSA)
+	subject := o.Subject
+	if subject.CommonName == "" {
+		subject.CommonName = name
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(t),
+		Subject:      subject,
+		NotBefore:    o.NotBefore,
+		NotAfter:     o.NotAfter,
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		DNSNames:     o.DNS,
+	}
+	if tmpl.NotBefore.IsZero() {
+		tmpl.NotBefore = time.Now().Add(-time.Hour)
+	}
+	if tmpl.NotAfter.IsZero() {
+		tmpl.NotAfter = time.Now().Add(24 * time.Hour)
+	}
+	for _, u := range o.URIs {
+		pu, err := url.Parse(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl.URIs = append(tmpl.URIs, pu)
+	}
+	return ca.sign(t, tmpl, key, name)
+}
+
+func (ca *CA) sign(t testing.TB, tmpl *x509.Certificate, key crypto.Signer, name string) *Pair {
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := filepath.Join(t.TempDir(), name)
+	p := &Pair{CertFile: base + ".crt", KeyFile: base + ".key", Cert: cert}
+	writePEM(t, p.CertFile, "CERTIFICATE", der)
+	writePEM(t, p.KeyFile, "PRIVATE KEY", keyDER)
+	if p.TLS, err = tls.LoadX509KeyPair(p.CertFile, p.KeyFile); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// CRL returns a revocation list signed by ca that revokes certs, DER.
+func (ca *CA) CRL(t testing.TB, certs ...*x509.Certificate) []byte {
+	t.Helper()
+	tmpl := &x509.RevocationList{
+		Number:     serial(t),
+		ThisUpdate: time.Now().Add(-time.Minute),
+		NextUpdate: time.Now().Add(24 * time.Hour),
+	}
+	for _, c := range certs {
+		tmpl.RevokedCertificateEntries = append(tmpl.RevokedCertificateEntries,
+			x509.RevocationListEntry{SerialNumber: c.SerialNumber, RevocationTime: time.Now().Add(-time.Minute)})
+	}
+	der, err := x509.CreateRevocationList(rand.Reader, tmpl, ca.Cert, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return der
+}
+
+// WriteCRL writes ca's revocation list of certs to path, as PEM, and
+// returns path.
+func (ca *CA) WriteCRL(t testing.TB, path string, certs ...*x509.Certificate) string {
+	t.Helper()
+	writePEM(t, path, "X509 CRL", ca.CRL(t, certs...))
+	return path
 }

@@ -9,7 +9,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"slices"
 	"sync/atomic"
 
 	"relay/internal/config"
@@ -31,6 +30,9 @@ type Server struct {
 	// files are the leaves of the files' certificates, in order, for
 	// matching names before the managed ones.
 	files atomic.Pointer[[]*x509.Certificate]
+	// auth is the client certificate rules (clientauth.go); nil asks
+	// no client for a certificate.
+	auth atomic.Pointer[clientAuth]
 }
 
 // Managed are certificates relay orders itself (*acme.Serving).
@@ -60,10 +62,12 @@ func NewManagedServer(certs []config.Certificate, minVersion string, managed Man
 		MinVersion: tls.VersionTLS12,
 		NextProtos: serverProtocols,
 		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
-			if s.managed != nil && slices.Contains(hello.SupportedProtos, acmeTLS1) {
+			if s.managed != nil && isACMEChallenge(hello) {
 				return s.challenge(hello)
 			}
-			return s.cur.Load(), nil
+			// The certificate set, with the client certificate rule
+			// of the name hello asks for (clientauth.go).
+			return s.clientRuleFor(hello), nil
 		},
 	}
 	if err := s.Reload(certs, minVersion); err != nil {
