@@ -222,3 +222,65 @@ func TestResumptionIsVerifiedUnderItsRule(t *testing.T) {
 		t.Fatalf("a session of api.example.com's CA at b.example.com: %q, want refused", got)
 	}
 }
+
+// managedPair is a Managed holding one certificate and answering every
+// TLS-ALPN-01 hello with another.
+type managedPair struct{ cert, challenge *tls.Certificate }
+
+func (m managedPair) Certificate(name string) *tls.Certificate {
+	if name == "acme.example.net" {
+		return m.cert
+	}
+	return nil
+}
+
+func (m managedPair) ChallengeCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return m.challenge, nil
+}
+
+// A name relay orders itself gets its ordered certificate under its
+// client certificate rule: the rule's configuration keeps the managed
+// pick, and a CA's TLS-ALPN-01 hello for that name is answered with the
+// challenge and asked for no certificate.
+func TestClientRuleKeepsManagedCertificates(t *testing.T) {
+	srvCA, clientCA := testcert.NewCA(t), testcert.NewCA(t)
+	file := srvCA.Server(t, testcert.ECDSA, "www.example.com")
+	ordered := srvCA.Server(t, testcert.ECDSA, "acme.example.net")
+	challenge := srvCA.Server(t, testcert.ECDSA, "acme.example.net")
+	s, err := NewManagedServer([]config.Certificate{{CertFile: file.CertFile, KeyFile: file.KeyFile}}, "1.2",
+		managedPair{cert: &ordered.TLS, challenge: &challenge.TLS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetClientAuth([]config.ClientAuthRule{{Hosts: []string{"acme.example.net"}, Mode: "require", CAFiles: []string{clientCA.File}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	addr := mtlsServer(t, s)
+	if _, err := hello(t, addr, "acme.example.net", srvCA, nil, nil); err == nil {
+		t.Error("a handshake without a client certificate passed a require rule")
+	}
+	line, err := hello(t, addr, "acme.example.net", srvCA, clientCA.Client(t, "svc"), nil)
+	if err != nil || line != "resumed=false verified=1" {
+		t.Fatalf("with a client certificate: %q, %v", line, err)
+	}
+	// The certificate served is the ordered one, not the file's.
+	c, err := tls.Dial("tcp", addr, &tls.Config{ServerName: "acme.example.net", RootCAs: srvCA.Pool,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return &clientCA.Client(t, "svc").TLS, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.ConnectionState().PeerCertificates[0].SerialNumber
+	c.Close()
+	if got.Cmp(ordered.Cert.SerialNumber) != 0 {
+		t.Errorf("served serial %v, want the ordered certificate's %v", got, ordered.Cert.SerialNumber)
+	}
+	cfg, err := s.Config().GetConfigForClient(&tls.ClientHelloInfo{ServerName: "acme.example.net", SupportedProtos: []string{"acme-tls/1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ClientAuth != tls.NoClientCert || len(cfg.Certificates) != 1 || cfg.NextProtos[0] != "acme-tls/1" {
+		t.Errorf("TLS-ALPN-01 hello: ClientAuth %v, %d certificates, protocols %v", cfg.ClientAuth, len(cfg.Certificates), cfg.NextProtos)
+	}
+}
