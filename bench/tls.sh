@@ -16,6 +16,15 @@
 #            (ssl_session_tickets off, ssl_session_cache off) and HAProxy
 #            (no-tls-tickets, tune.ssl.cachesize 0). relay has no setting for
 #            it: its hs-full run is another hs run.
+# relay-acme is relay again with its certificate ordered by ACME in place of
+# the file: the script builds Pebble (Let's Encrypt's test CA, from the module
+# relay's tests use) and runs it on 127.0.0.1:14443 with validation skipped
+# (PEBBLE_VA_ALWAYS_VALID), and relay orders an ECDSA P-256 certificate for
+# bench.relay.test from it, kept in a file storage for the later runs. Its
+# clients ask for 127.0.0.1, a name relay has no certificate for, so they get
+# the default certificate, the first ordered name's: the path of every
+# handshake is the managed one. Pebble's chain is a leaf and an intermediate,
+# one certificate more on the wire than the self-signed file.
 # and records requests per second, errors, the balancer's CPU time per
 # request (user + system over its whole process group, from /proc) and its
 # peak memory. The whole set repeats --rounds times, each round starting one
@@ -43,7 +52,8 @@
 #   --duration D        length of each measured run, e.g. 10s, 1m (default 10s)
 #   --warmup D          unmeasured run before each measured one; 0 skips (default 2s)
 #   --processes N       relay's processes setting; 0 = one per core (default 2)
-#   --peers "P ..."     subset of "nginx haproxy relay" (default: all three)
+#   --peers "P ..."     subset of "nginx haproxy relay relay-acme" (default:
+#                       nginx haproxy relay)
 #   --tests "T ..."     subset of "h1 h2 hs hs-full" (default: all four)
 #   --h1-conns C        wrk connections for h1 (default 100)
 #   --hs-conns C        wrk connections for hs and hs-full (default 50)
@@ -122,7 +132,7 @@ done
 positive "$H2_STREAMS" || die "--h2-streams must be a positive integer, not '$H2_STREAMS'"
 positive "$PROBES" || die "--probes must be a positive integer, not '$PROBES'"
 for p in $PEERS; do
-  case "$p" in nginx|haproxy|relay) ;; *) die "--peers: unknown peer '$p' (choose from: nginx haproxy relay)";; esac
+  case "$p" in nginx|haproxy|relay|relay-acme) ;; *) die "--peers: unknown peer '$p' (choose from: nginx haproxy relay relay-acme)";; esac
 done
 for t in $TESTS; do
   case "$t" in h1|h2|hs|hs-full) ;; *) die "--tests: unknown test '$t' (choose from: h1 h2 hs hs-full)";; esac
@@ -130,7 +140,7 @@ done
 
 # The balancers in the order of round 1, and the tests in the order run.
 BALANCERS=()
-for p in nginx haproxy relay; do [[ " $PEERS " == *" $p "* ]] && BALANCERS+=("$p"); done
+for p in nginx haproxy relay relay-acme; do [[ " $PEERS " == *" $p "* ]] && BALANCERS+=("$p"); done
 [ ${#BALANCERS[@]} -gt 0 ] || die "nothing to measure: --peers is empty"
 TEST_LIST=()
 for t in h1 h2 hs hs-full; do [[ " $TESTS " == *" $t "* ]] && TEST_LIST+=("$t"); done
@@ -256,6 +266,8 @@ $servers
 EOF
 }
 
+# write_relay_conf FILE [acme]: relay with the certificate file, or with its
+# certificate ordered from Pebble.
 write_relay_conf() {
   local port
   {
@@ -263,9 +275,18 @@ write_relay_conf() {
     echo "# relay has no setting that turns session resumption off."
     echo "listen: \"\""
     echo "tls_listen: \"$BALANCER_ADDR\""
-    echo "tls_certificates:"
-    echo "  - cert_file: \"$CERT\""
-    echo "    key_file: \"$KEY\""
+    if [ "${2:-}" = acme ]; then
+      echo "acme:"
+      echo "  ca: \"https://$PEBBLE_ADDR/dir\""
+      echo "  ca_root: \"$PEBBLE_CERT\""
+      echo "  domains: [bench.relay.test]"
+      echo "  key_type: ecdsa-p256"
+      echo "  storage: {type: file, dir: \"$RUN/acme\"}"
+    else
+      echo "tls_certificates:"
+      echo "  - cert_file: \"$CERT\""
+      echo "    key_file: \"$KEY\""
+    fi
     echo "algorithm: round-robin"
     echo "backends:"
     for port in $BACKEND_PORTS; do echo "  - http://127.0.0.1:$port"; done
@@ -273,7 +294,44 @@ write_relay_conf() {
     echo "processes: $PROCESSES"
     echo "access_log: false"
     echo "admin_listen: \"\""
-  } >"$RUN/relay.yml"
+  } >"$1"
+}
+
+# ------------------------------------------------------------------ the CA of relay-acme
+
+PEBBLE_ADDR=127.0.0.1:14443
+PEBBLE_MGMT_ADDR=127.0.0.1:15443
+
+# start_pebble: builds Pebble from the module relay's tests use, gives it a
+# certificate of its own for 127.0.0.1 (relay's ca_root), and starts it.
+start_pebble() {
+  PEBBLE_CERT=$OUT/pebble-cert.pem
+  (cd "$REPO" && timeout 600 go build -o "$OUT/pebble" github.com/letsencrypt/pebble/v2/cmd/pebble) || die "building Pebble failed"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 7 -subj /CN=pebble \
+    -addext "subjectAltName=IP:127.0.0.1" -keyout "$OUT/pebble-key.pem" -out "$PEBBLE_CERT" 2>>"$LOGS/openssl.log" ||
+    die "openssl could not make Pebble's certificate; see $LOGS/openssl.log"
+  cat >"$RUN/pebble.json" <<EOF
+{"pebble": {"listenAddress": "$PEBBLE_ADDR", "managementListenAddress": "$PEBBLE_MGMT_ADDR",
+  "certificate": "$PEBBLE_CERT", "privateKey": "$OUT/pebble-key.pem",
+  "httpPort": 80, "tlsPort": 443, "ocspResponderURL": "", "externalAccountBindingRequired": false}}
+EOF
+  # Validation always passes (the CA would otherwise connect to port 443),
+  # and no nonce is refused on purpose.
+  start "$LOGS/pebble.log" env PEBBLE_VA_ALWAYS_VALID=1 PEBBLE_WFE_NONCEREJECT=0 "$OUT/pebble" -config "$RUN/pebble.json"
+  PEBBLE_PID=$STARTED_PID
+  local _
+  for _ in $(seq 100); do
+    curl -s --max-time 1 --cacert "$PEBBLE_CERT" -o /dev/null "https://$PEBBLE_ADDR/dir" && return 0
+    kill -0 "$PEBBLE_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  die "Pebble did not answer on https://$PEBBLE_ADDR/dir; see $LOGS/pebble.log"
+}
+
+# served_issuer prints the issuer of the certificate the balancer serves.
+served_issuer() {
+  timeout 5 openssl s_client -connect "$BALANCER_ADDR" </dev/null 2>/dev/null |
+    openssl x509 -noout -issuer 2>/dev/null | sed 's/^issuer=//'
 }
 
 # start_balancer NAME TEST LOGFILE: starts it and sets STARTED_PID.
@@ -284,6 +342,7 @@ start_balancer() {
     nginx)   start "$3" nginx -p "$RUN" -c "$RUN/nginx-resumption-$resumption.conf" -g 'daemon off;';;
     haproxy) start "$3" haproxy -db -f "$RUN/haproxy-resumption-$resumption.cfg";;
     relay)   start "$3" "$OUT/relay" -config "$RUN/relay.yml";;
+    relay-acme) start "$3" "$OUT/relay" -config "$RUN/relay-acme.yml";;
   esac
 }
 
@@ -346,7 +405,10 @@ measure() {
   wait_free "$BALANCER_ADDR"
   local log="$LOGS/$name.$test.round$round.log"
   start_balancer "$name" "$test" "$log"; pid=$STARTED_PID
-  wait_ready "$URL" "$pid" 20 --cacert "$CERT" || die "$name did not answer on $URL within 20 s; its output ($log):
+  local verify=(--cacert "$CERT")
+  # relay-acme's certificate is Pebble's: the first start waits for its order.
+  [ "$name" = relay-acme ] && verify=(--insecure)
+  wait_ready "$URL" "$pid" 20 "${verify[@]}" || die "$name did not answer on $URL within 20 s; its output ($log):
 $(tail -n 20 "$log")"
   owned_by "$BALANCER_ADDR" "$pid" || die "$BALANCER_ADDR answers, but not from the $name this script started"
 
@@ -354,7 +416,7 @@ $(tail -n 20 "$log")"
   case "$test" in
     h2)
       local v
-      v=$(curl -s --http2 --max-time 2 --cacert "$CERT" -o /dev/null -w '%{http_version}' "$URL")
+      v=$(curl -s --http2 --max-time 2 "${verify[@]}" -o /dev/null -w '%{http_version}' "$URL")
       [ "$v" = 2 ] || die "$name answered HTTP/$v, not HTTP/2, to curl --http2 on $URL"
       detail="; curl --http2 got HTTP/2";;
     hs|hs-full)
@@ -362,6 +424,11 @@ $(tail -n 20 "$log")"
       read -r resumed probes proto cipher kex < <(probe_resumption)
       detail="; $proto $cipher $kex; $resumed of $probes reconnections resumed";;
   esac
+  if [ "$name" = relay-acme ]; then
+    local issuer; issuer=$(served_issuer)
+    [[ "$issuer" == *Pebble* ]] || die "relay-acme serves a certificate issued by '$issuer', not by Pebble"
+    detail+="; certificate from $issuer"
+  fi
   local procs; procs=$(group_pids "$pid" | wc -l)
   note "round $round: $name ready for $test (pgid $pid, $procs process$([ "$procs" = 1 ] || echo es))$detail"
 
@@ -447,12 +514,12 @@ summarize() {
 # within a test nginx, HAProxy, relay.
 print_table() {
   {
-    printf '%-8s %-8s %9s %7s %6s %6s %6s %7s %7s %9s %6s %7s\n' \
+    printf '%-8s %-10s %9s %7s %6s %6s %6s %7s %7s %9s %6s %7s\n' \
       test balancer "req/s" "p99 ms" errors "us/req" "rss MB" resumed "x nginx" "x haproxy" "cpu/ng" "cpu/hap"
     awk -F'\t' -v tests="${TEST_LIST[*]}" '
-      BEGIN { n = split(tests, tl, " "); for (i = 1; i <= n; i++) to[tl[i]] = i; po["nginx"] = 1; po["haproxy"] = 2; po["relay"] = 3 }
+      BEGIN { n = split(tests, tl, " "); for (i = 1; i <= n; i++) to[tl[i]] = i; po["nginx"] = 1; po["haproxy"] = 2; po["relay"] = 3; po["relay-acme"] = 4 }
       NR > 1 { printf "%d %d\t%s\n", to[$2], po[$1], $0 }' "$MEDIANS" | sort -k1,1n -k2,2n | cut -f2- |
-      awk -F'\t' '{ printf "%-8s %-8s %9s %7s %6s %6s %6s %7s %7s %9s %6s %7s\n",
+      awk -F'\t' '{ printf "%-8s %-10s %9s %7s %6s %6s %6s %7s %7s %9s %6s %7s\n",
                     $2, $1, $4, $6, $7, $8, $9, ($10 == "NA" ? "-" : $10 "%"), $11, $12, $13, $14 }'
   } | tee "$TABLE"
 }
@@ -463,10 +530,16 @@ for port in $BACKEND_PORTS; do need_free "127.0.0.1:$port"; done
 need_free "$BALANCER_ADDR"
 
 make_certificate
-if [[ " ${BALANCERS[*]} " == *" relay "* ]]; then
+if [[ " ${BALANCERS[*]} " == *" relay"* ]]; then
   build_relay
-  write_relay_conf
+  write_relay_conf "$RUN/relay.yml"
   "$OUT/relay" -check -config "$RUN/relay.yml" >&2 || die "relay rejects $RUN/relay.yml"
+fi
+if [[ " ${BALANCERS[*]} " == *" relay-acme "* ]]; then
+  need_free "$PEBBLE_ADDR"; need_free "$PEBBLE_MGMT_ADDR"
+  start_pebble
+  write_relay_conf "$RUN/relay-acme.yml" acme
+  "$OUT/relay" -check -config "$RUN/relay-acme.yml" >&2 || die "relay rejects $RUN/relay-acme.yml"
 fi
 # shellcheck disable=SC2086 # BACKEND_PORTS is a list
 write_greeting_backends $BACKEND_PORTS
@@ -515,6 +588,7 @@ for round in $(seq "$ROUNDS"); do
   for name in "${order[@]}"; do
     for test in "${TEST_LIST[@]}"; do
       kill -0 "$BACKENDS_PID" 2>/dev/null || die "the backends exited; see $LOGS/backends.log"
+      [ -z "${PEBBLE_PID:-}" ] || kill -0 "$PEBBLE_PID" 2>/dev/null || die "Pebble exited; see $LOGS/pebble.log"
       measure "$round" "$name" "$test"
     done
   done

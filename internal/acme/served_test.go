@@ -107,3 +107,23 @@ func TestNamesWithFilesAreNotOrdered(t *testing.T) {
 		t.Errorf("ordered %v, want only the name no file covers", got)
 	}
 }
+
+// The default certificate is the first listed name's that is in hand.
+func TestServingDefaultIsFirstNameInHand(t *testing.T) {
+	s := NewServing([]string{"a.relay.test", "b.relay.test"}, nil)
+	if s.Default() != nil {
+		t.Fatal("a default before any certificate")
+	}
+	if err := s.Put(selfSigned(t, "b.relay.test")); err != nil {
+		t.Fatal(err)
+	}
+	if c := s.Default(); c == nil || c != s.Certificate("b.relay.test") {
+		t.Errorf("with b alone the default is %v, want b's", c)
+	}
+	if err := s.Put(selfSigned(t, "a.relay.test")); err != nil {
+		t.Fatal(err)
+	}
+	if c := s.Default(); c != s.Certificate("a.relay.test") {
+		t.Error("the default is not the first name's once it is in hand")
+	}
+}

@@ -111,6 +111,18 @@ func (s *Serving) Challenge(ctx context.Context, host string) (Challenge, error)
 	}
 }
 
+// Default is the certificate for a handshake without a name relay has a
+// certificate for, when no file gives one: the first name of the list
+// that has its certificate in hand, as the first file's is with files.
+func (s *Serving) Default() *tls.Certificate {
+	for _, n := range s.names {
+		if c := s.Certificate(n); c != nil {
+			return c
+		}
+	}
+	return nil
+}
+
 // ChallengeCertificate answers a TLS-ALPN-01 handshake.
 func (s *Serving) ChallengeCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 	c, err := s.Challenge(hello.Context(), hello.ServerName)

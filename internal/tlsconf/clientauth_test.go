@@ -234,6 +234,8 @@ func (m managedPair) Certificate(name string) *tls.Certificate {
 	return nil
 }
 
+func (m managedPair) Default() *tls.Certificate { return m.cert }
+
 func (m managedPair) ChallengeCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	return m.challenge, nil
 }
@@ -282,5 +284,37 @@ func TestClientRuleKeepsManagedCertificates(t *testing.T) {
 	}
 	if cfg.ClientAuth != tls.NoClientCert || len(cfg.Certificates) != 1 || cfg.NextProtos[0] != "acme-tls/1" {
 		t.Errorf("TLS-ALPN-01 hello: ClientAuth %v, %d certificates, protocols %v", cfg.ClientAuth, len(cfg.Certificates), cfg.NextProtos)
+	}
+}
+
+// Without files, a handshake for a name relay holds nothing for, or with
+// no name, gets the managed default; without a default it fails.
+func TestManagedDefaultWithoutFiles(t *testing.T) {
+	ca := testcert.NewCA(t)
+	ordered := ca.Server(t, testcert.ECDSA, "acme.example.net")
+	s, err := NewManagedServer(nil, "1.2", managedPair{cert: &ordered.TLS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"acme.example.net", "other.example.net", ""} {
+		c, err := s.Config().GetConfigForClient(&tls.ClientHelloInfo{ServerName: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.GetCertificate(&tls.ClientHelloInfo{ServerName: name})
+		if err != nil || got != &ordered.TLS {
+			t.Errorf("%q: %v, %v; want the ordered certificate", name, got, err)
+		}
+	}
+	none, err := NewManagedServer(nil, "1.2", managedPair{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := none.Config().GetConfigForClient(&tls.ClientHelloInfo{ServerName: "x.example.net"}); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := none.Config().GetConfigForClient(&tls.ClientHelloInfo{ServerName: "x.example.net"})
+	if _, err := c.GetCertificate(&tls.ClientHelloInfo{ServerName: "x.example.net"}); err == nil || !strings.Contains(err.Error(), "x.example.net") {
+		t.Errorf("no certificate at all: %v", err)
 	}
 }

@@ -39,6 +39,9 @@ type Server struct {
 type Managed interface {
 	// Certificate is the certificate for name, or nil.
 	Certificate(name string) *tls.Certificate
+	// Default is the certificate for other names when there is no
+	// file, or nil.
+	Default() *tls.Certificate
 	// ChallengeCertificate answers a CA's TLS-ALPN-01 handshake.
 	ChallengeCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error)
 }
@@ -125,8 +128,9 @@ func (s *Server) Reload(certs []config.Certificate, minVersion string) error {
 // certificate picks, with managed certificates beside the files', the
 // certificate for a handshake: a file's whose names cover the SNI name,
 // else the managed one for it, else (nil) crypto/tls's choice among the
-// files', the first by default. Without a file and a managed
-// certificate for the name, the handshake fails naming it.
+// files', the first by default. Without a file, other names get the
+// managed default, the first listed name's; without that either, the
+// handshake fails naming the name.
 func (s *Server) certificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 	if hello.ServerName != "" {
 		for _, leaf := range *s.files.Load() {
@@ -139,6 +143,9 @@ func (s *Server) certificate(hello *tls.ClientHelloInfo) (*tls.Certificate, erro
 		}
 	}
 	if len(*s.files.Load()) == 0 {
+		if c := s.managed.Default(); c != nil {
+			return c, nil
+		}
 		return nil, fmt.Errorf("no certificate for %q", hello.ServerName)
 	}
 	return nil, nil
