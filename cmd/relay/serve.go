@@ -66,6 +66,8 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 	if err != nil {
 		return err
 	}
+	demand := servingOnDemand(cfg, sp, certs, log)
+	d.setOnDemand(demand)
 	// The control checks the backends for every process and decides their
 	// membership; Follow applies its membership and health snapshot to the
 	// data plane before it returns, and what follows as it comes.
@@ -74,6 +76,7 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 		Reopen: func() { access.reopenFile(log) }, Ended: restart(log), Log: log,
 	}
 	acmeUpdates(&updates, certs, log)
+	onDemandUpdates(&updates, demand)
 	err = control.Follow(sp, plane, updates)
 	if err != nil {
 		return err

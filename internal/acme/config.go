@@ -35,7 +35,7 @@ func SettingsOf(cfg *config.Config, tlsListen string) (s Settings, closeStorage 
 	s = Settings{
 		CA: a.CA, Email: a.Email, Names: notInFiles(a.Domains, cfg.TLSCertificates), KeyType: a.KeyType,
 		HTTP01: slices.Contains(a.Challenges, "http-01"), TLSALPN01: slices.Contains(a.Challenges, "tls-alpn-01"),
-		ListenHost: host, TLSPort: tlsPort, CheckInterval: a.CheckInterval,
+		ListenHost: host, TLSPort: tlsPort, CheckInterval: a.CheckInterval, OnDemand: onDemandOf(a.OnDemand),
 	}
 	if cfg.Listen != "" {
 		if _, p, err := net.SplitHostPort(cfg.Listen); err == nil {

@@ -54,6 +54,9 @@ type Settings struct {
 	// renewed; 0 is a third (renewal at two thirds of its life). The CA's
 	// renewal information (ARI) comes first where it offers it.
 	RenewalRatio float64
+	// OnDemand, when not nil, orders certificates at the first
+	// handshake for names of its rule (ondemand.go).
+	OnDemand *OnDemand
 }
 
 // Issued is one certificate the manager has in hand, as PEM.
@@ -97,6 +100,9 @@ type Manager struct {
 	held map[string]Issued // by the first name of each certificate
 	// managed are the names given to certmagic so far.
 	managed map[string]bool
+
+	// od is the state of ordering on demand (ondemand.go).
+	od demand
 
 	orders, obtained, failures atomic.Uint64
 	ctx                        context.Context

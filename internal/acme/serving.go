@@ -26,6 +26,9 @@ type Serving struct {
 	Served
 	names []string
 	ask   func(id uint64, host string) error
+	// also admits names beyond names: those relay may order on demand
+	// (ondemandserving.go); set before the listener serves.
+	also func(name string) bool
 
 	mu      sync.Mutex
 	next    uint64
@@ -52,7 +55,8 @@ func NewServing(names []string, ask func(id uint64, host string) error) *Serving
 
 // Manages reports whether relay orders a certificate for name.
 func (s *Serving) Manages(name string) bool {
-	return slices.Contains(s.names, strings.ToLower(strings.TrimSuffix(name, ".")))
+	name = strings.ToLower(strings.TrimSuffix(name, "."))
+	return slices.Contains(s.names, name) || s.also != nil && s.also(name)
 }
 
 // Answer takes the control's answer to ask id.

@@ -38,6 +38,9 @@ type ACME struct {
 	Storage ACMEStorage
 	// CheckInterval is how often certificates are looked at for renewal.
 	CheckInterval time.Duration
+	// OnDemand, when set, orders certificates at the first handshake
+	// for names of its rule (acmeondemand.go).
+	OnDemand *ACMEOnDemand
 	// Line is the section's line in the file.
 	Line int
 }
@@ -63,7 +66,7 @@ const (
 )
 
 var (
-	acmeKeys        = []string{"email", "ca", "ca_root", "domains", "key_type", "challenges", "storage", "check_interval"}
+	acmeKeys        = []string{"email", "ca", "ca_root", "domains", "key_type", "challenges", "storage", "check_interval", "on_demand"}
 	acmeStorageKeys = []string{"type", "dir", "prefix"}
 	acmeChallenges  = []string{"http-01", "tls-alpn-01"}
 	acmeKeyTypes    = []string{"ecdsa-p256", "ecdsa-p384", "rsa2048", "rsa4096", "ed25519"}
@@ -142,6 +145,8 @@ func decodeACME(d *decoder, c *Config, v *yaml.Node) {
 			}
 		case "storage":
 			d.acmeStorage(val, a)
+		case "on_demand":
+			d.acmeOnDemand(val, a)
 		case "check_interval":
 			if t, ok := d.duration(val, path); ok {
 				a.CheckInterval = t
@@ -243,9 +248,10 @@ func (c *Config) checkACME(bad func(key, format string, args ...any)) {
 	} else if portZero(c.TLSListen) {
 		bad("acme", "tls_listen %s lets the system choose a port, which the CA cannot be told: give it the port the CA reaches (443, or one it is forwarded to)", quote(c.TLSListen))
 	}
-	if len(a.Domains) == 0 {
-		bad("acme.domains", "missing: the names to order certificates for, for example [example.com, www.example.com]")
+	if len(a.Domains) == 0 && a.OnDemand == nil {
+		bad("acme.domains", "missing: the names to order certificates for, for example [example.com, www.example.com], or on_demand to order them at their first handshake")
 	}
+	c.checkACMEOnDemand(bad)
 	if a.Challenges == nil {
 		a.Challenges = []string{"tls-alpn-01"}
 	}

@@ -35,6 +35,9 @@ var nestedKeys = []struct {
 	// which a reload applies; the storage row describes it.
 	{acmeKeys, "acme"},
 	{slices.DeleteFunc(slices.Clone(acmeStorageKeys), func(k string) bool { return k == "prefix" }), "acme"},
+	// acme.on_demand's allow shares its name with client_auth's, which
+	// a reload applies; the on_demand row describes it.
+	{slices.DeleteFunc(slices.Clone(acmeOnDemandKeys), func(k string) bool { return k == "allow" }), "acme"},
 	// The exporter's keys (endpoint, headers, ca_file and the rest) are
 	// described by the exporter row.
 	{tracingKeys, "tracing"},

@@ -262,6 +262,8 @@ func (l *Control) read(i int, lk *link) {
 			l.counted(i, lk, &m)
 		case supervisor.KindChallenge:
 			l.asked(i, lk, m.Challenge)
+		case supervisor.KindOnDemand:
+			l.demanded(i, lk, m.OnDemand)
 		default:
 			l.log.Warn("unexpected message from a serving process", "process", i, "kind", string(m.Kind))
 		}

@@ -44,6 +44,9 @@ type Updates struct {
 	// Challenge each answer to an ask for a challenge. nil ignores them.
 	Certificate func(supervisor.Certificate)
 	Challenge   func(supervisor.Challenge)
+	// OnDemand receives each answer to an ask for a certificate on
+	// demand; nil ignores them.
+	OnDemand func(supervisor.OnDemand)
 	// Ended is called once when the channel ends or breaks; the process
 	// should then stop, so that the supervisor starts it afresh.
 	Ended func(error)
@@ -132,6 +135,10 @@ func Follow(p *supervisor.Process, plane Plane, u Updates) error {
 			case supervisor.KindChallenge:
 				if u.Challenge != nil {
 					u.Challenge(*m.Challenge)
+				}
+			case supervisor.KindOnDemand:
+				if u.OnDemand != nil {
+					u.OnDemand(*m.OnDemand)
 				}
 			case supervisor.KindCollect:
 				if u.Stats != nil {

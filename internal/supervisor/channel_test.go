@@ -26,9 +26,11 @@ func TestChannelRoundTrip(t *testing.T) {
 		{Kind: KindHealth, Health: &HealthUpdate{Snapshot: true, Backends: []BackendHealth{{Pool: "default", Name: "http://127.0.0.1:8001", Up: true}, {Pool: "api", Name: "http://[::1]:8002"}}}},
 		{Kind: KindOperator, Operator: &OperatorState{Pool: "api", Name: "http://127.0.0.1:8001", Draining: true}},
 		{Kind: KindCollect, Collect: 7},
+		{Kind: KindOnDemand, OnDemand: &OnDemand{ID: 9, Host: "shop.example.com", Reason: "not matched by acme.on_demand.allow"}},
 	}
 	up := []Message{
 		{Kind: KindCounters, Counters: &stats.Process{Backends: []stats.Backend{{Name: "http://127.0.0.1:8001", Served: 12, Failures: 1, InFlight: 2}}}},
+		{Kind: KindOnDemand, OnDemand: &OnDemand{ID: 9, Host: "shop.example.com"}},
 	}
 	check := func(from, to *Channel, msgs []Message) {
 		t.Helper()
@@ -69,6 +71,8 @@ func TestChannelRejectsMalformedMessages(t *testing.T) {
 		{`{"kind":"collect"}` + "\n", "without its number"},
 		{`{"kind":"membership","membership":[{"url":"http://a:1","weight":0}]}` + "\n", "member 0"},
 		{`{"kind":"counters","counters":{},"operator":{"name":"x"}}` + "\n", "more than one payload"},
+		{`{"kind":"on_demand","on_demand":{"host":"a.example.com"}}` + "\n", "without its ID and host"},
+		{`{"kind":"on_demand","on_demand":{"id":1,"host":"` + strings.Repeat("a", 254) + `"}}` + "\n", "longer than a DNS name"},
 	}
 	a, b := testsock.Pair(t)
 	ch := NewChannel(b)

@@ -46,6 +46,11 @@ const (
 	// in flight for a name, and the control answers that process alone,
 	// with the same ID.
 	KindChallenge Kind = "challenge"
+	// KindOnDemand (up and down): a process asks for a certificate on
+	// demand for a name it has none for, and the control answers that
+	// process alone, with the same ID, once it has published the
+	// certificate (down every channel, before the answer) or refused.
+	KindOnDemand Kind = "on_demand"
 )
 
 // Message is one message on the channel between the supervisor and a
@@ -63,6 +68,7 @@ type Message struct {
 	// KindChallenge).
 	Certificate *Certificate `json:"certificate,omitempty"`
 	Challenge   *Challenge   `json:"challenge,omitempty"`
+	OnDemand    *OnDemand    `json:"on_demand,omitempty"`
 	// Collect numbers a collect and the counters that answer it.
 	Collect uint64 `json:"collect,omitempty"`
 	// Reading numbers a process's readings of its counters, in the order
@@ -88,6 +94,20 @@ type Challenge struct {
 	Found bool   `json:"found,omitempty"`
 	Data  []byte `json:"data,omitempty"`
 }
+
+// OnDemand asks for, or answers about, a certificate on demand for
+// Host. In an answer Issued says whether one was published, and Reason
+// why not.
+type OnDemand struct {
+	ID     uint64 `json:"id"`
+	Host   string `json:"host"`
+	Issued bool   `json:"issued,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// maxDemandHost bounds an on-demand message's host: a DNS name has at
+// most 253 characters.
+const maxDemandHost = 253
 
 // BreakerState is an address's circuit breaker as one process left it. The
 // breaker is the address's (backend.Host), so a verdict applies to every
@@ -193,7 +213,7 @@ type OperatorState struct {
 // validate reports what is wrong with a message received, naming it.
 func (m *Message) validate() error {
 	set := 0
-	for _, present := range []bool{m.Config != nil, m.Membership != nil, m.Health != nil, m.Operator != nil, m.Counters != nil, m.Breaker != nil, m.Tickets != nil, m.Certificate != nil, m.Challenge != nil} {
+	for _, present := range []bool{m.Config != nil, m.Membership != nil, m.Health != nil, m.Operator != nil, m.Counters != nil, m.Breaker != nil, m.Tickets != nil, m.Certificate != nil, m.Challenge != nil, m.OnDemand != nil} {
 		if present {
 			set++
 		}
@@ -261,6 +281,13 @@ func (m *Message) validate() error {
 	case KindChallenge:
 		if c := m.Challenge; c == nil || c.ID == 0 || c.Host == "" {
 			return errors.New(`"challenge" message without its ID and host`)
+		}
+	case KindOnDemand:
+		if o := m.OnDemand; o == nil || o.ID == 0 || o.Host == "" {
+			return errors.New(`"on_demand" message without its ID and host`)
+		}
+		if len(m.OnDemand.Host) > maxDemandHost {
+			return fmt.Errorf(`"on_demand" message: host of %d bytes, longer than a DNS name (%d)`, len(m.OnDemand.Host), maxDemandHost)
 		}
 	default:
 		return fmt.Errorf("unknown message kind %q", m.Kind)

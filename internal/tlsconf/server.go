@@ -33,6 +33,9 @@ type Server struct {
 	// auth is the client certificate rules (clientauth.go); nil asks
 	// no client for a certificate.
 	auth atomic.Pointer[clientAuth]
+	// onDemand, when set, is asked for a certificate for a name
+	// neither the files nor managed have one for (ondemand.go).
+	onDemand atomic.Pointer[OnDemand]
 }
 
 // Managed are certificates relay orders itself (*acme.Serving).
@@ -127,10 +130,10 @@ func (s *Server) Reload(certs []config.Certificate, minVersion string) error {
 
 // certificate picks, with managed certificates beside the files', the
 // certificate for a handshake: a file's whose names cover the SNI name,
-// else the managed one for it, else (nil) crypto/tls's choice among the
-// files', the first by default. Without a file, other names get the
-// managed default, the first listed name's; without that either, the
-// handshake fails naming the name.
+// else the managed one for it, else one obtained on demand (ondemand.go),
+// else (nil) crypto/tls's choice among the files', the first by default.
+// Without a file, other names get the managed default, the first listed
+// name's; without that either, the handshake fails naming the name.
 func (s *Server) certificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 	if hello.ServerName != "" {
 		for _, leaf := range *s.files.Load() {
@@ -139,6 +142,9 @@ func (s *Server) certificate(hello *tls.ClientHelloInfo) (*tls.Certificate, erro
 			}
 		}
 		if c := s.managed.Certificate(hello.ServerName); c != nil {
+			return c, nil
+		}
+		if c := s.demanded(hello); c != nil {
 			return c, nil
 		}
 	}
