@@ -59,7 +59,7 @@ func TestDescriptorFloodsAreRefusedNotFailed(t *testing.T) {
 			io.WriteString(c, "POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: 100000000\r\n\r\nx")
 		}},
 	}
-	r, admin := startLimitedRelay(t, 1, b)
+	r, admin := startLimitedRelay(t, 1, b, "")
 	for _, a := range attacks {
 		t.Run(a.name, func(t *testing.T) {
 			var mu sync.Mutex
@@ -99,7 +99,7 @@ func TestDescriptorFloodsAreRefusedNotFailed(t *testing.T) {
 			}
 			checkServes(t, r, admin)
 			if n := fdsOf(t, r.cmd.Process.Pid); n >= fdLimit {
-				t.Fatalf("relay holds %d descriptors under a limit of %d", n, fdLimit)
+				t.Fatalf("relay holds %d descriptors under a limit of %d:%s", n, fdLimit, fdReport(processTree(r.cmd.Process.Pid)))
 			}
 			for _, c := range conns {
 				c.Close()
@@ -125,7 +125,7 @@ func TestDescriptorsHTTP2BodiesThatNeverCome(t *testing.T) {
 			next.ServeHTTP(w, req)
 		})
 	})
-	r, admin := startLimitedRelay(t, 1, b)
+	r, admin := startLimitedRelay(t, 1, b, "")
 	var block bytes.Buffer
 	enc := hpack.NewEncoder(&block)
 	for _, h := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "a.example"}, {":path", "/upload"}, {"content-length", "100000000"}} {
@@ -168,7 +168,7 @@ func TestDescriptorsHTTP2BodiesThatNeverCome(t *testing.T) {
 	}
 	checkServes(t, r, admin)
 	if n := fdsOf(t, r.cmd.Process.Pid); n >= fdLimit {
-		t.Fatalf("relay holds %d descriptors under a limit of %d", n, fdLimit)
+		t.Fatalf("relay holds %d descriptors under a limit of %d:%s", n, fdLimit, fdReport(processTree(r.cmd.Process.Pid)))
 	}
 	f.close()
 	servesAgain(t, r)

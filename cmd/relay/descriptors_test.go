@@ -33,9 +33,18 @@ const (
 // response relay has whole is held in memory and its backend connection
 // goes back, so every stream is answered and relay's descriptors stay
 // few; with several processes, in each of them.
+//
+// The connections that go back are kept idle for reuse, as many as the
+// most streams that waited for a backend at once (a hundred a process
+// here, which the budget reclaims when short): those are the pool's, not
+// the streams'. The pool is held to idleKept a backend so that every
+// connection to the backend past it is one a stream holds.
 func TestWindowlessStreamsTakeNoDescriptors(t *testing.T) {
+	const idleKept = 4
 	forProcesses(t, func(t *testing.T, processes int) {
-		r, admin := startLimitedRelay(t, processes, newBackend(t, nil))
+		b := newBackend(t, nil)
+		port, _ := strconv.Atoi(b.port)
+		r, admin := startLimitedRelay(t, processes, b, fmt.Sprintf("max_idle_conns_per_backend: %d\n", idleKept))
 		// One connection's streams at a time, so that no more requests
 		// wait for backends at once than the budget has places for.
 		attack := windowlessFlood(t, r.addr, "/", true)
@@ -43,8 +52,22 @@ func TestWindowlessStreamsTakeNoDescriptors(t *testing.T) {
 		if statuses["200"] != attackConns*attackStreams {
 			t.Fatalf("streams answered %v; want all %d answered 200", statuses, attackConns*attackStreams)
 		}
+		// Each serving process keeps idleKept; the control's health
+		// probe may hold one more. A connection that goes back past the
+		// pool's bound is closed; give one still closing a moment.
+		pids := processTree(r.cmd.Process.Pid)
+		kept := processes*idleKept + 1
+		deadline := time.Now().Add(5 * time.Second)
+		for connsTo(pids, port) > kept && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if n := connsTo(pids, port); n > kept {
+			t.Fatalf("relay holds %d connections to its backend (%d kept idle at most) for %d streams waiting for window; their backend connections were not given back:%s",
+				n, kept, attackConns*attackStreams, fdReport(pids))
+		}
+		t.Logf("%d connections to the backend after %d streams", connsTo(pids, port), attackConns*attackStreams)
 		if n := fdsOf(t, r.cmd.Process.Pid); n > 200 {
-			t.Fatalf("relay holds %d descriptors for %d streams waiting for window; their backend connections were not given back", n, attackConns*attackStreams)
+			t.Fatalf("relay holds %d descriptors for %d streams waiting for window:%s", n, attackConns*attackStreams, fdReport(pids))
 		}
 		checkServes(t, r, admin)
 		attack.close()
@@ -71,7 +94,7 @@ func TestDescriptorsRunningShortRefuseWorkNotListeners(t *testing.T) {
 		})
 	})
 	forProcesses(t, func(t *testing.T, processes int) {
-		r, admin := startLimitedRelay(t, processes, b)
+		r, admin := startLimitedRelay(t, processes, b, "")
 		attack := windowlessFlood(t, r.addr, "/big", false)
 		statuses := attack.wait(t, attackConns*attackStreams)
 		if statuses["REFUSED_STREAM"]+statuses["503"]+statuses["connection refused"] == 0 {
@@ -101,11 +124,12 @@ func TestDescriptorsRunningShortRefuseWorkNotListeners(t *testing.T) {
 
 // startLimitedRelay starts relay under an open-file limit of fdLimit,
 // with h2c and max_connections far above what the limit can hold (as the
-// configuration check allows), and returns it and its admin URL.
-func startLimitedRelay(t *testing.T, processes int, b *backendServer) (*relay, string) {
+// configuration check allows) and the keys of extra, and returns it and
+// its admin URL.
+func startLimitedRelay(t *testing.T, processes int, b *backendServer, extra string) (*relay, string) {
 	t.Helper()
 	file := writeConfig(t, fmt.Sprintf("h2c: true\nmax_connections: 1000\nprocesses: %d\n", processes)+
-		backendsYAML([]string{b.url}))
+		extra+backendsYAML([]string{b.url}))
 	r, started := startRelayUnder(t, "", []string{"prlimit", fmt.Sprintf("--nofile=%d:%d", fdLimit, fdLimit)}, "-config", file)
 	return r, "http://" + started.Str("admin")
 }

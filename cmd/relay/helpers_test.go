@@ -478,13 +478,21 @@ func writeFileAtomic(path, content string) error {
 	return os.Rename(tmp, path)
 }
 
-// processTree is pid and its children: relay and its serving processes.
+// processTree is pid and its descendants: relay and its serving
+// processes. /proc/PID/task/TID/children lists the children that thread
+// started, and the Go runtime starts a child from whichever thread runs
+// the goroutine, so every thread's list is read.
 func processTree(pid int) []int {
 	pids := []int{pid}
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid)); err == nil {
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, task.Name()))
+		if err != nil {
+			continue
+		}
 		for _, f := range strings.Fields(string(b)) {
 			if n, err := strconv.Atoi(f); err == nil {
-				pids = append(pids, n)
+				pids = append(pids, processTree(n)...)
 			}
 		}
 	}
