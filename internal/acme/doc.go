@@ -11,6 +11,11 @@
 // shared storage, so a challenge one instance started can be answered by
 // any instance the CA happens to reach.
 //
+// On demand (ondemand.go, ondemandserving.go), a handshake for a name
+// relay holds nothing for asks the manager, through the control, for a
+// certificate; the manager judges the name (allow, the ask URL, the
+// per-minute cap) and obtains it, once however many handshakes ask.
+//
 // Exactly one order per name, across instances: certmagic takes the
 // storage's lock named after the certificate before it orders, and after
 // taking it looks in storage again, so an instance that waited for
