@@ -51,17 +51,21 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 		return err
 	}
 	defer access.stop()
-	plane, err := dataplane.NewForProcess(cfg, sp, dataplane.Options{
+	certs := servingACME(cfg, sp, log)
+	opts := dataplane.Options{
 		AccessLog: access.log, Logger: log, Descriptors: budget,
 		// A breaker that opens or closes here does so in every process;
 		// the control decides and logs it.
 		Breakers: func(pool string) core.BreakerHook { return control.ReportBreaker(sp, pool) },
-	})
+	}
+	if certs != nil {
+		opts.HTTP01 = certs // the cleartext door answers the CA's HTTP-01 requests
+	}
+	plane, err := dataplane.NewForProcess(cfg, sp, opts)
 	if err != nil {
 		return err
 	}
 	defer plane.Close()
-	certs := servingACME(cfg, sp, log)
 	p, err := d.open(cfg, sp.Config, plane.Core(), certs, log)
 	if err != nil {
 		return err

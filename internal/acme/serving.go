@@ -20,8 +20,8 @@ const ALPN = acmez.ACMETLS1Protocol
 
 // Serving is what a serving process does with ACME: it serves the
 // certificates the control publishes (Served) and answers the CA's
-// TLS-ALPN-01 handshakes for the names relay orders, asking the control
-// for the challenge in flight.
+// TLS-ALPN-01 handshakes and HTTP-01 requests for the names relay
+// orders, asking the control for the challenge in flight.
 type Serving struct {
 	Served
 	names []string
@@ -44,7 +44,8 @@ type found struct {
 // beyond it fails at once. Only names relay orders are asked for.
 const maxWaiting = 32
 
-// askWait bounds how long a handshake waits for the control's answer.
+// askWait bounds how long a handshake or an HTTP-01 request waits for
+// the control's answer.
 const askWait = 5 * time.Second
 
 // NewServing returns the serving side for names, asking the control
@@ -99,7 +100,7 @@ func (s *Serving) Challenge(ctx context.Context, host string) (Challenge, error)
 	select {
 	case f := <-ch:
 		if !f.ok {
-			return Challenge{}, fmt.Errorf("no ACME challenge in flight for %q", host)
+			return Challenge{}, fmt.Errorf("%w for %q", errNoChallenge, host)
 		}
 		var c acmeapi.Challenge
 		if err := json.Unmarshal(f.data, &c); err != nil {
@@ -125,6 +126,30 @@ func (s *Serving) Default() *tls.Certificate {
 		}
 	}
 	return nil
+}
+
+// errNoChallenge says the control has no challenge in flight for a name.
+var errNoChallenge = errors.New("no ACME challenge in flight")
+
+// HTTP01 returns the key authorization answering an HTTP-01 request for
+// token under host (core.HTTP01Answers): found is false when relay
+// orders no certificate for host, or the challenge in flight for it is
+// not an HTTP-01 one with exactly that token. err is a lookup that
+// failed: too many in flight in this process, or no answer within
+// askWait.
+func (s *Serving) HTTP01(host, token string) (answer string, found bool, err error) {
+	if !s.Manages(host) {
+		return "", false, nil
+	}
+	c, err := s.Challenge(context.Background(), host)
+	if errors.Is(err, errNoChallenge) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	answer, found = c.HTTP01Answer(token)
+	return answer, found, nil
 }
 
 // ChallengeCertificate answers a TLS-ALPN-01 handshake.

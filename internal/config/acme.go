@@ -29,9 +29,9 @@ type ACME struct {
 	// KeyType is the certificates' key type (acme.KeyTypes).
 	KeyType string
 	// Challenges are the challenge types the CA may use: "tls-alpn-01"
-	// (on tls_listen, which the CA reaches on port 443). "http-01" is
-	// decoded and refused by the checks until the cleartext listener
-	// answers it.
+	// (on tls_listen, which the CA reaches on port 443) and "http-01"
+	// (on listen, which the CA reaches on port 80). Unset, both when
+	// listen is on port 80, else tls-alpn-01 alone (checkACME).
 	Challenges []string
 	// Storage is where certificates, keys, the account and challenges
 	// in flight are kept.
@@ -235,6 +235,20 @@ func checkRoots(file string) string {
 	return ""
 }
 
+// defaultChallenges are the challenges of an acme section that names
+// none: tls-alpn-01, and http-01 too when the cleartext listener is on
+// port 80, where the CA asks, so that a CA that cannot reach port 443
+// still validates. On another port http-01 would reach relay only
+// through a port map relay cannot see, and a challenge the CA cannot
+// complete is a failed validation counted against the account; the file
+// asks for it then.
+func defaultChallenges(listen string) []string {
+	if _, port, err := net.SplitHostPort(listen); err == nil && port == "80" {
+		return []string{"tls-alpn-01", "http-01"}
+	}
+	return []string{"tls-alpn-01"}
+}
+
 // checkACME judges the acme section against the rest of the file: the
 // listeners its challenges need and the sections its storage uses. It
 // settles which challenges are on when the file does not say.
@@ -253,17 +267,18 @@ func (c *Config) checkACME(bad func(key, format string, args ...any)) {
 	}
 	c.checkACMEOnDemand(bad)
 	if a.Challenges == nil {
-		a.Challenges = []string{"tls-alpn-01"}
+		a.Challenges = defaultChallenges(c.Listen)
 	}
-	for _, ch := range a.Challenges {
-		if ch == "http-01" {
-			// The manager can solve it; the cleartext door does not
-			// answer it before routing yet.
-			bad("acme.challenges", "http-01 is not answered by relay's cleartext listener yet; use tls-alpn-01, answered on tls_listen")
+	if slices.Contains(a.Challenges, "http-01") {
+		switch {
+		case c.Listen == "":
+			bad("acme.challenges", "http-01 is answered on the cleartext listener, and listen is off: set listen (the CA asks on port 80), or use tls-alpn-01 alone")
+		case portZero(c.Listen):
+			bad("acme.challenges", "http-01 is answered on listen, and listen %s lets the system choose a port, which the CA cannot be told: give it port 80 (or one port 80 is forwarded to)", quote(c.Listen))
 		}
 	}
 	if len(a.Challenges) == 0 {
-		bad("acme.challenges", "must name tls-alpn-01")
+		bad("acme.challenges", "must name tls-alpn-01, http-01 or both")
 	}
 	switch a.Storage.Type {
 	case "etcd":

@@ -65,8 +65,7 @@ func TestACMEProblems(t *testing.T) {
 		{"acme: {domains: [a.example.com], email: nobody}", "acme.email", "not an email address"},
 		{"acme: {domains: [a.example.com], key_type: rsa1024}", "acme.key_type", "rsa1024"},
 		{"acme: {domains: [a.example.com], challenges: [dns-01]}", "acme.challenges[0]", "http-01 or tls-alpn-01"},
-		{"acme: {domains: [a.example.com], challenges: []}", "acme.challenges", "must name tls-alpn-01"},
-		{"acme: {domains: [a.example.com], challenges: [http-01]}", "acme.challenges", "not answered by relay's cleartext listener yet"},
+		{"acme: {domains: [a.example.com], challenges: []}", "acme.challenges", "must name tls-alpn-01, http-01 or both"},
 		{"acme: {domains: [a.example.com], storage: {type: s3}}", "acme.storage.type", "s3"},
 		{"acme: {domains: [a.example.com], storage: {type: etcd}}", "acme.storage.type", "no discovery.etcd section"},
 		{"acme: {domains: [a.example.com], storage: {type: redis}}", "acme.storage.type", "no redis section"},
@@ -91,6 +90,38 @@ func TestACMEProblems(t *testing.T) {
 	ps = problems(t, parseErr("tls_listen: 127.0.0.1:0\nbackends: [http://127.0.0.1:9000]\nacme: {domains: [a.example.com]}\n"))
 	if ps[0].Key != "acme" || !strings.Contains(ps[0].Msg, "cannot be told") {
 		t.Errorf("with tls_listen on port 0: %v", ps)
+	}
+	ps = problems(t, parseErr("listen: \"\"\ntls_listen: :8443\nbackends: [http://127.0.0.1:9000]\nacme: {domains: [a.example.com], challenges: [http-01]}\n"))
+	if len(ps) != 1 || ps[0].Key != "acme.challenges" || !strings.Contains(ps[0].Msg, "listen is off") {
+		t.Errorf("http-01 without a cleartext listener: %v", ps)
+	}
+	ps = problems(t, parseErr("listen: 127.0.0.1:0\ntls_listen: :8443\nbackends: [http://127.0.0.1:9000]\nacme: {domains: [a.example.com], challenges: [http-01]}\n"))
+	if len(ps) != 1 || ps[0].Key != "acme.challenges" || !strings.Contains(ps[0].Msg, "cannot be told") {
+		t.Errorf("http-01 with listen on port 0: %v", ps)
+	}
+}
+
+// TestACMEChallengesByListener: http-01 is accepted beside a cleartext
+// listener on any port (one other than 80 is reached through a port
+// map), and an acme section that names no challenge takes both when
+// listen is on port 80, tls-alpn-01 alone otherwise or without listen.
+func TestACMEChallengesByListener(t *testing.T) {
+	for _, tc := range []struct {
+		listen, challenges string
+		want               []string
+	}{
+		{":80", "", []string{"tls-alpn-01", "http-01"}},
+		{"127.0.0.1:80", "", []string{"tls-alpn-01", "http-01"}},
+		{":8080", "", []string{"tls-alpn-01"}},
+		{`""`, "", []string{"tls-alpn-01"}},
+		{":8080", ", challenges: [http-01]", []string{"http-01"}},
+		{":80", ", challenges: [tls-alpn-01]", []string{"tls-alpn-01"}},
+		{":80", ", challenges: [http-01, tls-alpn-01]", []string{"http-01", "tls-alpn-01"}},
+	} {
+		c := mustParse(t, "listen: "+tc.listen+"\ntls_listen: :8443\nbackends: [http://127.0.0.1:9000]\nacme: {domains: [a.example.com]"+tc.challenges+"}\n")
+		if !slices.Equal(c.ACME.Challenges, tc.want) {
+			t.Errorf("listen %s%s: challenges %v, want %v", tc.listen, tc.challenges, c.ACME.Challenges, tc.want)
+		}
 	}
 }
 

@@ -326,10 +326,18 @@ func (c *Core) Forward(x *Exchange) Outcome {
 	// The upstream times are measured only for the access log.
 	x.timed, x.connect, x.response = c.cfg.AccessLog != nil, -1, -1
 	c.features.accepted(x)
-	p, o, routed := c.route(x)
-	x.pool = p
-	if !routed {
-		o = c.admit(x, p, start)
+	var p *Pool
+	o, answered := c.features.answeredFirst(x, start)
+	if answered {
+		x.routeName, x.routeCount = "", nil
+		x.routeLimit, x.limitedCount = nil, nil
+	} else {
+		var routed bool
+		p, o, routed = c.route(x)
+		x.pool = p
+		if !routed {
+			o = c.admit(x, p, start)
+		}
 	}
 	took := time.Since(start)
 	if x.routeCount != nil {

@@ -11,7 +11,9 @@ import (
 // drives every request through the phases in this order, whichever door
 // it came in by and whichever protocol its backend speaks:
 //
-//	accept            the request as it arrived: its id, its trace context
+//	accept            the request as it arrived: its id, its trace context;
+//	                  then relay's own answers before routing (ACME
+//	                  HTTP-01 challenges, acmechallenge.go)
 //	route             the route table: the pool, the target, relay's own
 //	                  answers (404, 400, redirects) (routing.go)
 //	admit             whether it may go on: a loop (Via), the rate limits,
@@ -22,7 +24,7 @@ import (
 //	response body     the body on its way to the client
 //	done              the counters, the access log, the span
 //
-// A Feature acts at the phases whose method it has (Accepter, Admitter,
+// A Feature acts at the phases whose method it has (Accepter, Answerer, Admitter,
 // AttemptWatcher, UpstreamWriter and UpstreamAppender, HeadFilter and
 // InterimFilter, Finisher); a feature at the response head
 // may give the body a BodyFilter, which is the response body phase. The
@@ -69,6 +71,17 @@ type Feature interface {
 type Accepter interface {
 	Feature
 	Accept(x *Exchange)
+}
+
+// Answerer may answer a request itself as it arrived, at the end of the
+// accept phase (after every Accepter, so the request has its id and its
+// access log copy) and before routing: a request it answers, returning
+// its outcome and true, meets no route, no redirect, no admit feature and
+// no backend. Only the core's own chain has answerers; a request it does
+// not answer must cost it as little as a comparison of the path.
+type Answerer interface {
+	Feature
+	AnswerFirst(x *Exchange, now time.Time) (Outcome, bool)
 }
 
 // Admitter decides whether a request may go on once it is routed. One
@@ -149,6 +162,7 @@ type BodyFilter interface {
 type Chain struct {
 	features []Feature
 	accept   []Accepter
+	first    []Answerer
 	admit    []Admitter
 	failed   []AttemptWatcher
 	upstream []UpstreamWriter
@@ -169,6 +183,9 @@ func NewChain(fs ...Feature) *Chain {
 		c.features = append(c.features, f)
 		if a, ok := f.(Accepter); ok {
 			c.accept = append(c.accept, a)
+		}
+		if a, ok := f.(Answerer); ok {
+			c.first = append(c.first, a)
 		}
 		if a, ok := f.(Admitter); ok {
 			c.admit = append(c.admit, a)
@@ -206,7 +223,9 @@ func (c *Chain) Features() []Feature {
 // Phases lists the phases f acts in.
 func Phases(f Feature) []Phase {
 	var ps []Phase
-	if _, ok := f.(Accepter); ok {
+	_, ac := f.(Accepter)
+	_, an := f.(Answerer)
+	if ac || an {
 		ps = append(ps, PhaseAccept)
 	}
 	if _, ok := f.(Admitter); ok {
@@ -257,6 +276,17 @@ func (c *Chain) accepted(x *Exchange) {
 	for _, a := range c.accept {
 		a.Accept(x)
 	}
+}
+
+// answeredFirst runs the answerers of c on x, at the accept phase's end;
+// done reports that one answered the request.
+func (c *Chain) answeredFirst(x *Exchange, now time.Time) (o Outcome, done bool) {
+	for _, a := range c.first {
+		if o, done = a.AnswerFirst(x, now); done {
+			return o, true
+		}
+	}
+	return o, false
 }
 
 // admitted runs the admit phase of c on x; done reports that a feature

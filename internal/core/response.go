@@ -44,6 +44,9 @@ type ResponseBody struct {
 	// the head having the framing of what the filter makes.
 	rawKind   h1.BodyKind
 	rawLength int64
+	// own is the fixed body of an answer relay makes itself (whole),
+	// which a door takes as the Prefix.
+	own []byte
 }
 
 func (r *ResponseBody) reset(u *upstream, resp *h1.Response, timeout time.Duration, door Responder, drop []byte) {
@@ -64,8 +67,15 @@ func (r *ResponseBody) framing(resp *h1.Response) (h1.BodyKind, int64) {
 // empty makes r the body of an answer relay writes itself: none.
 func (r *ResponseBody) empty() {
 	r.endFilter()
-	r.u, r.door, r.kind, r.length, r.drop, r.s = nil, nil, h1.BodyNone, 0, nil, nil
+	r.u, r.door, r.kind, r.length, r.drop, r.s, r.own = nil, nil, h1.BodyNone, 0, nil, nil, nil
 	r.body.Reset(nil, h1.BodyNone, 0)
+}
+
+// whole makes r the body of an answer relay writes itself, p: a door
+// gets it whole from Prefix, with nothing to Read after it.
+func (r *ResponseBody) whole(p []byte) {
+	r.empty()
+	r.kind, r.length, r.own = h1.BodyLength, int64(len(p)), p
 }
 
 // Prefix returns the body bytes that arrived with the head and consumes
@@ -74,6 +84,11 @@ func (r *ResponseBody) empty() {
 func (r *ResponseBody) Prefix() []byte {
 	if r.s != nil || r.kind != h1.BodyLength || r.filter != nil {
 		return nil
+	}
+	if r.u == nil { // relay's own body (whole)
+		p := r.own
+		r.own = nil
+		return p
 	}
 	k := min(int64(r.u.br.Buffered()), r.length)
 	p := r.u.br.Peek()[:k]

@@ -151,6 +151,29 @@ func (c *Core) redirect(x *Exchange, t *route.Table) Outcome {
 
 var locationField = []byte("Location")
 
+// answerText answers x with relay's own status and a fixed plain-text
+// body, the request id's field with it (a HEAD request gets the head
+// alone). body must stay as it is until the door has sent it.
+func (x *Exchange) answerText(status int, body []byte) Outcome {
+	resp := &x.resp
+	resp.Minor, resp.Status, resp.Reason = 1, status, nil
+	resp.Fields = append(resp.Fields[:0], h1.Field{Name: contentTypeField, Value: textPlain})
+	resp.Body, resp.ContentLength, resp.Close = h1.BodyLength, int64(len(body)), false
+	if len(x.rid) > 0 {
+		x.answerWithID(resp)
+	}
+	if x.Req.IsMethod("HEAD") {
+		resp.Body = h1.BodyNone
+		x.respBody.empty()
+	} else {
+		x.respBody.whole(body)
+	}
+	n, _, _ := x.Door.Respond(resp, &x.respBody)
+	return Outcome{Status: status, Out: n}
+}
+
+var textPlain = []byte("text/plain")
+
 // routeStats adds the count of every route the core has run to st.
 func (c *Core) routeStats(st *stats.Process) {
 	c.mu.Lock()

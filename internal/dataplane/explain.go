@@ -139,7 +139,8 @@ func explainCore(cfg *config.Config) core.Config {
 	if cfg.Tracing != nil {
 		t = core.NewTracing(cfg.Tracing.Sampler(), nil)
 	}
-	cc.Features = func(c *core.Core) []core.Feature { return core.CoreFeatures(c, t) }
+	first := acmeChallenges(cfg, nil)
+	cc.Features = func(c *core.Core) []core.Feature { return append(first, core.CoreFeatures(c, t)...) }
 	return cc
 }
 

@@ -1,6 +1,8 @@
 package dataplane
 
 import (
+	"slices"
+
 	"relay/internal/compress"
 	"relay/internal/config"
 	"relay/internal/core"
@@ -12,9 +14,29 @@ import (
 // pool's are listed, in their order, by this file alone.
 
 // coreFeatures makes the core's own features, those of every request:
-// core.CoreFeatures, with tracing when the file turns it on.
-func (pl *Plane) coreFeatures(c *core.Core) []core.Feature {
-	return core.CoreFeatures(c, pl.tracing)
+// the answers to ACME's HTTP-01 challenges when the acme section asks
+// for them, then core.CoreFeatures, with tracing when the file turns it
+// on.
+func (pl *Plane) coreFeatures(cfg *config.Config) func(c *core.Core) []core.Feature {
+	first := acmeChallenges(cfg, pl.opts.HTTP01)
+	return func(c *core.Core) []core.Feature {
+		return append(first, core.CoreFeatures(c, pl.tracing)...)
+	}
+}
+
+// acmeChallenges is the feature answering HTTP-01 challenges for the
+// acme section's names from answers, before routing; none without an
+// acme section or when its challenges leave http-01 out. It is the
+// core's own, so a route (a redirect to https, say) cannot shadow it.
+func acmeChallenges(cfg *config.Config, answers core.HTTP01Answers) []core.Feature {
+	a := cfg.ACME
+	if a == nil || !slices.Contains(a.Challenges, "http-01") {
+		return nil
+	}
+	if f := core.NewACMEChallenges(a.Domains, answers); f != nil {
+		return []core.Feature{f}
+	}
+	return nil
 }
 
 // poolFeatures are the features of the requests no route sends to pool

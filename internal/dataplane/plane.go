@@ -58,6 +58,9 @@ type Options struct {
 	// several processes a table they all map, so a limit holds for relay
 	// as a whole. nil: the core keeps a table of its own.
 	RateTable *ratelimit.Table
+	// HTTP01 answers the ACME HTTP-01 challenges of the names the acme
+	// section orders (acme.Serving); nil answers none.
+	HTTP01 core.HTTP01Answers
 }
 
 // newLimiter makes the buckets of a rate limit (core.Config.NewLimiter):
@@ -172,7 +175,7 @@ func (pl *Plane) coreConfig(cfg *config.Config) core.Config {
 		// A stream to an HTTP/2 backend in which nothing moves is idle
 		// as a client's keep-alive connection is.
 		StreamIdleTimeout: cfg.IdleTimeout,
-		Features:          pl.coreFeatures,
+		Features:          pl.coreFeatures(cfg),
 	}
 }
 
