@@ -147,8 +147,19 @@ func launchRelayUnder(t *testing.T, dir string, wrap []string, args ...string) *
 	r.cmd.Env = append(os.Environ(), "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 	r.cmd.Stdout = r.stdout
 	r.cmd.Stderr = r.stderr
+	// Standard input is a pipe that stays open and empty, as a terminal
+	// nobody types into: relay must never wait on it (certmagic asks
+	// there for an email when an order is made interactively).
+	stdin, typist, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { typist.Close() })
+	r.cmd.Stdin = stdin
 	r.cmd.WaitDelay = 5 * time.Second
-	if err := r.cmd.Start(); err != nil {
+	err = r.cmd.Start()
+	stdin.Close()
+	if err != nil {
 		t.Fatalf("start relay: %v", err)
 	}
 	go func() {

@@ -94,12 +94,20 @@ type Manager struct {
 	publish func(Issued)
 	cache   *certmagic.Cache
 	cfg     *certmagic.Config
-	issuer  *certmagic.ACMEIssuer
+	// sync is cfg with quietIssuer, for the orders relay makes one
+	// attempt at a time (firstorder.go, ondemand.go).
+	sync   *certmagic.Config
+	issuer *certmagic.ACMEIssuer
+	// turns bounds the names brought in at once (firstorder.go).
+	turns chan struct{}
 
 	mu   sync.Mutex
 	held map[string]Issued // by the first name of each certificate
 	// managed are the names given to certmagic so far.
 	managed map[string]bool
+	// bringing are the names bringIn has not brought in yet: their
+	// failed orders are logged there, with the next attempt's time.
+	bringing map[string]bool
 
 	// od is the state of ordering on demand (ondemand.go).
 	od demand
@@ -126,20 +134,23 @@ func New(s Settings, publish func(Issued), log *slog.Logger) (*Manager, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m := &Manager{s: s, log: log, publish: publish, held: map[string]Issued{}, managed: map[string]bool{}}
+	m := &Manager{s: s, log: log, publish: publish, held: map[string]Issued{}, managed: map[string]bool{},
+		bringing: map[string]bool{}, turns: make(chan struct{}, firstOrders)}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.cache = certmagic.NewCache(certmagic.CacheOptions{
 		GetConfigForCert:   func(certmagic.Certificate) (*certmagic.Config, error) { return m.cfg, nil },
 		RenewCheckInterval: s.CheckInterval,
 		Logger:             zap.NewNop(),
 	})
-	m.cfg = certmagic.New(m.cache, certmagic.Config{
+	cfg := certmagic.Config{
 		RenewalWindowRatio: s.RenewalRatio,
 		KeySource:          certmagic.StandardKeyGenerator{KeyType: kt},
 		Storage:            s.Storage,
 		OnEvent:            m.event,
 		Logger:             zap.NewNop(),
-	})
+	}
+	m.cfg = certmagic.New(m.cache, cfg)
+	m.sync = certmagic.New(m.cache, cfg)
 	m.issuer = certmagic.NewACMEIssuer(m.cfg, certmagic.ACMEIssuer{
 		CA:                      s.CA,
 		TestCA:                  s.CA, // never a second CA to "test" against
@@ -154,30 +165,29 @@ func New(s Settings, publish func(Issued), log *slog.Logger) (*Manager, error) {
 		Logger:                  zap.NewNop(),
 	})
 	m.cfg.Issuers = []certmagic.Issuer{m.issuer}
+	m.sync.Issuers = []certmagic.Issuer{quietIssuer{m.issuer}}
 	return m, nil
 }
 
 // Start manages every name of the settings: a certificate in storage is
-// loaded and published at once, a missing one is ordered in the
-// background, with certmagic's backoff while the CA fails.
+// loaded and published, a missing one is ordered, in the background,
+// with relay's backoff while the CA or the storage fails
+// (firstorder.go).
 func (m *Manager) Start() error { return m.Manage(m.s.Names) }
 
 // Manage adds names to what the manager holds (a reload that adds a
 // name orders it). Names it holds already are left alone.
 func (m *Manager) Manage(names []string) error {
 	m.mu.Lock()
-	var fresh []string
+	defer m.mu.Unlock()
 	for _, n := range names {
 		if !m.managed[n] {
 			m.managed[n] = true
-			fresh = append(fresh, n)
+			m.bringing[n] = true
+			go m.bringIn(n)
 		}
 	}
-	m.mu.Unlock()
-	if len(fresh) == 0 {
-		return nil
-	}
-	return m.cfg.ManageAsync(m.ctx, fresh)
+	return nil
 }
 
 // Stop ends renewals and orders in flight.
@@ -212,7 +222,13 @@ func (m *Manager) event(ctx context.Context, name string, data map[string]any) e
 		m.orders.Add(1)
 	case "cert_failed":
 		m.failures.Add(1)
-		m.log.Error("ACME order failed", "name", data["identifier"], "renewal", data["renewal"], "err", fmt.Sprint(data["error"]))
+		name, _ := data["identifier"].(string)
+		m.mu.Lock()
+		bringing := m.bringing[name]
+		m.mu.Unlock()
+		if !bringing { // bringIn logs its own, with its next attempt
+			m.log.Error("ACME order failed", "name", name, "renewal", data["renewal"], "err", fmt.Sprint(data["error"]))
+		}
 	case "cert_obtained":
 		m.obtained.Add(1)
 		renewal, _ := data["renewal"].(bool)

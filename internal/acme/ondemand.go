@@ -241,7 +241,7 @@ func (m *Manager) obtainOnDemand(name string) error {
 	// (under the storage's lock, so instances order a name once), and
 	// puts it in certmagic's cache, whose maintenance renews it like
 	// the others; the events publish it.
-	if err := m.cfg.ManageSync(ctx, []string{name}); err != nil {
+	if err := m.sync.ManageSync(ctx, []string{name}); err != nil {
 		m.mu.Lock()
 		delete(m.managed, name)
 		m.mu.Unlock()
