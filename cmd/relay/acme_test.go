@@ -34,28 +34,8 @@ func TestACMEServesOrderedCertificates(t *testing.T) {
 			"\n  domains: [a.relay.test, b.relay.test]\n  storage: {dir: "+t.TempDir()+"}\n"+backendsYAML([]string{be.url}))
 		_, started := startRelay(t, "", "-config", file)
 		addr := net.JoinHostPort("127.0.0.1", port)
-		handshake := func(name string) error {
-			c, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", addr, &tls.Config{
-				ServerName: name, RootCAs: ca.IssuerRoots(), NextProtos: []string{"http/1.1"},
-			})
-			if err != nil {
-				return err
-			}
-			return c.Close()
-		}
-		for _, name := range names {
-			deadline := time.Now().Add(30 * time.Second)
-			for {
-				err := handshake(name)
-				if err == nil {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("%s: no verified certificate within 30 s: %v", name, err)
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
-		}
+		handshake := func(name string) error { return acmeHandshake(addr, name, ca.IssuerRoots()) }
+		waitServed(t, addr, ca.IssuerRoots(), 30*time.Second, names...)
 		// Every process has them: new connections spread over the
 		// processes' sockets.
 		for i := 0; i < 20; i++ {
@@ -193,4 +173,35 @@ func TestACMERenewsWhileServing(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Logf("%d handshakes, none failed, until the renewed certificate was served", handshakes)
+}
+
+// acmeHandshake makes one TLS handshake to addr with SNI name and
+// verifies the certificate against roots.
+func acmeHandshake(addr, name string, roots *x509.CertPool) error {
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", addr, &tls.Config{
+		ServerName: name, RootCAs: roots, NextProtos: []string{"http/1.1"},
+	})
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
+// waitServed polls until a handshake for each name verifies against
+// roots, or fails the test after within.
+func waitServed(t *testing.T, addr string, roots *x509.CertPool, within time.Duration, names ...string) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for _, name := range names {
+		for {
+			err := acmeHandshake(addr, name, roots)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no verified certificate within %v: %v", name, within, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"crypto/tls"
 	"fmt"
 	"net"
 	"strconv"
@@ -39,28 +38,10 @@ func TestACMECADownAtStart(t *testing.T) {
 		ca.Restart()
 		back := time.Now()
 		addr := net.JoinHostPort("127.0.0.1", port)
-		handshake := func() error {
-			c, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", addr, &tls.Config{
-				ServerName: "down.relay.test", RootCAs: ca.IssuerRoots(), NextProtos: []string{"http/1.1"},
-			})
-			if err != nil {
-				return err
-			}
-			return c.Close()
-		}
-		for deadline := time.Now().Add(20 * time.Second); ; {
-			err := handshake()
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no verified certificate 20 s after the CA came back: %v\nstdout:\n%s", err, r.stdout.text())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		waitServed(t, addr, ca.IssuerRoots(), 20*time.Second, "down.relay.test")
 		t.Logf("served %v after the CA came back", time.Since(back).Round(10*time.Millisecond))
 		for i := range 20 {
-			if err := handshake(); err != nil {
+			if err := acmeHandshake(addr, "down.relay.test", ca.IssuerRoots()); err != nil {
 				t.Fatalf("handshake %d: %v", i, err)
 			}
 		}

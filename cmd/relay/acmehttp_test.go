@@ -1,7 +1,6 @@
 package main
 
 import (
-	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -34,28 +33,8 @@ func TestACMEIssuesByHTTP01(t *testing.T) {
 			"routes:\n  - name: https\n    match: {scheme: http}\n    redirect: {status: 308, scheme: https}\n"+backendsYAML([]string{be.url}))
 		startRelay(t, "", "-config", file)
 		addr := net.JoinHostPort("127.0.0.1", tlsPort)
-		handshake := func(name string) error {
-			c, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", addr, &tls.Config{
-				ServerName: name, RootCAs: ca.IssuerRoots(), NextProtos: []string{"http/1.1"},
-			})
-			if err != nil {
-				return err
-			}
-			return c.Close()
-		}
-		for _, name := range names {
-			deadline := time.Now().Add(30 * time.Second)
-			for {
-				err := handshake(name)
-				if err == nil {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("%s: no verified certificate within 30 s: %v", name, err)
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
-		}
+		handshake := func(name string) error { return acmeHandshake(addr, name, ca.IssuerRoots()) }
+		waitServed(t, addr, ca.IssuerRoots(), 30*time.Second, names...)
 		for i := 0; i < 10; i++ {
 			for _, name := range names {
 				if err := handshake(name); err != nil {

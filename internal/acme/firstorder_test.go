@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -75,16 +74,7 @@ func TestCADownAtStartAndBack(t *testing.T) {
 	ca.Stop()
 	var buf syncBuffer
 	p := newPublished()
-	s := settings(ca, a, &certmagic.FileStorage{Path: t.TempDir()}, "down.relay.test")
-	m, err := New(s, p.add, slog.New(slog.NewJSONHandler(&buf, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(m.Stop)
-	a.m = m
-	if err := m.Start(); err != nil {
-		t.Fatal(err)
-	}
+	startLogging(t, a, settings(ca, a, &certmagic.FileStorage{Path: t.TempDir()}, "down.relay.test"), p, &buf)
 	lines := waitLines(t, &buf, "ACME order failed", 2, 15*time.Second)
 	ca.Restart()
 	back := time.Now()
@@ -120,14 +110,7 @@ func TestCARefusalRetriedSlowly(t *testing.T) {
 		Names: []string{"refused.relay.test"}, TLSALPN01: true,
 		ListenHost: "127.0.0.1", TLSPort: 1, Storage: &certmagic.FileStorage{Path: t.TempDir()},
 	}
-	m, err := New(s, p.add, slog.New(slog.NewJSONHandler(&buf, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(m.Stop)
-	if err := m.Start(); err != nil {
-		t.Fatal(err)
-	}
+	m := startLogging(t, &answerer{}, s, p, &buf)
 	l := waitLines(t, &buf, "ACME order failed", 1, 20*time.Second)[0]
 	if l["name"] != "refused.relay.test" || l["refused_by_ca"] != true || l["retry_in"] != "1m0s" {
 		t.Errorf("failure line %v; want the name, refused by the CA, retry_in 1m0s", l)
@@ -223,15 +206,7 @@ func TestStorageDownAtStart(t *testing.T) {
 	st.down.Store(true)
 	var buf syncBuffer
 	p := newPublished()
-	m, err := New(settings(ca, a, st, "stored.relay.test"), p.add, slog.New(slog.NewJSONHandler(&buf, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(m.Stop)
-	a.m = m
-	if err := m.Start(); err != nil {
-		t.Fatal(err)
-	}
+	m := startLogging(t, a, settings(ca, a, st, "stored.relay.test"), p, &buf)
 	l := waitLines(t, &buf, "ACME order failed", 1, 10*time.Second)[0]
 	if l["name"] != "stored.relay.test" || l["retry_in"] != "2s" || !strings.Contains(fmt.Sprint(l["err"]), errStorageDown.Error()) {
 		t.Errorf("failure line %v; want the name, retry_in 2s, the storage's error", l)

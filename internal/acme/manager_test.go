@@ -166,7 +166,18 @@ func verify(t *testing.T, ca *pebbletest.CA, is Issued, name string) *x509.Certi
 
 func startManager(t *testing.T, a *answerer, s Settings, p *published) *Manager {
 	t.Helper()
-	m, err := New(s, p.add, nil)
+	return startLogging(t, a, s, p, nil)
+}
+
+// startLogging is startManager with the manager's log lines in buf,
+// as JSON; a nil buf discards them.
+func startLogging(t *testing.T, a *answerer, s Settings, p *published, buf *syncBuffer) *Manager {
+	t.Helper()
+	var log *slog.Logger
+	if buf != nil {
+		log = slog.New(slog.NewJSONHandler(buf, nil))
+	}
+	m, err := New(s, p.add, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,15 +333,7 @@ func TestCAAnsweringGarbage(t *testing.T) {
 	p := newPublished()
 	s := settings(ca, a, &certmagic.FileStorage{Path: t.TempDir()}, "garbage.relay.test")
 	s.HTTP01 = false
-	m, err := New(s, p.add, slog.New(slog.NewJSONHandler(&buf, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(m.Stop)
-	a.m = m
-	if err := m.Start(); err != nil {
-		t.Fatal(err)
-	}
+	m := startLogging(t, a, s, p, &buf)
 	deadline := time.Now().Add(20 * time.Second)
 	for m.Counts().Failures == 0 {
 		if time.Now().After(deadline) {
