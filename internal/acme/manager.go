@@ -98,8 +98,14 @@ type Manager struct {
 
 	mu   sync.Mutex
 	held map[string]Issued // by the first name of each certificate
-	// managed are the names given to certmagic so far.
+	// managed are the names given to certmagic and not taken back,
+	// those obtained on demand included; listed are those of the
+	// settings' Names, as the last SetNames left them.
 	managed map[string]bool
+	listed  []string
+	// stop ends the orders of a listed name, which SetNames calls when
+	// it takes the name back.
+	stop map[string]context.CancelFunc
 
 	// od is the state of ordering on demand (ondemand.go).
 	od demand
@@ -126,7 +132,8 @@ func New(s Settings, publish func(Issued), log *slog.Logger) (*Manager, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m := &Manager{s: s, log: log, publish: publish, held: map[string]Issued{}, managed: map[string]bool{}}
+	m := &Manager{s: s, log: log, publish: publish, held: map[string]Issued{}, managed: map[string]bool{},
+		stop: map[string]context.CancelFunc{}}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.cache = certmagic.NewCache(certmagic.CacheOptions{
 		GetConfigForCert:   func(certmagic.Certificate) (*certmagic.Config, error) { return m.cfg, nil },
@@ -160,24 +167,80 @@ func New(s Settings, publish func(Issued), log *slog.Logger) (*Manager, error) {
 // Start manages every name of the settings: a certificate in storage is
 // loaded and published at once, a missing one is ordered in the
 // background, with certmagic's backoff while the CA fails.
-func (m *Manager) Start() error { return m.Manage(m.s.Names) }
+func (m *Manager) Start() error {
+	_, err := m.SetNames(m.s.Names)
+	return err
+}
 
 // Manage adds names to what the manager holds (a reload that adds a
-// name orders it). Names it holds already are left alone.
+// name orders it). Names it holds already are left alone. Each name's
+// orders run under a context of its own, which Unmanage ends.
 func (m *Manager) Manage(names []string) error {
 	m.mu.Lock()
 	var fresh []string
+	ctxs := map[string]context.Context{}
 	for _, n := range names {
 		if !m.managed[n] {
 			m.managed[n] = true
 			fresh = append(fresh, n)
+			ctxs[n], m.stop[n] = context.WithCancel(m.ctx)
 		}
 	}
 	m.mu.Unlock()
-	if len(fresh) == 0 {
-		return nil
+	for _, n := range fresh {
+		if err := m.cfg.ManageAsync(ctxs[n], []string{n}); err != nil {
+			return err
+		}
 	}
-	return m.cfg.ManageAsync(m.ctx, fresh)
+	return nil
+}
+
+// SetNames makes names the listed ones (the settings' Names, as a
+// reload leaves them): the new ones are managed (Manage), and the ones
+// no longer listed are taken back (Unmanage), which it returns.
+func (m *Manager) SetNames(names []string) (removed []string, err error) {
+	m.mu.Lock()
+	for _, n := range m.listed {
+		if !slices.Contains(names, n) {
+			removed = append(removed, n)
+		}
+	}
+	m.listed = slices.Clone(names)
+	m.mu.Unlock()
+	m.Unmanage(removed)
+	return removed, m.Manage(names)
+}
+
+// Listed reports whether name is one of the listed names.
+func (m *Manager) Listed(name string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Contains(m.listed, name)
+}
+
+// Unmanage takes names back, as Caddy does with the names a new
+// configuration no longer has: an order in flight for one is abandoned,
+// its certificate leaves certmagic's cache (so it is never renewed) and
+// what the manager holds, and is not published again. Storage keeps
+// it: a name listed again is loaded from there, not ordered.
+func (m *Manager) Unmanage(names []string) {
+	if len(names) == 0 {
+		return
+	}
+	subjects := make([]certmagic.SubjectIssuer, 0, len(names))
+	m.mu.Lock()
+	for _, n := range names {
+		delete(m.managed, n)
+		if stop := m.stop[n]; stop != nil {
+			stop()
+			delete(m.stop, n)
+		}
+		delete(m.held, n)
+		subjects = append(subjects, certmagic.SubjectIssuer{Subject: n})
+	}
+	m.mu.Unlock()
+	m.cache.RemoveManaged(subjects)
+	m.log.Info("ACME names no longer ordered nor renewed", "names", names)
 }
 
 // Stop ends renewals and orders in flight.
@@ -247,9 +310,16 @@ func (m *Manager) event(ctx context.Context, name string, data map[string]any) e
 	return nil
 }
 
-// keep holds is and publishes it, unless the same certificate is held.
+// keep holds is and publishes it, unless the same certificate is held,
+// or its name is no longer managed (an order that ended as Unmanage
+// took the name back): that one leaves certmagic's cache again.
 func (m *Manager) keep(is Issued) {
 	m.mu.Lock()
+	if !m.managed[is.Names[0]] {
+		m.mu.Unlock()
+		go m.cache.RemoveManaged([]certmagic.SubjectIssuer{{Subject: is.Names[0]}})
+		return
+	}
 	old, had := m.held[is.Names[0]]
 	same := had && string(old.Chain) == string(is.Chain)
 	if !same {
