@@ -272,8 +272,18 @@ func (m *Manager) Held() []Issued {
 func (m *Manager) event(ctx context.Context, name string, data map[string]any) error {
 	switch name {
 	case "cert_obtaining":
+		// A name Unmanage took back while certmagic was caching it (an
+		// order that ended as the reload came) is neither renewed nor
+		// ordered again: the order is refused, the name leaves the cache.
+		if id, _ := data["identifier"].(string); !m.isManaged(id) {
+			go m.cache.RemoveManaged([]certmagic.SubjectIssuer{{Subject: id}})
+			return fmt.Errorf("%s is no longer in acme.domains", id)
+		}
 		m.orders.Add(1)
 	case "cert_failed":
+		if id, _ := data["identifier"].(string); !m.isManaged(id) {
+			return nil // refused above
+		}
 		m.failures.Add(1)
 		m.log.Error("ACME order failed", "name", data["identifier"], "renewal", data["renewal"], "err", fmt.Sprint(data["error"]))
 	case "cert_obtained":
@@ -308,6 +318,14 @@ func (m *Manager) event(ctx context.Context, name string, data map[string]any) e
 		m.keep(is)
 	}
 	return nil
+}
+
+// isManaged reports whether name is managed: listed, or obtained on
+// demand, and not taken back.
+func (m *Manager) isManaged(name string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.managed[name]
 }
 
 // keep holds is and publishes it, unless the same certificate is held,

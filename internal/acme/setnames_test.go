@@ -23,6 +23,7 @@ func TestUnmanagedNameIsNotRenewed(t *testing.T) {
 	s := settings(ca, a, &certmagic.FileStorage{Path: t.TempDir()}, "keep.relay.test", "drop.relay.test")
 	m := startManager(t, a, s, p)
 	p.wait(t, "two certificates", func(g map[string][]Issued) bool { return len(g) == 2 })
+	t.Logf("before SetNames: drop orders %d, counts %+v", ca.OrdersFor("drop.relay.test"), m.Counts())
 	removed, err := m.SetNames([]string{"keep.relay.test"})
 	if err != nil || !slices.Equal(removed, []string{"drop.relay.test"}) {
 		t.Fatalf("SetNames: removed %q, err %v; want [drop.relay.test]", removed, err)
