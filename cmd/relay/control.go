@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"relay/internal/acme"
 	"relay/internal/admin"
 	"relay/internal/config"
 	"relay/internal/control"
@@ -25,6 +26,8 @@ type controlled struct {
 	stop   func()
 	// disc watches etcd and keeps relay's own announcement there.
 	disc *discoverer
+	// reloader applies reloads; the ACME manager joins it (acme.go).
+	reloader *reloader
 }
 
 // startControl makes relay's control for cfg, loaded from src, starts the
@@ -57,7 +60,7 @@ func startControl(f *flags, cfg *config.Config, src supervisor.ConfigSource, lg 
 		}
 	}()
 	stopChecks := func() { rotation.Stop(); close(stopRotation); ctl.StopChecks() }
-	c := &controlled{ctl: ctl, reload: r.reload, stop: stopChecks}
+	c := &controlled{ctl: ctl, reload: r.reload, stop: stopChecks, reloader: r}
 	if cfg.AdminListen != "" {
 		c.admin, err = admin.Start(cfg.AdminListen, admin.Options{
 			Control: ctl, Token: cfg.AdminToken, AllowedHosts: cfg.AdminAllowedHosts, Reload: r.reload, Log: log,
@@ -102,6 +105,9 @@ type reloader struct {
 	builtIn bool
 	logs    *logs
 	log     *slog.Logger
+	// acme is the instance's ACME manager, nil until it starts, or
+	// without an acme section.
+	acme *acme.Manager
 }
 
 // reload reads and validates the file; an invalid one is refused with
@@ -162,6 +168,7 @@ func (r *reloader) reload() (uint64, error) {
 	before := r.applied.Swap(cfg)
 	r.logs.setLevel(cfg)
 	r.disc.reload(cfg)
+	r.reloadACME(cfg)
 	// One line per reload, from the control, however many processes serve.
 	r.log.Info("configuration reloaded", append([]any{"file", r.name, "generation", src.Generation, "backends", cfg.BackendCount(), "pools", len(cfg.AllPools()), "routes", len(cfg.Routes)},
 		reloadAttrs(changes, before, cfg)...)...)

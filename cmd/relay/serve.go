@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"relay/internal/acme"
 	"relay/internal/config"
 	"relay/internal/control"
 	"relay/internal/core"
@@ -76,7 +77,7 @@ func serve(f *flags, cfg *config.Config, src supervisor.ConfigSource, sp *superv
 	// membership; Follow applies its membership and health snapshot to the
 	// data plane before it returns, and what follows as it comes.
 	updates := control.Updates{
-		Config: reconfigure(f, plane, d, lg, log), Stats: p.Stats, Tickets: d.setTicketKeys,
+		Config: reconfigure(f, plane, d, certs, lg, log), Stats: p.Stats, Tickets: d.setTicketKeys,
 		Reopen: func() { access.reopenFile(log) }, Ended: restart(log), Log: log,
 	}
 	acmeUpdates(&updates, certs, log)
@@ -110,8 +111,10 @@ func restart(log *slog.Logger) func(error) {
 // reconfigure returns what a serving process does with a configuration
 // the control validated and sent: what a reload changes live is the
 // pools and routes (with the backends' TLS settings), the certificates
-// and session-ticket keys, and the log level (config.LiveKeys).
-func reconfigure(f *flags, plane *dataplane.Plane, d *doors, lg *logs, log *slog.Logger) func(supervisor.ConfigSource) {
+// and session-ticket keys, the log level, and acme.domains: the names
+// whose ACME challenges it answers and whose certificates it serves
+// (config.LiveKeys).
+func reconfigure(f *flags, plane *dataplane.Plane, d *doors, certs *acme.Serving, lg *logs, log *slog.Logger) func(supervisor.ConfigSource) {
 	return func(src supervisor.ConfigSource) {
 		next, err := parseConfig(f, src)
 		if err == nil {
@@ -125,6 +128,7 @@ func reconfigure(f *flags, plane *dataplane.Plane, d *doors, lg *logs, log *slog
 			return
 		}
 		lg.setLevel(next)
+		servingNames(certs, next)
 		log.Debug("configuration applied", "generation", src.Generation)
 	}
 }

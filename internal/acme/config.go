@@ -33,7 +33,7 @@ func SettingsOf(cfg *config.Config, tlsListen string) (s Settings, closeStorage 
 	}
 	tlsPort, _ := strconv.Atoi(port)
 	s = Settings{
-		CA: a.CA, Email: a.Email, Names: notInFiles(a.Domains, cfg.TLSCertificates), KeyType: a.KeyType,
+		CA: a.CA, Email: a.Email, Names: NamesOf(cfg), KeyType: a.KeyType,
 		HTTP01: slices.Contains(a.Challenges, "http-01"), TLSALPN01: slices.Contains(a.Challenges, "tls-alpn-01"),
 		ListenHost: host, TLSPort: tlsPort, CheckInterval: a.CheckInterval, OnDemand: onDemandOf(a.OnDemand),
 	}
@@ -71,6 +71,17 @@ func SettingsOf(cfg *config.Config, tlsListen string) (s Settings, closeStorage 
 		s.Storage = &certmagic.FileStorage{Path: a.Storage.Dir}
 	}
 	return s, closeStorage, nil
+}
+
+// NamesOf are the names of cfg's acme.domains relay orders: those no
+// tls_certificates entry covers. A reload makes them the manager's
+// (Manager.SetNames), so a file that a reload adds for a name ends its
+// orders and renewals, and one it removes orders the name again.
+func NamesOf(cfg *config.Config) []string {
+	if cfg.ACME == nil {
+		return nil
+	}
+	return notInFiles(cfg.ACME.Domains, cfg.TLSCertificates)
 }
 
 // notInFiles are the names no certificate of files covers: a name with a

@@ -63,23 +63,25 @@ func (b *backoff) next(err error) time.Duration {
 	return w
 }
 
-// bringIn loads or orders name until it is in hand or the manager
-// stops. It logs one line for each attempt that fails, with the time to
-// the next one.
-func (m *Manager) bringIn(name string) {
+// bringIn loads or orders name until it is in hand, or ctx (the name's
+// own, which Unmanage and Stop end) is done. It logs one line for each
+// attempt that fails, with the time to the next one.
+func (m *Manager) bringIn(ctx context.Context, name string) {
+	defer func() {
+		m.mu.Lock()
+		delete(m.bringing, name)
+		m.mu.Unlock()
+	}()
 	var b backoff
 	for attempt := 1; ; attempt++ {
 		select {
 		case m.turns <- struct{}{}:
-		case <-m.ctx.Done():
+		case <-ctx.Done():
 			return
 		}
-		err := m.sync.ManageSync(m.ctx, []string{name})
+		err := m.sync.ManageSync(ctx, []string{name})
 		<-m.turns
-		if err == nil || m.ctx.Err() != nil {
-			m.mu.Lock()
-			delete(m.bringing, name)
-			m.mu.Unlock()
+		if err == nil || ctx.Err() != nil {
 			return
 		}
 		wait := b.next(err)
@@ -87,7 +89,7 @@ func (m *Manager) bringIn(name string) {
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
-		case <-m.ctx.Done():
+		case <-ctx.Done():
 			t.Stop()
 			return
 		}

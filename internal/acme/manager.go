@@ -103,11 +103,17 @@ type Manager struct {
 
 	mu   sync.Mutex
 	held map[string]Issued // by the first name of each certificate
-	// managed are the names given to certmagic so far.
+	// managed are the names given to certmagic and not taken back,
+	// those obtained on demand included; listed are those of the
+	// settings' Names, as the last SetNames left them.
 	managed map[string]bool
 	// bringing are the names bringIn has not brought in yet: their
 	// failed orders are logged there, with the next attempt's time.
 	bringing map[string]bool
+	listed   []string
+	// stop ends the orders of a listed name, which SetNames calls when
+	// it takes the name back.
+	stop map[string]context.CancelFunc
 
 	// od is the state of ordering on demand (ondemand.go).
 	od demand
@@ -135,7 +141,7 @@ func New(s Settings, publish func(Issued), log *slog.Logger) (*Manager, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	m := &Manager{s: s, log: log, publish: publish, held: map[string]Issued{}, managed: map[string]bool{},
-		bringing: map[string]bool{}, turns: make(chan struct{}, firstOrders)}
+		bringing: map[string]bool{}, turns: make(chan struct{}, firstOrders), stop: map[string]context.CancelFunc{}}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.cache = certmagic.NewCache(certmagic.CacheOptions{
 		GetConfigForCert:   func(certmagic.Certificate) (*certmagic.Config, error) { return m.cfg, nil },
@@ -173,10 +179,14 @@ func New(s Settings, publish func(Issued), log *slog.Logger) (*Manager, error) {
 // loaded and published, a missing one is ordered, in the background,
 // with relay's backoff while the CA or the storage fails
 // (firstorder.go).
-func (m *Manager) Start() error { return m.Manage(m.s.Names) }
+func (m *Manager) Start() error {
+	_, err := m.SetNames(m.s.Names)
+	return err
+}
 
 // Manage adds names to what the manager holds (a reload that adds a
-// name orders it). Names it holds already are left alone.
+// name orders it). Names it holds already are left alone. Each name's
+// orders run under a context of its own, which Unmanage ends.
 func (m *Manager) Manage(names []string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -184,10 +194,61 @@ func (m *Manager) Manage(names []string) error {
 		if !m.managed[n] {
 			m.managed[n] = true
 			m.bringing[n] = true
-			go m.bringIn(n)
+			var ctx context.Context
+			ctx, m.stop[n] = context.WithCancel(m.ctx)
+			go m.bringIn(ctx, n)
 		}
 	}
 	return nil
+}
+
+// SetNames makes names the listed ones (the settings' Names, as a
+// reload leaves them): the new ones are managed (Manage), and the ones
+// no longer listed are taken back (Unmanage), which it returns.
+func (m *Manager) SetNames(names []string) (removed []string, err error) {
+	m.mu.Lock()
+	for _, n := range m.listed {
+		if !slices.Contains(names, n) {
+			removed = append(removed, n)
+		}
+	}
+	m.listed = slices.Clone(names)
+	m.mu.Unlock()
+	m.Unmanage(removed)
+	return removed, m.Manage(names)
+}
+
+// Listed reports whether name is one of the listed names.
+func (m *Manager) Listed(name string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Contains(m.listed, name)
+}
+
+// Unmanage takes names back, as Caddy does with the names a new
+// configuration no longer has: an order in flight for one is abandoned,
+// its certificate leaves certmagic's cache (so it is never renewed) and
+// what the manager holds, and is not published again. Storage keeps
+// it: a name listed again is loaded from there, not ordered.
+func (m *Manager) Unmanage(names []string) {
+	if len(names) == 0 {
+		return
+	}
+	subjects := make([]certmagic.SubjectIssuer, 0, len(names))
+	m.mu.Lock()
+	for _, n := range names {
+		delete(m.managed, n)
+		delete(m.bringing, n)
+		if stop := m.stop[n]; stop != nil {
+			stop()
+			delete(m.stop, n)
+		}
+		delete(m.held, n)
+		subjects = append(subjects, certmagic.SubjectIssuer{Subject: n})
+	}
+	m.mu.Unlock()
+	m.cache.RemoveManaged(subjects)
+	m.log.Info("ACME names no longer ordered nor renewed", "names", names)
 }
 
 // Stop ends renewals and orders in flight.
@@ -219,13 +280,23 @@ func (m *Manager) Held() []Issued {
 func (m *Manager) event(ctx context.Context, name string, data map[string]any) error {
 	switch name {
 	case "cert_obtaining":
+		// A name Unmanage took back while certmagic was caching it (an
+		// order that ended as the reload came) is neither renewed nor
+		// ordered again: the order is refused, the name leaves the cache.
+		if id, _ := data["identifier"].(string); !m.isManaged(id) {
+			go m.cache.RemoveManaged([]certmagic.SubjectIssuer{{Subject: id}})
+			return fmt.Errorf("%s is no longer in acme.domains", id)
+		}
 		m.orders.Add(1)
 	case "cert_failed":
-		m.failures.Add(1)
 		name, _ := data["identifier"].(string)
 		m.mu.Lock()
-		bringing := m.bringing[name]
+		managed, bringing := m.managed[name], m.bringing[name]
 		m.mu.Unlock()
+		if !managed {
+			return nil // refused above
+		}
+		m.failures.Add(1)
 		if !bringing { // bringIn logs its own, with its next attempt
 			m.log.Error("ACME order failed", "name", name, "renewal", data["renewal"], "err", fmt.Sprint(data["error"]))
 		}
@@ -263,9 +334,24 @@ func (m *Manager) event(ctx context.Context, name string, data map[string]any) e
 	return nil
 }
 
-// keep holds is and publishes it, unless the same certificate is held.
+// isManaged reports whether name is managed: listed, or obtained on
+// demand, and not taken back.
+func (m *Manager) isManaged(name string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.managed[name]
+}
+
+// keep holds is and publishes it, unless the same certificate is held,
+// or its name is no longer managed (an order that ended as Unmanage
+// took the name back): that one leaves certmagic's cache again.
 func (m *Manager) keep(is Issued) {
 	m.mu.Lock()
+	if !m.managed[is.Names[0]] {
+		m.mu.Unlock()
+		go m.cache.RemoveManaged([]certmagic.SubjectIssuer{{Subject: is.Names[0]}})
+		return
+	}
 	old, had := m.held[is.Names[0]]
 	same := had && string(old.Chain) == string(is.Chain)
 	if !same {

@@ -212,7 +212,7 @@ func (m *Manager) obtainOnDemand(name string) error {
 	if !Allows(o.Allow, name) {
 		return &Refused{Name: name, Reason: "not matched by acme.on_demand.allow", Key: "acme.on_demand.allow"}
 	}
-	if slices.Contains(m.s.Names, name) {
+	if m.Listed(name) {
 		return &Refused{Name: name, Reason: "listed in acme.domains, whose certificates are ordered at start, not on demand", Key: "acme.domains"}
 	}
 	ctx, cancel := context.WithTimeout(m.ctx, orderTimeout)

@@ -38,6 +38,23 @@ func (s *Served) Put(is Issued) error {
 	return nil
 }
 
+// keep drops the certificates of the names still does not keep.
+func (s *Served) keep(still func(name string) bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.byName.Load()
+	if cur == nil {
+		return
+	}
+	next := make(map[string]*tls.Certificate, len(*cur))
+	for n, c := range *cur {
+		if still(n) {
+			next[n] = c
+		}
+	}
+	s.byName.Store(&next)
+}
+
 // Certificate is the certificate for name: the one for the name itself,
 // else one for the wildcard of its parent (*.example.com for
 // a.example.com), else nil.

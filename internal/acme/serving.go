@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mholt/acmez/v3"
@@ -24,7 +25,9 @@ const ALPN = acmez.ACMETLS1Protocol
 // orders, asking the control for the challenge in flight.
 type Serving struct {
 	Served
-	names []string
+	// names are the names of acme.domains, swapped whole by SetNames;
+	// handshakes read them without a lock.
+	names atomic.Pointer[[]string]
 	ask   func(id uint64, host string) error
 	// also admits names beyond names: those relay may order on demand
 	// (ondemandserving.go); set before the listener serves.
@@ -51,13 +54,37 @@ const askWait = 5 * time.Second
 // NewServing returns the serving side for names, asking the control
 // through ask, whose answers come back through Answer.
 func NewServing(names []string, ask func(id uint64, host string) error) *Serving {
-	return &Serving{names: names, ask: ask, waiting: map[uint64]chan found{}}
+	s := &Serving{ask: ask, waiting: map[uint64]chan found{}}
+	s.names.Store(&names)
+	return s
 }
 
 // Manages reports whether relay orders a certificate for name.
 func (s *Serving) Manages(name string) bool {
 	name = strings.ToLower(strings.TrimSuffix(name, "."))
-	return slices.Contains(s.names, name) || s.also != nil && s.also(name)
+	return slices.Contains(*s.names.Load(), name) || s.also != nil && s.also(name)
+}
+
+// SetNames makes names those relay orders, as a reload leaves
+// acme.domains: the challenges of a name no longer among them (nor
+// admitted on demand) go unanswered from now on, and the certificate of
+// a name it takes out is no longer served (a name on_demand admits is
+// then asked for again at its next handshake, as a new one would be).
+// One SetNames runs at a time (the process applies one configuration at
+// a time).
+func (s *Serving) SetNames(names []string) {
+	names = slices.Clone(names)
+	old := s.names.Swap(&names)
+	s.Served.keep(func(n string) bool { return slices.Contains(names, n) || !slices.Contains(*old, n) })
+}
+
+// Put serves is, unless relay orders none of its names (a certificate
+// that crossed a reload taking its name back), which it leaves out.
+func (s *Serving) Put(is Issued) error {
+	if !slices.ContainsFunc(is.Names, s.Manages) {
+		return nil
+	}
+	return s.Served.Put(is)
 }
 
 // Answer takes the control's answer to ask id.
@@ -120,7 +147,7 @@ func (s *Serving) Challenge(ctx context.Context, host string) (Challenge, error)
 // certificate for, when no file gives one: the first name of the list
 // that has its certificate in hand, as the first file's is with files.
 func (s *Serving) Default() *tls.Certificate {
-	for _, n := range s.names {
+	for _, n := range *s.names.Load() {
 		if c := s.Certificate(n); c != nil {
 			return c
 		}

@@ -24,8 +24,9 @@ type ACME struct {
 	// CARoot is a PEM file of roots to trust for the CA's own HTTPS (a
 	// private CA); "" trusts the system's.
 	CARoot string
-	// Domains are the names to hold certificates for.
-	Domains []string
+	// Domains are the names to hold certificates for; a reload applies
+	// them (the section's other keys wait for a restart).
+	Domains []string `reload:"live"`
 	// KeyType is the certificates' key type (acme.KeyTypes).
 	KeyType string
 	// Challenges are the challenge types the CA may use: "tls-alpn-01"

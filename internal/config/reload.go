@@ -9,22 +9,87 @@ import (
 
 // LiveKeys are the settings a reload applies while relay serves: the
 // pools (backends and every pool setting but the health checks), the
-// routes, the certificates and the log level. Every other setting takes
-// effect when relay restarts. The tag reload:"live" on a field of Config
-// or Pool declares it; this list is derived from the tags, in the order
-// of Keys.
+// routes, the certificates, the log level and acme.domains. Every other
+// setting takes effect when relay restarts. The tag reload:"live" on a
+// field of Config or Pool declares it, and on a field of a split section
+// (below) its key inside the section (acme.domains); this list is
+// derived from the tags, in the order of settingKeys.
 var LiveKeys = liveKeys()
 
 func liveKeys() []string {
 	live := map[string]bool{}
-	walkSettings(reflect.TypeOf(Config{}), "", false, nil, func(key string, l bool, _ []int) {
+	walkSettings(reflect.TypeOf(Config{}), "", false, nil, func(key string, l bool, index []int) {
 		live[key] = live[key] || l
+		f := reflect.TypeOf(Config{}).FieldByIndex(index)
+		for _, sub := range sectionFields(f.Type) {
+			live[key+"."+sub.key] = live[key+"."+sub.key] || l || sub.live
+		}
 	})
 	var keys []string
-	for _, k := range Keys() {
+	for _, k := range settingKeys() {
 		if live[k] {
 			keys = append(keys, k)
 		}
+	}
+	return keys
+}
+
+// A split section is a section (a pointer to a struct of this package)
+// some of whose fields are tagged reload:"live": a reload applies those
+// and not the others, so a change inside it is named by the key inside
+// the section (acme.email, acme.domains) rather than by the section's.
+// Turning the section on or off is a change of the section's own key.
+
+// sectionField is one field of a split section: its key inside the
+// section, whether a reload applies it, and its index.
+type sectionField struct {
+	key   string
+	live  bool
+	index int
+}
+
+// sectionFields are the fields of split section type t, in their order;
+// none when t is not a split section.
+func sectionFields(t reflect.Type) []sectionField {
+	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct || t.Elem().PkgPath() != reflect.TypeOf(Config{}).PkgPath() {
+		return nil
+	}
+	t = t.Elem()
+	var fs []sectionField
+	split := false
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() || f.Name == "Line" {
+			continue
+		}
+		live := f.Tag.Get("reload") == "live"
+		split = split || live
+		key := f.Tag.Get("key")
+		if key == "" {
+			key = snake(f.Name)
+		}
+		fs = append(fs, sectionField{key: key, live: live, index: i})
+	}
+	if !split {
+		return nil
+	}
+	return fs
+}
+
+// settingKeys are Keys with, after each split section's key, the keys
+// inside it as section.key: the order RestartOnly, Changed and LiveKeys
+// follow.
+func settingKeys() []string {
+	subs := map[string][]string{}
+	walkSettings(reflect.TypeOf(Config{}), "", false, nil, func(key string, _ bool, index []int) {
+		for _, sub := range sectionFields(reflect.TypeOf(Config{}).FieldByIndex(index).Type) {
+			subs[key] = append(subs[key], key+"."+sub.key)
+		}
+	})
+	var keys []string
+	for _, k := range Keys() {
+		keys = append(keys, k)
+		keys = append(keys, subs[k]...)
 	}
 	return keys
 }
@@ -50,7 +115,7 @@ func changedKeys(a, b *Config, keep func(string) bool) []string {
 	changed := map[string]bool{}
 	diff(reflect.ValueOf(*a), reflect.ValueOf(*b), "", changed)
 	var keys []string
-	for _, k := range Keys() {
+	for _, k := range settingKeys() {
 		if changed[k] && keep(k) {
 			keys = append(keys, k)
 		}
@@ -58,10 +123,21 @@ func changedKeys(a, b *Config, keep func(string) bool) []string {
 	return keys
 }
 
-// diff marks the key of every setting that differs between a and b.
+// diff marks the key of every setting that differs between a and b:
+// inside a split section both have, the keys inside it that differ
+// (acme.email); a split section one of them lacks, the section's key.
 func diff(a, b reflect.Value, _ string, changed map[string]bool) {
 	walkSettings(a.Type(), "", false, nil, func(key string, _ bool, index []int) {
-		if !sameSetting(a.FieldByIndex(index), b.FieldByIndex(index)) {
+		fa, fb := a.FieldByIndex(index), b.FieldByIndex(index)
+		if subs := sectionFields(fa.Type()); subs != nil && !fa.IsNil() && !fb.IsNil() {
+			for _, sub := range subs {
+				if !sameSetting(fa.Elem().Field(sub.index), fb.Elem().Field(sub.index)) {
+					changed[key+"."+sub.key] = true
+				}
+			}
+			return
+		}
+		if !sameSetting(fa, fb) {
 			changed[key] = true
 		}
 	})

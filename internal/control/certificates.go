@@ -68,6 +68,18 @@ func (l *Control) PublishCertificate(c supervisor.Certificate, notAfter time.Tim
 	l.broadcastLocked(supervisor.Message{Kind: supervisor.KindCertificate, Certificate: &c})
 }
 
+// WithdrawCertificates forgets the certificates whose first name is one
+// of names (names a reload took out of acme.domains): a process that
+// attaches later is not given them, and the status no longer shows
+// them. The processes stop serving them as they apply the reload.
+func (l *Control) WithdrawCertificates(names []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, n := range names {
+		delete(l.certs, n)
+	}
+}
+
 // certificatesLocked are the messages that give a process every
 // certificate held; l.mu is held.
 func (l *Control) certificatesLocked() []supervisor.Message {

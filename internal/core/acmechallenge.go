@@ -2,6 +2,7 @@ package core
 
 import (
 	"bytes"
+	"sync/atomic"
 	"time"
 )
 
@@ -29,36 +30,44 @@ type HTTP01Answers interface {
 	HTTP01(host, token string) (answer string, found bool, err error)
 }
 
-// acmeChallenges is the feature answering HTTP-01 challenges for the
+// ACMEChallenges is the feature answering HTTP-01 challenges for the
 // names relay orders, at the end of the accept phase (an Answerer).
-type acmeChallenges struct {
-	names   map[string]struct{}
+type ACMEChallenges struct {
+	// names are the hosts answered for, swapped whole by SetNames;
+	// requests read them without a lock.
+	names   atomic.Pointer[map[string]struct{}]
 	answers HTTP01Answers
 }
 
 // NewACMEChallenges returns the feature answering the HTTP-01 challenges
-// for names (lower case, no trailing dot) from answers; nil without
-// names. A request for another host, or another path, passes untouched;
-// one for a name of names on the challenge path gets 200 text/plain with
-// the key authorization, or 404 when no challenge with its token is in
-// flight.
-func NewACMEChallenges(names []string, answers HTTP01Answers) Feature {
-	if len(names) == 0 {
-		return nil
-	}
-	f := &acmeChallenges{names: make(map[string]struct{}, len(names)), answers: answers}
-	for _, n := range names {
-		f.names[n] = struct{}{}
-	}
+// for names (lower case, no trailing dot) from answers. A request for
+// another host, or another path, passes untouched; one for a name of
+// names on the challenge path gets 200 text/plain with the key
+// authorization, or 404 when no challenge with its token is in flight.
+// Without names it answers nothing until SetNames gives it some.
+func NewACMEChallenges(names []string, answers HTTP01Answers) *ACMEChallenges {
+	f := &ACMEChallenges{answers: answers}
+	f.SetNames(names)
 	return f
 }
 
+// SetNames makes names the hosts answered for, in place of the ones
+// before (a reload that changes acme.domains); requests in flight
+// finish under the names they started with.
+func (f *ACMEChallenges) SetNames(names []string) {
+	m := make(map[string]struct{}, len(names))
+	for _, n := range names {
+		m[n] = struct{}{}
+	}
+	f.names.Store(&m)
+}
+
 // FeatureName names the feature for relay -explain.
-func (*acmeChallenges) FeatureName() string { return "ACME http-01 challenges answered" }
+func (*ACMEChallenges) FeatureName() string { return "ACME http-01 challenges answered" }
 
 // AnswerFirst answers x when it asks for a challenge of a name relay
 // orders.
-func (f *acmeChallenges) AnswerFirst(x *Exchange, _ time.Time) (Outcome, bool) {
+func (f *ACMEChallenges) AnswerFirst(x *Exchange, _ time.Time) (Outcome, bool) {
 	t := x.Req.Target
 	if len(t) < len(acmePath) || string(t[:len(acmePath)]) != acmePath {
 		return Outcome{}, false
@@ -68,7 +77,7 @@ func (f *acmeChallenges) AnswerFirst(x *Exchange, _ time.Time) (Outcome, bool) {
 	if !ok {
 		return Outcome{}, false
 	}
-	if _, ok := f.names[string(host)]; !ok {
+	if _, ok := (*f.names.Load())[string(host)]; !ok {
 		return Outcome{}, false
 	}
 	token := t[len(acmePath):]

@@ -129,9 +129,32 @@ func TestACMEChallengeAnsweredBeforeRouting(t *testing.T) {
 	}
 }
 
-// TestACMEChallengesOffWithoutNames: no names, no feature.
-func TestACMEChallengesOffWithoutNames(t *testing.T) {
-	if f := NewACMEChallenges(nil, &challengeAnswers{}); f != nil {
-		t.Errorf("feature %v without names", f)
+// TestACMEChallengesNamesSwapped: without names the feature answers
+// nothing (the route's redirect takes the request); SetNames makes it
+// answer for the names it gives, and for those alone.
+func TestACMEChallengesNamesSwapped(t *testing.T) {
+	a := &challengeAnswers{tokens: map[string]string{"a.relay.test": "tokA", "b.relay.test": "tokB"}}
+	tb := serving(t, "b", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("backend")) })
+	f := NewACMEChallenges(nil, a)
+	c, p := startCore(t, Config{Features: func(c *Core) []Feature {
+		return append([]Feature{f}, DefaultFeatures(c)...)
+	}}, testPool(), tb.b)
+	table, err := route.New([]route.Spec{{Name: "https", Scheme: "http", Redirect: &route.Redirect{Status: 308, Scheme: "https"}}}, route.Reject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetRouting(Routing{Table: table, Pools: []*Pool{p}, Default: p})
+	path := "/.well-known/acme-challenge/"
+	status := func(host, token string) int { return do(c, req{target: path + token, host: host}).status }
+	if s := status("a.relay.test", "tokA"); s != 308 {
+		t.Fatalf("without names: %d, want the route's 308", s)
+	}
+	f.SetNames([]string{"a.relay.test"})
+	if s, s2 := status("a.relay.test", "tokA"), status("b.relay.test", "tokB"); s != 200 || s2 != 308 {
+		t.Fatalf("names [a]: a %d (want 200), b %d (want 308)", s, s2)
+	}
+	f.SetNames([]string{"b.relay.test"})
+	if s, s2 := status("a.relay.test", "tokA"), status("b.relay.test", "tokB"); s != 308 || s2 != 200 {
+		t.Fatalf("names [b]: a %d (want 308), b %d (want 200)", s, s2)
 	}
 }

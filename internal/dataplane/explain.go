@@ -139,7 +139,10 @@ func explainCore(cfg *config.Config) core.Config {
 	if cfg.Tracing != nil {
 		t = core.NewTracing(cfg.Tracing.Sampler(), nil)
 	}
-	first := acmeChallenges(cfg, nil)
+	var first []core.Feature
+	if a := acmeChallenges(cfg, nil); a != nil {
+		first = []core.Feature{a}
+	}
 	cc.Features = func(c *core.Core) []core.Feature { return append(first, core.CoreFeatures(c, t)...) }
 	return cc
 }

@@ -18,25 +18,35 @@ import (
 // for them, then core.CoreFeatures, with tracing when the file turns it
 // on.
 func (pl *Plane) coreFeatures(cfg *config.Config) func(c *core.Core) []core.Feature {
-	first := acmeChallenges(cfg, pl.opts.HTTP01)
+	var first []core.Feature
+	if pl.acme = acmeChallenges(cfg, pl.opts.HTTP01); pl.acme != nil {
+		first = []core.Feature{pl.acme}
+	}
 	return func(c *core.Core) []core.Feature {
 		return append(first, core.CoreFeatures(c, pl.tracing)...)
 	}
 }
 
 // acmeChallenges is the feature answering HTTP-01 challenges for the
-// acme section's names from answers, before routing; none without an
-// acme section or when its challenges leave http-01 out. It is the
-// core's own, so a route (a redirect to https, say) cannot shadow it.
-func acmeChallenges(cfg *config.Config, answers core.HTTP01Answers) []core.Feature {
+// acme section's names from answers, before routing; nil without an
+// acme section or when its challenges leave http-01 out (both restart
+// settings). It is the core's own, so a route (a redirect to https, say)
+// cannot shadow it. It is there with no names too, for a reload that
+// adds some (acmeNames).
+func acmeChallenges(cfg *config.Config, answers core.HTTP01Answers) *core.ACMEChallenges {
 	a := cfg.ACME
 	if a == nil || !slices.Contains(a.Challenges, "http-01") {
 		return nil
 	}
-	if f := core.NewACMEChallenges(a.Domains, answers); f != nil {
-		return []core.Feature{f}
+	return core.NewACMEChallenges(a.Domains, answers)
+}
+
+// acmeNames gives the HTTP-01 answerer the names of cfg's acme.domains,
+// which a reload applies.
+func (pl *Plane) acmeNames(cfg *config.Config) {
+	if pl.acme != nil && cfg.ACME != nil {
+		pl.acme.SetNames(cfg.ACME.Domains)
 	}
-	return nil
 }
 
 // poolFeatures are the features of the requests no route sends to pool

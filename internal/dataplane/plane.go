@@ -114,6 +114,9 @@ type Plane struct {
 	exporter *trace.Exporter
 	// compressMB is the compress_memory_mb the plane last applied.
 	compressMB int
+	// acme answers ACME's HTTP-01 challenges, nil when the acme section
+	// leaves http-01 out (features.go).
+	acme *core.ACMEChallenges
 }
 
 // New builds the data plane cfg describes: the core and a pool for every
@@ -272,6 +275,7 @@ func (pl *Plane) Reconfigure(cfg *config.Config) error {
 	pl.core.SetRouting(r)
 	pl.core.SetHostRules(hostRules(cfg))
 	pl.encoderMemory(cfg)
+	pl.acmeNames(cfg)
 	for _, p := range pl.core.Pools() {
 		if !keep[p.Name()] {
 			pl.core.RemovePool(p.Name())
