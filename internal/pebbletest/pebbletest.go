@@ -103,7 +103,12 @@ type CA struct {
 	db  *db.MemoryStore
 	wfe http.Handler
 
-	garbage atomic.Bool
+	garbage  atomic.Bool
+	requests atomic.Int64
+
+	holdMu  sync.Mutex
+	holds   map[string]chan struct{} // by name: closed on release
+	holding int                      // finalize requests waiting now
 
 	// mu serializes the front end's requests and the harness's reads of
 	// the database: Pebble writes some fields of its orders without
@@ -276,6 +281,10 @@ const renewalInfoPath = "/draft-ietf-acme-ari-03/renewalInfo"
 // ServeHTTP serves the ACME API: Pebble's, one request at a time, unless
 // Garbage or NoARI say otherwise, keeping note of the orders it creates.
 func (c *CA) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c.requests.Add(1)
+	if !c.hold(r) {
+		return
+	}
 	if c.garbage.Load() {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		io.WriteString(w, "<html><body>502 Bad Gateway, or something</body></html>\n")
@@ -447,4 +456,96 @@ func (c *CA) SetRenewalInfo(cert *x509.Certificate, response string) error {
 		return fmt.Errorf("pebbletest: %w", err)
 	}
 	return nil
+}
+
+// Requests is the number of HTTP requests the ACME server has received
+// since the CA started, answered or not (Garbage and held ones too).
+func (c *CA) Requests() int { return int(c.requests.Load()) }
+
+// finalizePath is where Pebble's orders are finalized, followed by the
+// order's ID.
+const finalizePath = "/finalize-order/"
+
+// HoldFinalize makes the CA hold every request to finalize an order that
+// names name: the request waits unanswered, as behind a stalled CA,
+// until release is called or its client goes away (a killed client's
+// connection closes). An order held so is in the middle of its life:
+// its authorizations are valid, no certificate is issued. Requests
+// after release pass. Holding says how many wait.
+func (c *CA) HoldFinalize(name string) (release func()) {
+	name = canonical(name)
+	ch := make(chan struct{})
+	c.holdMu.Lock()
+	if c.holds == nil {
+		c.holds = map[string]chan struct{}{}
+	}
+	c.holds[name] = ch
+	c.holdMu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.holdMu.Lock()
+			if c.holds[name] == ch {
+				delete(c.holds, name)
+			}
+			c.holdMu.Unlock()
+			close(ch)
+		})
+	}
+}
+
+// Holding is the number of finalize requests HoldFinalize holds now.
+func (c *CA) Holding() int {
+	c.holdMu.Lock()
+	defer c.holdMu.Unlock()
+	return c.holding
+}
+
+// hold makes r wait while HoldFinalize holds the order it finalizes, and
+// reports whether r is still to be answered (false: its client left).
+func (c *CA) hold(r *http.Request) bool {
+	id, ok := strings.CutPrefix(r.URL.Path, finalizePath)
+	if !ok {
+		return true
+	}
+	c.holdMu.Lock()
+	if len(c.holds) == 0 {
+		c.holdMu.Unlock()
+		return true
+	}
+	c.holdMu.Unlock()
+	// The database has locks of its own; c.mu is not taken, so that a
+	// held request stops no other.
+	o := c.db.GetOrderByID(id)
+	if o == nil {
+		return true
+	}
+	var release chan struct{}
+	o.RLock()
+	c.holdMu.Lock()
+	for _, ident := range o.Identifiers {
+		if ch := c.holds[canonical(ident.Value)]; ch != nil {
+			release = ch
+			break
+		}
+	}
+	if release != nil {
+		c.holding++
+	}
+	c.holdMu.Unlock()
+	o.RUnlock()
+	if release == nil {
+		return true
+	}
+	defer func() {
+		c.holdMu.Lock()
+		c.holding--
+		c.holdMu.Unlock()
+	}()
+	select {
+	case <-release:
+		return true
+	case <-r.Context().Done():
+		return false
+	}
 }
