@@ -68,6 +68,9 @@ func (b *backoff) next(err error) time.Duration {
 // attempt that fails, with the time to the next one.
 func (m *Manager) bringIn(ctx context.Context, name string) {
 	defer func() {
+		if ctx.Err() != nil {
+			return // Unmanage cleared the mark, and a new bringIn may own it
+		}
 		m.mu.Lock()
 		delete(m.bringing, name)
 		m.mu.Unlock()
